@@ -1,0 +1,1 @@
+"""Bundled hardware profiles (YAML files beside this module)."""

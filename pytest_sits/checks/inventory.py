@@ -1,0 +1,182 @@
+"""INV-DEVICES, MEM-CAPACITY and DEP-DRIVER: what is installed, and is it enough."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, Verdict
+
+GIB = 1024 ** 3
+GB = 1000 ** 3
+
+
+def _group(accs: List[Dict[str, Any]]) -> str:
+    counts: Dict[str, int] = {}
+    for a in accs:
+        key = f"{a.get('display_name') or a['pci_id']} ({a['pci_id']})" if a.get("name") else a["pci_id"]
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n} × {k}" for k, n in counts.items())
+
+
+def found_text(accs: List[Dict[str, Any]], vendor: Optional[str] = None) -> str:
+    if accs:
+        return "found " + _group(accs)
+    return f"found no {vendor} device" if vendor and vendor not in ("any",) else "found no accelerator"
+
+
+def absent_reason(expected: Dict[str, Any], accs: List[Dict[str, Any]]) -> Optional[str]:
+    """The SKIP reason for accelerator requirements, or None when devices are there."""
+    matching = [a for a in accs if a["pci_id"] in expected.get("pci_ids", [])]
+    if matching:
+        return None
+    if not expected.get("count"):
+        return "the profile expects no accelerator; " + found_text(accs)
+    return f"profile expects {expected['describe']}; {found_text(accs, expected.get('vendor'))}"
+
+
+def check_devices(accelerators: List[Dict[str, Any]], nvml: Dict[str, Any], expected: Dict[str, Any],
+                  thresholds: Dict[str, Any]) -> Verdict:
+    """INV-DEVICES: the accelerators present are the profile's model, count and memory."""
+    want_n = int(expected.get("count", 0))
+    ids = set(expected.get("pci_ids", []))
+    matching = [a for a in accelerators if a["pci_id"] in ids]
+    others = [a for a in accelerators if a["pci_id"] not in ids]
+    ev = {"expected": expected, "found": [{k: a.get(k) for k in ("bdf", "pci_id", "name", "memory_total_bytes",
+                                                                 "memory_source")} for a in accelerators],
+          "nvml": {k: nvml.get(k) for k in ("available", "reason", "driver_version")}}
+    threshold = f"{want_n} × {expected.get('model', '?')}"
+    if want_n == 0:
+        if not accelerators:
+            return Verdict("INV-DEVICES", PASS, "the profile expects no accelerator and none was found",
+                           measured=0, threshold=0, unit="devices", subject="accelerators", evidence=ev)
+        return Verdict("INV-DEVICES", FAIL, f"the profile expects no accelerator; {found_text(accelerators)}",
+                       measured=len(accelerators), threshold=0, unit="devices", subject="accelerators", evidence=ev,
+                       remediation="run with the profile of these accelerators (--sits-profile NAME), or write "
+                                   "one that extends `base` with their PCI IDs")
+    if len(matching) != want_n or others:
+        problems = []
+        if len(matching) != want_n:
+            problems.append(f"{len(matching)} of {want_n} expected")
+        if others:
+            problems.append(f"unexpected: {_group(others)}")
+        return Verdict("INV-DEVICES", FAIL,
+                       f"profile expects {expected['describe']}; {found_text(accelerators, expected.get('vendor'))} "
+                       f"({'; '.join(problems)})",
+                       measured=len(matching), threshold=threshold, unit="devices", subject="accelerators", evidence=ev,
+                       remediation="check that every card is seated and enumerated (`lspci -d "
+                                   f"{sorted(ids)[0] if ids else ''}`), that the profile is the right one, "
+                                   "or set identity.count for this system in a profile that extends it")
+    mem_gb = expected.get("memory_gb")
+    if not mem_gb:
+        return Verdict("INV-DEVICES", PASS, f"{want_n} × {expected.get('model')} present (the profile gives no "
+                       "memory size to compare)", measured=len(matching), threshold=threshold, unit="devices",
+                       subject="accelerators", evidence=ev)
+    tol = float(thresholds.get("memory_tolerance", 0.1))
+    floor = mem_gb * GIB * (1 - tol)
+    unknown = [a for a in matching if a.get("memory_total_bytes") is None]
+    small = [a for a in matching if a.get("memory_total_bytes") is not None and a["memory_total_bytes"] < floor]
+    sizes = [a["memory_total_bytes"] for a in matching if a.get("memory_total_bytes") is not None]
+    measured_mem = round(min(sizes) / GIB, 2) if sizes else None
+    mem_threshold = f">= {mem_gb} GiB - {tol:.0%} = {floor / GIB:.1f} GiB"
+    if small:
+        detail = ", ".join(f"{a['bdf']} {a['memory_total_bytes'] / GIB:.1f} GiB" for a in small)
+        return Verdict("INV-DEVICES", FAIL, f"{len(small)} card(s) report less memory than the profile's "
+                       f"{mem_gb} GB: {detail}", measured=measured_mem, threshold=mem_threshold, unit="GiB",
+                       subject="accelerators", evidence=ev, remediation="check the model and SKU (a smaller-memory variant), "
+                       "MIG or vGPU partitioning, and ECC settings; or correct hardware.memory_gb in the profile")
+    if unknown:
+        why = nvml.get("reason") or "the management library reported no memory size"
+        return Verdict("INV-DEVICES", INCONCLUSIVE,
+                       f"{want_n} × {expected.get('model')} present, but the memory of {len(unknown)} card(s) "
+                       f"could not be read: {why}", measured=len(matching), threshold=mem_threshold,
+                       unit="devices", subject="accelerators", evidence=ev)
+    return Verdict("INV-DEVICES", PASS, f"{want_n} × {expected.get('model')} present, each with at least "
+                   f"{measured_mem} GiB", measured=measured_mem, threshold=mem_threshold, unit="GiB", subject="accelerators", evidence=ev)
+
+
+def workload_need(workload: Dict[str, Any]) -> Dict[str, float]:
+    """Bytes one card needs for the workload: weights and the full KV cache, split by tensor parallelism.
+
+    KV cache = 2 (K and V) × layers × kv_heads × head_dim × context × batch × bytes per element.
+    """
+    weights = float(workload["params_billion"]) * 1e9 * float(workload["dtype_bytes"])
+    kv = (2 * int(workload["layers"]) * int(workload["kv_heads"]) * int(workload["head_dim"])
+          * int(workload["context_tokens"]) * int(workload["batch"])
+          * float(workload.get("kv_dtype_bytes", workload["dtype_bytes"])))
+    tp = int(workload.get("tensor_parallel", 1))
+    overhead = float(workload.get("overhead_fraction", 0.0))
+    per_card = (weights + kv) / tp * (1 + overhead)
+    return {"weights_bytes": weights, "kv_cache_bytes": kv, "tensor_parallel": tp,
+            "overhead_fraction": overhead, "per_card_bytes": per_card}
+
+
+def check_capacity(accelerators: List[Dict[str, Any]], thresholds: Dict[str, Any],
+                   absent: Optional[str] = None) -> Verdict:
+    """MEM-CAPACITY: each card holds its share of the weights and full KV cache (GB = 10^9 bytes)."""
+    if absent:
+        return Verdict("MEM-CAPACITY", SKIP, absent, subject="accelerators")
+    need = workload_need(thresholds["workload"])
+    floor = float(thresholds.get("min_gb_per_card", 0)) * GB
+    required = max(floor, need["per_card_bytes"])
+    ev = {"workload": thresholds["workload"], "need": need, "min_gb_per_card": thresholds.get("min_gb_per_card"),
+          "cards": [{"bdf": a["bdf"], "memory_total_bytes": a.get("memory_total_bytes"),
+                     "memory_source": a.get("memory_source")} for a in accelerators]}
+    threshold = (f">= {required / GB:.1f} GB per card (max of SITS2026 floor {floor / GB:.0f} GB and "
+                 f"{thresholds['workload'].get('name', 'workload')} need {need['per_card_bytes'] / GB:.1f} GB "
+                 f"at TP={need['tensor_parallel']})")
+    known = [a for a in accelerators if a.get("memory_total_bytes") is not None]
+    if not known:
+        return Verdict("MEM-CAPACITY", INCONCLUSIVE, "no card reported its memory size (management library "
+                       "unavailable)", threshold=threshold, unit="GB", subject="accelerators", evidence=ev)
+    worst = min(known, key=lambda a: a["memory_total_bytes"])
+    measured = round(worst["memory_total_bytes"] / GB, 2)
+    short = [a for a in known if a["memory_total_bytes"] < required]
+    if short:
+        return Verdict("MEM-CAPACITY", FAIL,
+                       f"{len(short)} card(s) hold less than the {required / GB:.1f} GB a card needs; smallest "
+                       f"{worst['bdf']} with {measured} GB", measured=measured, threshold=threshold, unit="GB",
+                       subject="accelerators", evidence=ev,
+                       remediation="raise tensor_parallel in the workload (more cards share the model), use a "
+                                   "smaller dtype, or use cards with more memory")
+    if len(known) < len(accelerators):
+        return Verdict("MEM-CAPACITY", INCONCLUSIVE, f"{len(accelerators) - len(known)} card(s) did not report "
+                       "their memory size", measured=measured, threshold=threshold, unit="GB",
+                       subject="accelerators", evidence=ev)
+    return Verdict("MEM-CAPACITY", PASS, f"every card holds at least {measured} GB; the workload needs "
+                   f"{required / GB:.1f} GB per card", measured=measured, threshold=threshold, unit="GB",
+                   subject="accelerators", evidence=ev)
+
+
+def _version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
+    if not text:
+        return None
+    nums = re.findall(r"\d+", str(text))
+    return tuple(int(n) for n in nums) if nums else None
+
+
+def check_driver(nvml: Dict[str, Any], thresholds: Dict[str, Any], nvidia_present: bool) -> Verdict:
+    """DEP-DRIVER: NVIDIA driver and CUDA driver API at or above the floor."""
+    if not nvidia_present:
+        return Verdict("DEP-DRIVER", SKIP, "no NVIDIA device: the NVIDIA driver floor does not apply",
+                       subject="driver")
+    min_drv, min_cuda = thresholds.get("min_nvidia_driver"), thresholds.get("min_cuda")
+    threshold = f"driver >= {min_drv}, CUDA >= {min_cuda}"
+    ev = {k: nvml.get(k) for k in ("available", "reason", "driver_version", "cuda_driver_version")}
+    if not nvml.get("available"):
+        return Verdict("DEP-DRIVER", INCONCLUSIVE, f"NVIDIA devices present but the driver version cannot be "
+                       f"read: {nvml.get('reason')}", threshold=threshold, subject="driver", evidence=ev)
+    drv, cuda = nvml.get("driver_version"), nvml.get("cuda_driver_version")
+    measured = f"driver {drv}, CUDA {cuda}"
+    low = []
+    if _version_tuple(drv) is None or (min_drv and _version_tuple(drv) < _version_tuple(min_drv)):
+        low.append(f"driver {drv} < {min_drv}")
+    if _version_tuple(cuda) is None or (min_cuda and _version_tuple(cuda) < _version_tuple(min_cuda)):
+        low.append(f"CUDA {cuda} < {min_cuda}")
+    if low:
+        return Verdict("DEP-DRIVER", FAIL, "; ".join(low), measured=measured, threshold=threshold,
+                       subject="driver", evidence=ev,
+                       remediation=f"install NVIDIA driver {min_drv} or newer (it carries the CUDA {min_cuda} "
+                                   "driver API)")
+    return Verdict("DEP-DRIVER", PASS, f"{measured} meets the floor", measured=measured, threshold=threshold,
+                   subject="driver", evidence=ev)

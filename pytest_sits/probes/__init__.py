@@ -1,0 +1,1 @@
+"""Probes: read the hardware and return evidence.  A probe never decides."""
