@@ -195,8 +195,7 @@ class Recorder:
                             v.threshold, v.unit, v.subject, None, v.evidence, v.method)
             recorded.append(_append(self.item, v, self.run, waiver if v.status == WAIVED else None))
         worst = min(recorded, key=lambda d: _SEVERITY.index(d["status"]))
-        msg = "; ".join(f"[{d['subject']}] {d['status']}: {d['reason']}" for d in recorded
-                        if d["status"] == worst["status"])
+        msg = "; ".join(f"[{d['subject']}] {d['reason']}" for d in recorded if d["status"] == worst["status"])
         sim = " [SIMULATED]" if self.run.platform.simulated else ""
         if worst["status"] == FAIL:
             fixes = {d["remediation"] for d in recorded if d["status"] == FAIL and d["remediation"]}
@@ -204,15 +203,20 @@ class Recorder:
                         pytrace=False)
         if worst["status"] == ERROR:
             raise SitsProbeError(f"{worst['requirement']} ERROR{sim}: {msg}")
-        if worst["status"] in (SKIP, INCONCLUSIVE, WAIVED) and all(d["status"] in (SKIP, INCONCLUSIVE, WAIVED)
-                                                                  for d in recorded):
-            pytest.skip(f"{worst['requirement']} {worst['status']}{sim}: {msg}")
-        if worst["status"] == INCONCLUSIVE:
-            pytest.skip(f"{worst['requirement']} INCONCLUSIVE{sim}: {msg}")
+        if worst["status"] == INCONCLUSIVE or all(d["status"] in (SKIP, WAIVED) for d in recorded):
+            _skip(f"{worst['requirement']} {worst['status']}{sim}: {msg}")
         if worst["status"] == WARN:
             import warnings
 
             warnings.warn(SitsWarning(f"{worst['requirement']} WARN{sim}: {msg}"), stacklevel=2)
+
+
+def _skip(msg: str) -> None:
+    """Skip, reported at the test's own location rather than this module's."""
+    try:
+        raise pytest.skip.Exception(msg, _use_item_location=True)
+    except TypeError:  # pragma: no cover - pytest without the keyword
+        pytest.skip(msg)
 
 
 class SitsWarning(UserWarning):
@@ -255,6 +259,7 @@ class SitsReporter:
             if mark is not None and mark.args:
                 self.collected.setdefault(mark.args[0], "DESELECTED")
 
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         self.workers += 1
 

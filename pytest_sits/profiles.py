@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .catalogue import CATALOGUE, threshold_schema
 
-BUNDLED_DIR_PACKAGE = "pytest_sits.profiles"
+BUNDLED_DIR_PACKAGE = "pytest_sits.bundled"
 PCI_ID_PATTERN = "^[0-9a-f]{4}:[0-9a-f]{4}$"
 
 
@@ -42,10 +42,7 @@ def bundled_dir() -> Path:
     """The folder of bundled profiles (works installed and in a checkout)."""
     from importlib import resources
 
-    try:
-        return Path(str(resources.files(BUNDLED_DIR_PACKAGE)))
-    except (ModuleNotFoundError, TypeError):  # pragma: no cover - broken install
-        return Path(__file__).resolve().parent.parent / "profiles"
+    return Path(str(resources.files(BUNDLED_DIR_PACKAGE)))
 
 
 def profile_schema() -> Dict[str, Any]:

@@ -1,0 +1,137 @@
+"""INV-DEVICES, MEM-CAPACITY, DEP-DRIVER on evidence: each fails on bad evidence and passes on good."""
+
+import pytest
+
+from pytest_sits.checks.inventory import (GIB, absent_reason, check_capacity, check_devices, check_driver,
+                                          workload_need)
+from pytest_sits.profiles import resolve
+from pytest_sits.session import SitsRun
+from pytest_sits.platform import from_spec
+from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, Verdict
+
+
+def expected_of(name):
+    run = SitsRun(profile=resolve(name), platform=None, level="quick", level_how="default", report_dir=None)
+    return run.expected(), run.profile
+
+
+def gpus(n, pci_id="10de:2330", mem=int(79.65 * GIB)):
+    return [{"bdf": f"0000:{0x10 + i:02x}:00.0", "pci_id": pci_id, "name": "NVIDIA H100 80GB HBM3",
+             "display_name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": mem, "memory_source": "nvml"}
+            for i in range(n)]
+
+
+NVML_OK = {"available": True, "driver_version": "560.35.03", "cuda_driver_version": "12.6"}
+
+
+def test_devices_pass_on_eight_h100():
+    exp, prof = expected_of("h100")
+    v = check_devices(gpus(8), NVML_OK, exp, prof.thresholds("INV-DEVICES"))
+    assert v.status == PASS and v.measured == pytest.approx(79.65, abs=0.01)
+
+
+def test_devices_fail_when_one_is_missing():
+    exp, prof = expected_of("h100")
+    v = check_devices(gpus(7), NVML_OK, exp, prof.thresholds("INV-DEVICES"))
+    assert v.status == FAIL and "7 of 8 expected" in v.reason and v.remediation
+
+
+def test_devices_fail_when_no_gpu():
+    exp, prof = expected_of("h100")
+    v = check_devices([], {"available": False}, exp, prof.thresholds("INV-DEVICES"))
+    assert v.status == FAIL
+    assert "profile expects 8 × H100 SXM5 (10de:2330); found no NVIDIA device" in v.reason
+
+
+def test_devices_fail_on_wrong_model():
+    exp, prof = expected_of("h100")
+    v = check_devices(gpus(7) + gpus(1, "10de:2331"), NVML_OK, exp, prof.thresholds("INV-DEVICES"))
+    assert v.status == FAIL and "unexpected: 1 ×" in v.reason and "10de:2331" in v.reason
+
+
+def test_devices_fail_on_small_memory():
+    exp, prof = expected_of("h100")
+    v = check_devices(gpus(8, mem=40 * GIB), NVML_OK, exp, prof.thresholds("INV-DEVICES"))
+    assert v.status == FAIL and "less memory" in v.reason
+
+
+def test_devices_inconclusive_without_memory_reading():
+    exp, prof = expected_of("h100")
+    v = check_devices(gpus(8, mem=None), {"available": False, "reason": "NVML missing"}, exp,
+                      prof.thresholds("INV-DEVICES"))
+    assert v.status == INCONCLUSIVE and "NVML missing" in v.reason
+
+
+def test_l40s_with_ecc_memory_is_within_tolerance():
+    exp, prof = expected_of("l40s")
+    v = check_devices(gpus(8, "10de:26b9", mem=46068 * 1024 ** 2), NVML_OK, exp, prof.thresholds("INV-DEVICES"))
+    assert v.status == PASS
+
+
+def test_host_profile():
+    exp, prof = expected_of("host")
+    assert check_devices([], NVML_OK, exp, prof.thresholds("INV-DEVICES")).status == PASS
+    v = check_devices(gpus(2), NVML_OK, exp, prof.thresholds("INV-DEVICES"))
+    assert v.status == FAIL and "expects no accelerator" in v.reason
+
+
+def test_workload_need_llama3_70b():
+    _, prof = expected_of("base")
+    need = workload_need(prof.thresholds("MEM-CAPACITY")["workload"])
+    assert need["weights_bytes"] == pytest.approx(141.1e9)
+    # 2 × 80 layers × 8 KV heads × 128 × 4096 tokens × 2 bytes
+    assert need["kv_cache_bytes"] == 2 * 80 * 8 * 128 * 4096 * 2
+    assert need["per_card_bytes"] == pytest.approx((141.1e9 + 1342177280) / 2 * 1.1)
+
+
+def test_capacity_pass_fail_skip():
+    _, prof = expected_of("h100")
+    th = prof.thresholds("MEM-CAPACITY")
+    assert check_capacity(gpus(8), th).status == PASS
+    v = check_capacity(gpus(8, mem=48 * GIB), th)
+    assert v.status == FAIL and "tensor_parallel" in v.remediation
+    assert check_capacity([], th, absent="profile expects 8 × H100").status == SKIP
+    assert check_capacity(gpus(2, mem=None), th).status == INCONCLUSIVE
+
+
+def test_capacity_need_can_exceed_the_floor():
+    _, prof = expected_of("h200")
+    th = prof.thresholds("MEM-CAPACITY")
+    th["workload"]["tensor_parallel"] = 1  # the whole 70B model on one card: (141.1 + 1.3) × 1.1 = 156.7 GB
+    v = check_capacity(gpus(8, "10de:2335", mem=int(140.4 * GIB)), th)
+    assert v.status == FAIL and "156.7 GB" in v.threshold
+
+
+def test_driver_floor():
+    _, prof = expected_of("h100")
+    th = prof.thresholds("DEP-DRIVER")
+    assert check_driver(NVML_OK, th, True).status == PASS
+    old = {"available": True, "driver_version": "535.104.05", "cuda_driver_version": "12.2"}
+    v = check_driver(old, th, True)
+    assert v.status == FAIL and "driver 535.104.05 < 550" in v.reason and "CUDA 12.2 < 12.6" in v.reason
+    assert check_driver({"available": False, "reason": "x"}, th, True).status == INCONCLUSIVE
+    assert check_driver({}, th, False).status == SKIP
+    # 12.10 is newer than 12.6: versions compare as numbers, not strings
+    assert check_driver({"available": True, "driver_version": "580.1", "cuda_driver_version": "12.10"},
+                        th, True).status == PASS
+
+
+def test_absent_reason_names_expectation_and_finding():
+    exp, _ = expected_of("h100")
+    assert absent_reason(exp, []) == "profile expects 8 × H100 SXM5 (10de:2330); found no NVIDIA device"
+    assert absent_reason(exp, gpus(1)) is None
+
+
+def test_checks_on_simulated_evidence():
+    exp, prof = expected_of("h100")
+    inv = from_spec("sim:h100+small-memory").inventory()
+    assert check_devices(inv["accelerators"], inv["management"]["nvml"], exp,
+                         prof.thresholds("INV-DEVICES")).status == FAIL
+    assert check_capacity(inv["accelerators"], prof.thresholds("MEM-CAPACITY")).status == FAIL
+
+
+def test_fail_verdict_needs_remediation():
+    with pytest.raises(ValueError, match="remediation"):
+        Verdict("INV-DEVICES", FAIL, "x")
+    with pytest.raises(ValueError, match="unknown verdict status"):
+        Verdict("INV-DEVICES", "OK", "x")

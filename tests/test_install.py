@@ -1,0 +1,42 @@
+"""`pip install .` into a fresh virtual environment, then run the bundled suite from elsewhere."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(os.environ.get("SITS_SKIP_INSTALL_TEST") == "1", reason="SITS_SKIP_INSTALL_TEST=1")
+def test_installed_suite_runs_outside_the_checkout(tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", ".tox", "sits-report", "*.egg-info",
+                                                             "__pycache__", "build"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    proc = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(src)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SITS_", "PYTEST_", "PYTHON"))}
+    proc = subprocess.run([str(venv / "bin" / "pytest"), "--sits-profile", "h100", "--pyargs",
+                           "pytest_sits.conformance", "-p", "no:cacheprovider", "-rs"],
+                          cwd=work, capture_output=True, text=True, env=env)
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr  # INV-DEVICES fails: this machine has no H100
+    assert "sits: profile h100-sxm5 (option: --sits-profile=h100)" in out
+    assert "found no NVIDIA device" in out
+    assert str(venv) in out.split("sits: profile h100-sxm5")[1].splitlines()[0]  # the installed profile file
+    report = json.loads((work / "sits-report" / "sits-report.json").read_text())
+    assert report["profile"]["name"] == "h100-sxm5"
+    assert all(str(REPO) not in v["nodeid"] for v in report["verdicts"])
+    assert (venv / "bin" / "sits").exists()
+    proc = subprocess.run([str(venv / "bin" / "sits"), "profile", "list"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0 and "h100-sxm5" in proc.stdout

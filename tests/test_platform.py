@@ -1,0 +1,137 @@
+"""Platforms: the probes read live sysfs, snapshots and simulated trees alike."""
+
+import json
+import os
+
+import pytest
+
+from pytest_sits.platform import FAULTS, LivePlatform, PlatformError, SnapshotPlatform, capture, from_spec
+from pytest_sits.probes import pcie, sysfs
+
+
+def test_live_platform_reads_this_machine():
+    inv = LivePlatform().inventory()
+    assert inv["cpu"]["threads"] == os.cpu_count()
+    assert inv["memory"]["total_bytes"] > 0
+    assert inv["numa"] and all(n["cpus"] for n in inv["numa"])
+    # every PCI function under sysfs is there, with its class and chain
+    assert len(inv["pci"]) == len(os.listdir("/sys/bus/pci/devices"))
+    assert all(d["class"] and d["pci_id"] for d in inv["pci"])
+    assert inv["platform"] == {"kind": "live", "label": "live", "simulated": False}
+    # no GPU on this machine: NVML missing is a recorded reason, not a crash
+    assert inv["management"]["nvml"]["available"] in (True, False)
+    if not inv["management"]["nvml"]["available"]:
+        assert inv["management"]["nvml"]["reason"]
+
+
+def test_sim_builds_the_profile_machine():
+    plat = from_spec("sim:h100")
+    inv = plat.inventory()
+    accs = inv["accelerators"]
+    assert len(accs) == 8 and {a["pci_id"] for a in accs} == {"10de:2330"}
+    assert all(a["upstream"] and a["memory_source"] == "nvml" for a in accs)
+    assert plat.simulated and "SIMULATED" in plat.label
+    # the NIC beside the GPUs is not an accelerator
+    assert any(d["pci_id"] == "15b3:1021" for d in inv["pci"])
+    assert inv["cpu"]["sockets"] == 2 and len(inv["numa"]) == 2
+
+
+def test_sim_faults_change_the_evidence():
+    assert len(from_spec("sim:h100+missing-device").inventory()["accelerators"]) == 7
+    wrong = from_spec("sim:h100+wrong-model").inventory()["accelerators"]
+    assert sorted(a["pci_id"] for a in wrong)[-1] == "10de:2331"
+    small = from_spec("sim:h100+small-memory").inventory()["accelerators"]
+    assert small[0]["memory_total_bytes"] < 45e9
+    sw = from_spec("sim:h100+switch").inventory()
+    acc = sw["accelerators"][0]
+    by_bdf = {d["bdf"]: d for d in sw["pci"]}
+    types = [by_bdf[b]["config"]["pcie"]["port_type"] for b in acc["upstream"]]
+    assert types == ["switch_downstream", "switch_upstream", "root_port"]
+    nonv = from_spec("sim:h100+no-nvml").inventory()
+    assert not nonv["management"]["nvml"]["available"]
+    assert all(a["memory_total_bytes"] is None for a in nonv["accelerators"])
+
+
+def test_unknown_fault_and_platform_are_usage_errors():
+    with pytest.raises(PlatformError, match="unknown sim fault 'bogus'; fix: use one of"):
+        from_spec("sim:h100+bogus")
+    with pytest.raises(PlatformError, match="live, snapshot:DIR or sim:PROFILE"):
+        from_spec("cloud:x")
+    with pytest.raises(PlatformError, match="not a snapshot"):
+        from_spec("snapshot:/nonexistent")
+    assert "switch" in FAULTS
+
+
+def test_capture_then_snapshot_reproduces_inventory(tmp_path):
+    sim = from_spec("sim:h200+switch,numa-unknown")
+    capture(tmp_path / "snap", root=sim.root, nvml=sim.nvml())
+    snap = SnapshotPlatform(tmp_path / "snap")
+    a, b = sim.inventory(), snap.inventory()
+    for key in ("cpu", "memory", "numa", "accelerators"):
+        assert a[key] == b[key], key
+    assert [d["bdf"] for d in a["pci"]] == [d["bdf"] for d in b["pci"]]
+    assert snap.kind == "snapshot" and not snap.simulated
+
+
+def test_capture_of_this_machine(tmp_path):
+    manifest = capture(tmp_path / "snap")
+    assert manifest["files"] > 10
+    snap = from_spec(f"snapshot:{tmp_path / 'snap'}")
+    live = LivePlatform().inventory()
+    inv = snap.inventory()
+    assert inv["cpu"] == live["cpu"]
+    assert [d["bdf"] for d in inv["pci"]] == [d["bdf"] for d in live["pci"]]
+    assert [d["config"] for d in inv["pci"]] == [d["config"] for d in live["pci"]]
+    with pytest.raises(PlatformError, match="already holds a snapshot"):
+        capture(tmp_path / "snap")
+
+
+def test_snapshot_with_corrupt_manifest(tmp_path):
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(PlatformError, match="not valid JSON"):
+        SnapshotPlatform(tmp_path)
+
+
+@pytest.mark.parametrize("text,want", [("16.0 GT/s PCIe", 16.0), ("16 GT/s", 16.0), ("2.5 GT/s PCIe", 2.5),
+                                       ("Unknown", None), (None, None), ("32.0 GT/s PCIe", 32.0)])
+def test_sysfs_speed_strings(text, want):
+    assert pcie.parse_sysfs_speed(text) == want
+
+
+@pytest.mark.parametrize("ptype,name", [(0, "endpoint"), (4, "root_port"), (5, "switch_upstream"),
+                                        (6, "switch_downstream"), (7, "pcie_to_pci_bridge")])
+def test_config_space_port_type(ptype, name):
+    cfg = pcie.build_config(0x10DE, 0x2330, 0x030200, ptype, max_gen=5, max_width=16, cur_gen=4, cur_width=8)
+    parsed = pcie.parse_config(cfg)
+    assert parsed["pcie"]["port_type"] == name
+    assert parsed["pcie"]["max_speed_gts"] == 32.0 and parsed["pcie"]["current_width"] == 8
+
+
+def test_config_space_truncated_without_root():
+    cfg = pcie.build_config(0x10DE, 0x2330, 0x030200, 0)[:64]
+    parsed = pcie.parse_config(cfg)
+    assert parsed["pcie"] is None and "beyond the 64 readable bytes" in parsed["reason"]
+
+
+def test_cpulist():
+    assert sysfs.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
+    assert sysfs.parse_cpulist("") == []
+
+
+def test_nvml_bus_id_normalised():
+    from pytest_sits.probes.nvml import normalise_bus_id
+
+    assert normalise_bus_id(b"00000000:17:00.0") == "0000:17:00.0"
+    assert normalise_bus_id("00000000:AB:00.0") == "0000:ab:00.0"
+
+
+def test_cli_inventory_prints_yaml(capsys):
+    import yaml
+
+    from pytest_sits.cli import main
+
+    assert main(["inventory", "--platform", "sim:l40s"]) == 0
+    data = yaml.safe_load(capsys.readouterr().out)
+    assert len(data["accelerators"]) == 8 and data["platform"]["simulated"] is True
+    assert main(["inventory"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["platform"]["kind"] == "live"

@@ -1,0 +1,252 @@
+"""The plugin end to end, through pytester."""
+
+import json
+
+import pytest
+
+from pytest_sits import report as rep
+
+SITS_TESTS = """
+import pytest
+from pytest_sits.verdict import Verdict
+
+@pytest.mark.sits_requirement("{rid}")
+@pytest.mark.parametrize("i", range({n}))
+def test_req(i, sits_record):
+    sits_record(Verdict("{rid}", "{status}", "case %d" % i, measured=i, threshold=0, unit="x",
+                        remediation="fix it" if "{status}" == "FAIL" else None))
+"""
+
+
+def test_default_run_picks_host_profile_and_writes_reports(pytester, conformance_args, report_of):
+    result = pytester.runpytest(*conformance_args)
+    result.stdout.fnmatch_lines([
+        "sits: profile host (auto: no accelerator found) from *host.yaml",
+        "sits: platform live: *",
+        "sits: level quick (default); report */sits-report",
+        "*SITS2026 conformance summary*",
+        "requirement*subject*status*measured*threshold",
+        "INV-DEVICES*accelerators*PASS*",
+        "MEM-CAPACITY*SKIP*",
+        "result: CONFORMANT*",
+        "sits report: */sits-report/sits-report.json",
+        "sits report: */sits-report/sits-report.html",
+    ])
+    assert result.ret == 0
+    report = report_of(pytester.path)
+    assert rep.validate(report) == []
+    assert report["run"]["completed"] is True and report["profile"]["how"] == "auto"
+    assert {v["requirement"] for v in report["verdicts"]} == {"INV-DEVICES", "MEM-CAPACITY", "DEP-DRIVER"}
+    html = (pytester.path / "sits-report" / "sits-report.html").read_text()
+    assert "SITS2026 conformance report" in html and "http://" not in html.replace("http://www.w3.org", "")
+    assert not list((pytester.path / "sits-report").glob(".*tmp"))
+
+
+def test_h100_profile_on_cpu_host_skips_with_reason(pytester, conformance_args, report_of):
+    result = pytester.runpytest(*conformance_args, "--sits-profile", "h100.yaml", "-rs")
+    result.stdout.fnmatch_lines([
+        "sits: profile h100-sxm5 (option: --sits-profile=h100.yaml) from *h100-sxm5.yaml",
+        "result: NON_CONFORMANT*",
+        "*MEM-CAPACITY SKIP: * profile expects 8 × H100 SXM5 (10de:2330); found no NVIDIA device*",
+    ])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    by_req = {v["requirement"]: v for v in report_of(pytester.path)["verdicts"]}
+    assert by_req["INV-DEVICES"]["status"] == "FAIL"
+    assert by_req["MEM-CAPACITY"]["status"] == "SKIP"
+
+
+def test_profile_from_env_and_ini(pytester, conformance_args, monkeypatch):
+    monkeypatch.setenv("SITS_PROFILE", "l40s")
+    result = pytester.runpytest(*conformance_args, "--sits-report-dir", "none")
+    result.stdout.fnmatch_lines(["sits: profile l40s (env: $SITS_PROFILE=l40s) *", "*report not written*"])
+    assert not (pytester.path / "sits-report").exists()
+    monkeypatch.delenv("SITS_PROFILE")
+    pytester.makeini("[pytest]\nsits_profile = mi300x\n")
+    result = pytester.runpytest(*conformance_args)
+    result.stdout.fnmatch_lines(["sits: profile mi300x (ini: ini sits_profile=mi300x) *"])
+
+
+def test_sim_faults_make_inventory_requirements_fail(pytester, conformance_args, report_of):
+    result = pytester.runpytest(*conformance_args, "--sits-platform", "sim:h100+small-memory")
+    result.stdout.fnmatch_lines(["sits: SIMULATED platform*", "*INV-DEVICES FAIL ?SIMULATED?:*",
+                                 "*MEM-CAPACITY FAIL ?SIMULATED?:*", "result: SIMULATED*"])
+    report = report_of(pytester.path)
+    assert rep.validate(report) == []
+    assert report["summary"]["result"] == "SIMULATED"
+    assert all(v["simulated"] for v in report["verdicts"])
+    statuses = {v["requirement"]: v["status"] for v in report["verdicts"]}
+    assert statuses == {"INV-DEVICES": "FAIL", "MEM-CAPACITY": "FAIL", "DEP-DRIVER": "PASS"}
+    html = (pytester.path / "sits-report" / "sits-report.html").read_text()
+    assert html.count("SIMULATED") >= 3
+
+
+def test_clean_sim_passes_but_is_never_conformant(pytester, conformance_args, report_of):
+    result = pytester.runpytest(*conformance_args, "--sits-platform", "sim:h200")
+    assert result.ret == 0
+    summary = report_of(pytester.path)["summary"]
+    assert summary["result"] == "SIMULATED" and summary["counts"]["PASS"] == 3
+
+
+@pytest.mark.parametrize("fault,req", [("missing-device", "INV-DEVICES"), ("wrong-model", "INV-DEVICES"),
+                                       ("old-driver", "DEP-DRIVER")])
+def test_each_sim_fault_fails_its_requirement(pytester, conformance_args, report_of, fault, req):
+    pytester.runpytest(*conformance_args, "--sits-platform", f"sim:h100+{fault}")
+    statuses = {v["requirement"]: v["status"] for v in report_of(pytester.path)["verdicts"]}
+    assert statuses[req] == "FAIL"
+
+
+def test_interrupted_session_leaves_a_valid_incomplete_report(pytester, report_of):
+    pytester.makepyfile(test_a=SITS_TESTS.format(rid="INV-DEVICES", n=2, status="PASS") + """
+def test_zz_interrupt():
+    raise KeyboardInterrupt
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    report = report_of(pytester.path)
+    assert rep.validate(report) == []
+    assert report["run"]["completed"] is False and report["summary"]["result"] == "INCOMPLETE"
+    assert len(report["verdicts"]) == 2
+    assert "INCOMPLETE RUN" in (pytester.path / "sits-report" / "sits-report.html").read_text()
+
+
+def test_xdist_one_report_no_verdict_lost_or_doubled(pytester, report_of):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_a=SITS_TESTS.format(rid="INV-DEVICES", n=15, status="PASS"),
+                        test_b=SITS_TESTS.format(rid="MEM-CAPACITY", n=15, status="FAIL"))
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=15, failed=15)
+    report = report_of(pytester.path)
+    assert rep.validate(report) == []
+    keys = [(v["nodeid"], v["seq"]) for v in report["verdicts"]]
+    assert len(keys) == 30 and len(set(keys)) == 30
+    assert report["run"]["xdist_workers"] == 2
+    assert len(list((pytester.path / "sits-report").iterdir())) == 2  # one JSON, one HTML
+
+
+def test_hostile_device_names_are_escaped(pytester, conformance_args):
+    pytester.runpytest(*conformance_args, "--sits-platform", "sim:h100+hostile-name")
+    html = (pytester.path / "sits-report" / "sits-report.html").read_text()
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(" in html
+
+
+def test_select_by_requirement_id(pytester, conformance_args, report_of):
+    result = pytester.runpytest(*conformance_args, "-m", "MEM-CAPACITY", "--strict-markers")
+    result.assert_outcomes(skipped=1, deselected=2)
+    result = pytester.runpytest(*conformance_args, "-k", "INV-DEVICES or DEP-DRIVER")
+    result.assert_outcomes(passed=1, skipped=1, deselected=1)
+    cov = {c["requirement"]: c["state"] for c in report_of(pytester.path)["coverage"]}
+    assert cov["INV-DEVICES"] == "RUN" and cov["MEM-CAPACITY"] == "DESELECTED"
+    assert cov["TOPO-PCIE-DIRECT"] == "NOT_IMPLEMENTED" or cov["TOPO-PCIE-DIRECT"] == "RUN"
+
+
+def test_levels(pytester):
+    pytester.makepyfile("""
+import pytest
+from pytest_sits.verdict import Verdict
+
+@pytest.mark.sits_requirement("INV-DEVICES")
+def test_quick(sits_record):
+    sits_record(Verdict("INV-DEVICES", "PASS", "ok"))
+
+@pytest.mark.sits_requirement("MEM-CAPACITY", level="standard")
+def test_standard(sits_record):
+    sits_record(Verdict("MEM-CAPACITY", "PASS", "ok"))
+
+@pytest.mark.sits_requirement("THERM-GPU-STEADY")
+def test_full(sits_record):
+    sits_record(Verdict("THERM-GPU-STEADY", "PASS", "ok"))
+""")
+    pytester.runpytest().assert_outcomes(passed=1, deselected=2)
+    pytester.runpytest("--sits-level", "standard").assert_outcomes(passed=2, deselected=1)
+    pytester.runpytest("--sits-level", "full").assert_outcomes(passed=3)
+    result = pytester.runpytest("--sits-level", "deep")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_waiver_turns_fail_into_waived(pytester, report_of):
+    prof = pytester.path / "mine.yaml"
+    prof.write_text("name: mine\nextends: h100\nwaivers:\n  - id: INV-DEVICES\n"
+                    "    reason: one GPU is out for RMA until 2026-12-15 (ticket 4711)\n")
+    result = pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-profile", str(prof),
+                                "--sits-platform", "sim:h100+missing-device", "-rs")
+    result.stdout.fnmatch_lines(["*INV-DEVICES WAIVED*"])
+    v = next(v for v in report_of(pytester.path)["verdicts"] if v["requirement"] == "INV-DEVICES")
+    assert v["status"] == "WAIVED" and "RMA" in v["waiver"] and v["evidence"]["waived_status"] == "FAIL"
+    assert "RMA" in (pytester.path / "sits-report" / "sits-report.html").read_text()
+
+
+def test_probe_exception_is_an_error_verdict(pytester, report_of):
+    pytester.makepyfile("""
+import pytest
+
+@pytest.mark.sits_requirement("INV-DEVICES")
+def test_broken():
+    raise OSError("sensor read failed: /sys/class/hwmon/hwmon3/temp1_input")
+""")
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    v = report_of(pytester.path)["verdicts"][0]
+    assert v["status"] == "ERROR" and "sensor read failed" in v["reason"]
+    assert report_of(pytester.path)["summary"]["result"] == "NON_CONFORMANT"
+
+
+def test_unknown_requirement_in_marker(pytester):
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.sits_requirement("NOT-A-REQ")
+def test_x():
+    pass
+""")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*names no SITS2026 requirement*"])
+
+
+def test_warn_and_inconclusive_outcomes(pytester, report_of):
+    pytester.makepyfile(test_w=SITS_TESTS.format(rid="INV-DEVICES", n=1, status="WARN"),
+                        test_i=SITS_TESTS.format(rid="MEM-CAPACITY", n=1, status="INCONCLUSIVE"))
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=1, warnings=1)
+    result.stdout.fnmatch_lines(["*MEM-CAPACITY INCONCLUSIVE*"])
+    assert report_of(pytester.path)["summary"]["result"] == "UNDECIDED"
+
+
+def test_bad_platform_is_usage_error(pytester):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest("--sits-platform", "sim:h100+melted")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: bad platform: unknown sim fault 'melted'; fix: use one of *"])
+
+
+def test_atomic_write_keeps_old_file_on_failure(tmp_path):
+    target = tmp_path / "r.json"
+    rep.atomic_write(target, "old")
+
+    class Boom:
+        def __str__(self):
+            raise RuntimeError
+
+    with pytest.raises(TypeError):
+        rep.atomic_write(target, Boom())
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_cli_report_render_and_validate(pytester, conformance_args, tmp_path):
+    from pytest_sits.cli import main
+
+    pytester.runpytest(*conformance_args, "--sits-platform", "sim:l40s")
+    j = pytester.path / "sits-report" / "sits-report.json"
+    assert main(["report", "validate", str(j)]) == 0
+    assert main(["report", "render", str(j), "--markdown", str(tmp_path / "r.md"), "--html",
+                 str(tmp_path / "r.html")]) == 0
+    md = (tmp_path / "r.md").read_text()
+    assert "SIMULATED platform" in md and "| INV-DEVICES |" in md
+    broken = tmp_path / "broken.json"
+    broken.write_text(j.read_text()[:100])
+    assert main(["report", "validate", str(broken)]) == 4
+    bad = json.loads(j.read_text())
+    bad["verdicts"][0]["status"] = "OK"
+    broken.write_text(json.dumps(bad))
+    assert main(["report", "validate", str(broken)]) == 1
