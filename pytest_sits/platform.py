@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import atexit
 import json
+from contextlib import contextmanager
 import os
 import shutil
 import socket
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from . import __version__
 from .probes import nvml as nvml_probe
@@ -45,6 +46,20 @@ class Platform:
     # Management-library facts; subclasses read them from elsewhere.
     def nvml(self) -> Dict[str, Any]:
         return nvml_probe.collect()
+
+    def accelerator_load(self, acc: Dict[str, Any]) -> Any:
+        """A load generator on the accelerator (context manager); raises LoadUnavailable with the reason."""
+        from .probes.load import TorchMatmulLoad, torch_device_for_bdf
+
+        return TorchMatmulLoad(torch_device_for_bdf(acc["bdf"]), duty=1.0, size=4096)
+
+    @contextmanager
+    def numa_binding(self, node: int, cpus: List[int]) -> Iterator[Dict[str, Any]]:
+        """Bind this thread (and the threads it starts) to a NUMA node; yield the binding read back."""
+        from .probes import numa
+
+        with numa.bind(node, cpus) as evidence:
+            yield evidence
 
     def inventory(self) -> Dict[str, Any]:
         if self._inventory is None:
@@ -102,6 +117,16 @@ class SnapshotPlatform(Platform):
         except ValueError as exc:
             raise PlatformError(f"{path}: not valid JSON ({exc}); fix: capture the snapshot again")
 
+    def accelerator_load(self, acc: Dict[str, Any]) -> Any:
+        from .probes.load import LoadUnavailable
+
+        raise LoadUnavailable("a snapshot cannot apply load: the link readings are the captured ones")
+
+    @contextmanager
+    def numa_binding(self, node: int, cpus: List[int]) -> Iterator[Dict[str, Any]]:
+        yield {"node": node, "requested_cpus": sorted(cpus), "applied": None,
+               "reason": "a snapshot cannot bind processes on the machine it was captured on"}
+
 
 # --------------------------------------------------------------------------
 # Simulation
@@ -141,6 +166,19 @@ class SimPlatform(Platform):
     def nvml(self) -> Dict[str, Any]:
         return json.loads(json.dumps(self._nvml))
 
+    def accelerator_load(self, acc: Dict[str, Any]) -> Any:
+        from .probes.load import LoadUnavailable, SimulatedLoad
+
+        if "link-idle" in self.faults:
+            raise LoadUnavailable("simulated: no load generator (fault link-idle)")
+        return SimulatedLoad(acc["bdf"])
+
+    @contextmanager
+    def numa_binding(self, node: int, cpus: List[int]) -> Iterator[Dict[str, Any]]:
+        yield {"node": node, "requested_cpus": sorted(cpus), "applied": True, "simulated": True,
+               "method": "simulated", "cpus_in_force": sorted(cpus),
+               "memory_policy_in_force": {"mode": "bind", "nodes": [node]}, "errors": []}
+
 
 def _write(path: Path, content: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,9 +193,10 @@ def _speed_text(gen: int) -> str:
             5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}[gen]
 
 
-def _pci_function(root: Path, parent_rel: str, bdf: str, vendor: int, device: int, class_code: int,
+def add_pci_function(root: Path, parent_rel: str, bdf: str, vendor: int, device: int, class_code: int,
                   port_type: Optional[int], max_gen: int, max_width: int, cur_gen: int, cur_width: int,
-                  numa: int, driver: Optional[str] = None) -> str:
+                  numa: int, driver: Optional[str] = None, config_size: int = 4096) -> str:
+    """Write one PCI function below ``parent_rel`` (a sysfs tree under ``root``); return its path."""
     rel = f"{parent_rel}/{bdf}"
     d = root / rel
     _write(d / "vendor", f"0x{vendor:04x}")
@@ -171,7 +210,7 @@ def _pci_function(root: Path, parent_rel: str, bdf: str, vendor: int, device: in
     _write(d / "max_link_speed", _speed_text(max_gen))
     _write(d / "max_link_width", max_width)
     _write(d / "config", build_config(vendor, device, class_code, port_type, max_gen, max_width,
-                                      cur_gen, cur_width, size=4096))
+                                      cur_gen, cur_width, size=config_size))
     if driver:
         os.symlink(f"../../../../bus/pci/drivers/{driver}", d / "driver")
     link = root / "sys/bus/pci/devices" / bdf
@@ -218,15 +257,15 @@ def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any
         domain_bus = 0x10 * (i + 1)
         rc = f"sys/devices/pci0000:{domain_bus:02x}"
         rp = f"0000:{domain_bus:02x}:01.0"
-        parent = _pci_function(root, rc, rp, 0x8086, 0x1BBE, 0x060400, 4, gen, 16, gen, 16, sock)
+        parent = add_pci_function(root, rc, rp, 0x8086, 0x1BBE, 0x060400, 4, gen, 16, gen, 16, sock)
         bus = domain_bus + 1
         levels = 2 if "switch2" in faults else 1 if "switch" in faults else 0
         for lvl in range(levels):
             up = f"0000:{bus:02x}:00.0"
-            parent = _pci_function(root, parent, up, 0x1000, 0xC030, 0x060400, 5, gen, 16, gen, 16, sock)
+            parent = add_pci_function(root, parent, up, 0x1000, 0xC030, 0x060400, 5, gen, 16, gen, 16, sock)
             bus += 1
             down = f"0000:{bus:02x}:00.0"
-            parent = _pci_function(root, parent, down, 0x1000, 0xC030, 0x060400, 6, gen, 16, gen, 16, sock)
+            parent = add_pci_function(root, parent, down, 0x1000, 0xC030, 0x060400, 6, gen, 16, gen, 16, sock)
             bus += 1
         dev_id = device
         if "wrong-model" in faults and i == n - 1:
@@ -238,11 +277,11 @@ def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any
             cur_gen = 1
         numa = -1 if "numa-unknown" in faults else sock
         bdf = f"0000:{bus:02x}:00.0"
-        _pci_function(root, parent, bdf, vendor, dev_id, accel_class, 0, gen, width, cur_gen, cur_width,
+        add_pci_function(root, parent, bdf, vendor, dev_id, accel_class, 0, gen, width, cur_gen, cur_width,
                       numa, driver)
         accel.append((bdf, dev_id, cur_gen, cur_width))
     # A NIC beside them, so that the accelerator filter is exercised.
-    _pci_function(root, "sys/devices/pci0000:00", "0000:00:03.0", 0x15B3, 0x1021, 0x020000, 0, 5, 16, 5, 16, 0,
+    add_pci_function(root, "sys/devices/pci0000:00", "0000:00:03.0", 0x15B3, 0x1021, 0x020000, 0, 5, 16, 5, 16, 0,
                   "mlx5_core")
     # NVML
     if vendor != 0x10DE:

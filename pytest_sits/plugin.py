@@ -130,6 +130,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     yield
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`sits_accelerator` parametrizes a test over every accelerator found (by PCI address)."""
+    if "sits_accelerator" not in metafunc.fixturenames:
+        return
+    run = metafunc.config.stash.get(RUN_KEY, None)
+    accs = run.platform.inventory()["accelerators"] if run else []
+    if accs:
+        metafunc.parametrize("sits_accelerator", accs, ids=[a["bdf"] for a in accs])
+    else:
+        metafunc.parametrize("sits_accelerator", [None], ids=["no-accelerator"])
+
+
 # --------------------------------------------------------------------------
 # Fixtures
 

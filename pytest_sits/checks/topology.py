@@ -1,0 +1,170 @@
+"""TOPO-PCIE-DIRECT, TOPO-PCIE-LINK, TOPO-NUMA-BIND, LINK-NVLINK-MESH."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ..probes.pcie import gen_of
+from ..probes.topology import switch_ports
+from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
+
+
+def _hop_text(h: Dict[str, Any]) -> str:
+    return f"{h['bdf']} ({h['port_type']})"
+
+
+def check_pcie_direct(path: Dict[str, Any], thresholds: Dict[str, Any]) -> Verdict:
+    """No switch port (upstream/downstream, or a bridge inferred as one) between device and root port."""
+    limit = int(thresholds.get("max_switch_ports", 0))
+    chain = " <- ".join([path["device"]] + [_hop_text(h) for h in path["hops"]]) or path["device"]
+    found = switch_ports(path)
+    method = ("port types read from the PCI Express capability of each hop (exact)" if path["method"] == "exact"
+              else "port types inferred from class codes and bridge count: some config space was unreadable "
+                   "(run as root for an exact reading)")
+    ev = {"path": path}
+    if len(found) > limit:
+        return Verdict("TOPO-PCIE-DIRECT", FAIL,
+                       f"{len(found)} switch port(s) between {path['device']} and its root port: {chain}",
+                       measured=len(found), threshold=f"<= {limit} switch ports", unit="ports",
+                       subject=path["device"], evidence=ev, method=method,
+                       remediation="move the accelerator to a slot wired directly to a CPU root port (see the "
+                                   "board's block diagram), or, where the switch is part of the baseboard by "
+                                   "design, waive TOPO-PCIE-DIRECT in the profile with the reason")
+    unknown = [h for h in path["hops"] if h["port_type"] == "unknown"]
+    if unknown:
+        return Verdict("TOPO-PCIE-DIRECT", INCONCLUSIVE, f"cannot tell the type of {', '.join(h['bdf'] for h in unknown)} "
+                       f"on the path {chain}", measured=None, threshold=f"<= {limit} switch ports", unit="ports",
+                       subject=path["device"], evidence=ev, method=method)
+    top = path["hops"][-1]["port_type"] if path["hops"] else "root bus"
+    return Verdict("TOPO-PCIE-DIRECT", PASS, f"direct attach: {chain}" + (f" ({path['note']})" if path.get("note") else ""),
+                   measured=len(found), threshold=f"<= {limit} switch ports", unit="ports", subject=path["device"],
+                   evidence=dict(ev, top=top), method=method)
+
+
+def _fmt_link(speed: Optional[float], width: Optional[int]) -> str:
+    g = gen_of(speed)
+    return f"{'Gen' + str(g) if g else (str(speed) + ' GT/s' if speed else '?')} x{width if width else '?'}"
+
+
+def check_pcie_link(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> Verdict:
+    """The link under load reaches the achievable speed and width (min of device and slot maximum)."""
+    cap = evidence["capability"]
+    samples = evidence["samples"]
+    subject = evidence["device"]
+    want_s, want_w = cap["achievable_speed_gts"], cap["achievable_width"]
+    threshold = f">= {_fmt_link(want_s, want_w)} (device max {_fmt_link(cap['device_max_speed_gts'], cap['device_max_width'])}, " \
+                f"slot max {_fmt_link(cap['slot_max_speed_gts'], cap['slot_max_width'])})"
+    method = ("max of the readings of current_link_speed/width taken while a load ran on the device"
+              if any(s["under_load"] for s in samples) else "readings taken without load")
+    if want_s is None or want_w is None:
+        return Verdict("TOPO-PCIE-LINK", INCONCLUSIVE, "the device does not report its maximum link speed/width",
+                       threshold=threshold, subject=subject, evidence=evidence, method=method)
+    valid = [s for s in samples if s["speed_gts"] and s["width"]]
+    if not valid:
+        return Verdict("TOPO-PCIE-LINK", INCONCLUSIVE, "no readable link sample", threshold=threshold,
+                       subject=subject, evidence=evidence, method=method)
+    loaded = [s for s in valid if s["under_load"]]
+    pool = loaded if loaded else valid
+    best_s = max(s["speed_gts"] for s in pool)
+    best_w = max(s["width"] for s in pool)
+    measured = _fmt_link(best_s, best_w)
+    ok = best_s >= want_s and best_w >= want_w
+    if ok:
+        how = f"under load ({len(loaded)} samples)" if loaded else "already at the achievable link while idle"
+        return Verdict("TOPO-PCIE-LINK", PASS, f"link at {measured} {how}", measured=measured, threshold=threshold,
+                       subject=subject, evidence=evidence, method=method)
+    if not loaded and thresholds.get("require_load", True):
+        return Verdict("TOPO-PCIE-LINK", INCONCLUSIVE,
+                       f"link read {measured} while idle only ({evidence.get('load', {}).get('reason') or 'no load'}); "
+                       "accelerators lower their link (down to 2.5 GT/s) when idle, so an idle reading cannot fail it",
+                       measured=measured, threshold=threshold, subject=subject, evidence=evidence, method=method)
+    short = []
+    if best_s < want_s:
+        short.append(f"speed {best_s} GT/s < {want_s} GT/s")
+    if best_w < want_w:
+        short.append(f"width x{best_w} < x{want_w}")
+    return Verdict("TOPO-PCIE-LINK", FAIL, f"link trained at {measured} {'under load' if loaded else 'idle'}, "
+                   f"below the achievable {_fmt_link(want_s, want_w)}: {', '.join(short)}", measured=measured,
+                   threshold=threshold, subject=subject, evidence=evidence, method=method,
+                   remediation="reseat the card and check its riser/retimer and cable; check the BIOS slot speed "
+                               "and bifurcation settings; compare LnkCap and LnkSta in `lspci -vv -s "
+                               f"{subject}`")
+
+
+def check_numa_bind(device: Optional[Dict[str, Any]], nodes: List[Dict[str, Any]], binding: Optional[Dict[str, Any]],
+                    thresholds: Dict[str, Any]) -> Verdict:
+    """The accelerator's NUMA node is known, and load/measurement can be bound to it (CPU and memory)."""
+    subject = device["bdf"] if device else "host"
+    n_nodes = len(nodes)
+    ev = {"device": device, "host_nodes": [{"node": n["node"], "cpulist": n["cpulist"]} for n in nodes],
+          "binding": binding}
+    node = device.get("numa_node") if device else None
+    if device is not None and (node is None or node < 0):
+        if n_nodes > 1 and thresholds.get("require_known_node", True):
+            return Verdict("TOPO-NUMA-BIND", FAIL, f"{subject} reports NUMA node {node} on a {n_nodes}-node host: "
+                           "load cannot be bound to its domain", measured=node, threshold="a known node",
+                           subject=subject, evidence=ev,
+                           remediation="enable NUMA / ACPI SRAT proximity reporting in the BIOS (e.g. NPS or SNC "
+                                       "settings), then check /sys/bus/pci/devices/<bdf>/numa_node")
+    if binding is None:
+        return Verdict("TOPO-NUMA-BIND", SKIP, "no binding was attempted", subject=subject, evidence=ev)
+    target = binding.get("node")
+    checked = (f"bound CPUs {binding.get('cpus_in_force')} and memory policy "
+               f"{(binding.get('memory_policy_in_force') or {}).get('mode')} "
+               f"{(binding.get('memory_policy_in_force') or {}).get('nodes')} read back for node {target}")
+    if binding.get("applied") is None:
+        return Verdict("TOPO-NUMA-BIND", INCONCLUSIVE, f"binding cannot be tried here: {binding.get('reason')}",
+                       measured=node, threshold=f"bound to node {target}", subject=subject, evidence=ev)
+    if not binding.get("applied"):
+        return Verdict("TOPO-NUMA-BIND", FAIL, f"binding to node {target} was not in force: "
+                       f"{'; '.join(binding.get('errors') or []) or checked}", measured=node,
+                       threshold=f"bound to node {target}", subject=subject, evidence=ev,
+                       remediation="run without a cpuset/cgroup that excludes the node's CPUs or memory "
+                                   "(check `cat /proc/self/status | grep allowed`), or with CAP_SYS_NICE")
+    if device is None:
+        why = f"no accelerator; the suite's own load can be bound to every node of this {n_nodes}-node host: {checked}"
+    elif node is None or node < 0:
+        why = (f"single-node host: {subject} reports no proximity (node {node}), every CPU and all memory are "
+               f"local to it; {checked}")
+    else:
+        why = f"{subject} is on node {node}; {checked}"
+    return Verdict("TOPO-NUMA-BIND", PASS, why, measured=node if device else target,
+                   threshold=f"bound to node {target}", subject=subject, evidence=ev,
+                   method="sched_setaffinity + set_mempolicy(MPOL_BIND), read back with sched_getaffinity and "
+                          "get_mempolicy")
+
+
+def check_peer_mesh(mesh: Dict[str, Any], thresholds: Dict[str, Any], n_expected_devices: int,
+                    link_type: Optional[str]) -> Verdict:
+    """Every accelerator pair has an NVLink/XGMI path with P2P (full mesh, or through NVSwitch)."""
+    required = bool(thresholds.get("required", False))
+    devs = mesh.get("devices", [])
+    ev = {"mesh": mesh, "required": required}
+    threshold = "every pair P2P over NVLink/XGMI" + ("" if required else " (not required by the profile)")
+    if n_expected_devices < 2 and len(devs) < 2:
+        return Verdict("LINK-NVLINK-MESH", SKIP, f"fewer than 2 accelerators detected ({len(devs)})",
+                       subject="accelerators", evidence=ev)
+    if mesh.get("source") is None or mesh.get("p2p_nvlink") is None:
+        status = INCONCLUSIVE if required else SKIP
+        return Verdict("LINK-NVLINK-MESH", status, f"no peer-link evidence: {mesh.get('reason') or 'management library unavailable'}",
+                       threshold=threshold, subject="accelerators", evidence=ev)
+    matrix = mesh["p2p_nvlink"]
+    names = mesh.get("index_to_bdf", {})
+    n = len(matrix)
+    missing = [(i, j) for i in range(n) for j in range(i + 1, n) if not (matrix[i][j] and matrix[j][i])]
+    pairs = n * (n - 1) // 2
+    measured = f"{pairs - len(missing)}/{pairs} pairs"
+    if not missing:
+        links = ", ".join(f"{d['bdf']}: {d['links_active']} links" for d in devs)
+        return Verdict("LINK-NVLINK-MESH", PASS, f"all {pairs} pairs of {n} accelerators have NVLink P2P ({links})",
+                       measured=measured, threshold=threshold, subject="accelerators", evidence=ev)
+    text = ", ".join(f"{names.get(str(i), i)}<->{names.get(str(j), j)}" for i, j in missing[:12])
+    more = f" and {len(missing) - 12} more" if len(missing) > 12 else ""
+    if not required:
+        return Verdict("LINK-NVLINK-MESH", WARN, f"{len(missing)} pair(s) without NVLink P2P: {text}{more} "
+                       "(the profile does not require a mesh)", measured=measured, threshold=threshold,
+                       subject="accelerators", evidence=ev)
+    return Verdict("LINK-NVLINK-MESH", FAIL, f"{len(missing)} of {pairs} pairs lack an NVLink P2P path: {text}{more}",
+                   measured=measured, threshold=threshold, subject="accelerators", evidence=ev,
+                   remediation="check `nvidia-smi nvlink --status` and `nvidia-smi topo -m`; inactive links point to "
+                               "a baseboard, NVSwitch or fabric-manager fault (is nvidia-fabricmanager running?)")
