@@ -36,7 +36,8 @@ def test_default_run_picks_host_profile_and_writes_reports(pytester, conformance
     report = report_of(pytester.path)
     assert rep.validate(report) == []
     assert report["run"]["completed"] is True and report["profile"]["how"] == "auto"
-    assert {v["requirement"] for v in report["verdicts"]} == {"INV-DEVICES", "MEM-CAPACITY", "DEP-DRIVER"}
+    assert {"INV-DEVICES", "MEM-CAPACITY", "DEP-DRIVER", "TOPO-NUMA-BIND"} <= {
+        v["requirement"] for v in report["verdicts"]}
     html = (pytester.path / "sits-report" / "sits-report.html").read_text()
     assert "SITS2026 conformance report" in html and "http://" not in html.replace("http://www.w3.org", "")
     assert not list((pytester.path / "sits-report").glob(".*tmp"))
@@ -75,7 +76,8 @@ def test_sim_faults_make_inventory_requirements_fail(pytester, conformance_args,
     assert report["summary"]["result"] == "SIMULATED"
     assert all(v["simulated"] for v in report["verdicts"])
     statuses = {v["requirement"]: v["status"] for v in report["verdicts"]}
-    assert statuses == {"INV-DEVICES": "FAIL", "MEM-CAPACITY": "FAIL", "DEP-DRIVER": "PASS"}
+    assert statuses["INV-DEVICES"] == "FAIL" and statuses["MEM-CAPACITY"] == "FAIL"
+    assert statuses["DEP-DRIVER"] == "PASS" and statuses["TOPO-PCIE-DIRECT"] == "PASS"
     html = (pytester.path / "sits-report" / "sits-report.html").read_text()
     assert html.count("SIMULATED") >= 3
 
@@ -84,7 +86,8 @@ def test_clean_sim_passes_but_is_never_conformant(pytester, conformance_args, re
     result = pytester.runpytest(*conformance_args, "--sits-platform", "sim:h200")
     assert result.ret == 0
     summary = report_of(pytester.path)["summary"]
-    assert summary["result"] == "SIMULATED" and summary["counts"]["PASS"] == 3
+    assert summary["result"] == "SIMULATED" and summary["counts"]["FAIL"] == 0
+    assert summary["counts"]["PASS"] == sum(summary["counts"].values())
 
 
 @pytest.mark.parametrize("fault,req", [("missing-device", "INV-DEVICES"), ("wrong-model", "INV-DEVICES"),
@@ -132,12 +135,14 @@ def test_hostile_device_names_are_escaped(pytester, conformance_args):
 
 def test_select_by_requirement_id(pytester, conformance_args, report_of):
     result = pytester.runpytest(*conformance_args, "-m", "MEM-CAPACITY", "--strict-markers")
-    result.assert_outcomes(skipped=1, deselected=2)
+    outcomes = result.parseoutcomes()
+    assert outcomes["skipped"] == 1 and "passed" not in outcomes and outcomes["deselected"] >= 6
     result = pytester.runpytest(*conformance_args, "-k", "INV-DEVICES or DEP-DRIVER")
-    result.assert_outcomes(passed=1, skipped=1, deselected=1)
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] == 1 and outcomes["skipped"] == 1 and outcomes["deselected"] >= 5
     cov = {c["requirement"]: c["state"] for c in report_of(pytester.path)["coverage"]}
     assert cov["INV-DEVICES"] == "RUN" and cov["MEM-CAPACITY"] == "DESELECTED"
-    assert cov["TOPO-PCIE-DIRECT"] == "NOT_IMPLEMENTED" or cov["TOPO-PCIE-DIRECT"] == "RUN"
+    assert cov["TOPO-PCIE-DIRECT"] == "DESELECTED" and cov["SVC-SLA"] == "NOT_IMPLEMENTED"
 
 
 def test_levels(pytester):
