@@ -61,6 +61,22 @@ class Platform:
         with numa.bind(node, cpus) as evidence:
             yield evidence
 
+    def host_measurement_reason(self) -> Optional[str]:
+        """None when host measurements (DRAM bandwidth, timing) can run here; else why not."""
+        return None
+
+    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+        from .probes.device_bw import device_memory_bandwidth
+        from .probes.load import torch_device_for_bdf
+
+        return device_memory_bandwidth(torch_device_for_bdf(acc["bdf"]), nbytes)
+
+    def host_device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+        from .probes.device_bw import host_device_bandwidth
+        from .probes.load import torch_device_for_bdf
+
+        return host_device_bandwidth(torch_device_for_bdf(acc["bdf"]), nbytes)
+
     def inventory(self) -> Dict[str, Any]:
         if self._inventory is None:
             self._inventory = build_inventory(self)
@@ -122,6 +138,16 @@ class SnapshotPlatform(Platform):
 
         raise LoadUnavailable("a snapshot cannot apply load: the link readings are the captured ones")
 
+    def host_measurement_reason(self) -> Optional[str]:
+        return "a snapshot holds captured files, not a machine to measure"
+
+    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+        from .probes.load import LoadUnavailable
+
+        raise LoadUnavailable("a snapshot holds no device to measure")
+
+    host_device_bandwidth = device_bandwidth
+
     @contextmanager
     def numa_binding(self, node: int, cpus: List[int]) -> Iterator[Dict[str, Any]]:
         yield {"node": node, "requested_cpus": sorted(cpus), "applied": None,
@@ -144,6 +170,8 @@ FAULTS: Dict[str, str] = {
     "nvlink-partial": "two accelerator pairs have no NVLink P2P path",
     "old-driver": "NVIDIA driver 535.104.05 with CUDA 12.2",
     "hostile-name": "accelerator names contain HTML (<script>) to test escaping",
+    "membw-low": "device memory copies reach 40% of the datasheet bandwidth",
+    "pcie-bw-low": "host<->device copies reach 30% of the link's rate",
 }
 
 
@@ -165,6 +193,26 @@ class SimPlatform(Platform):
 
     def nvml(self) -> Dict[str, Any]:
         return json.loads(json.dumps(self._nvml))
+
+    def host_measurement_reason(self) -> Optional[str]:
+        return "simulated platform: host DRAM measurements need the live machine"
+
+    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+        eff = 0.40 if "membw-low" in self.faults else 0.90
+        g = float(self.profile.hardware.get("memory_bandwidth_gbps", 0)) * eff
+        return {"device": acc["bdf"], "bytes": nbytes, "runs": 7, "verified": True, "simulated": True,
+                "method": "simulated", "gbps_median": g, "gbps_min": g * 0.98, "gbps_max": g * 1.01,
+                "samples_gbps": [g] * 7}
+
+    def host_device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+        from .probes.device_bw import link_theoretical_gbps
+
+        link = acc["link"]
+        theo = link_theoretical_gbps(link["current_gen"], link["current_width"])
+        g = theo * (0.30 if "pcie-bw-low" in self.faults else 0.85)
+        one = {"gbps_median": g, "gbps_min": g * 0.98, "gbps_max": g * 1.01, "samples_gbps": [g] * 7}
+        return {"device": acc["bdf"], "bytes": nbytes, "runs": 7, "pinned": True, "verified": True,
+                "simulated": True, "method": "simulated", "h2d": one, "d2h": dict(one)}
 
     def accelerator_load(self, acc: Dict[str, Any]) -> Any:
         from .probes.load import LoadUnavailable, SimulatedLoad

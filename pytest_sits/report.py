@@ -142,7 +142,11 @@ def render_html(report: Dict[str, Any]) -> str:
                       autoescape=select_autoescape(enabled_extensions=("jinja2", "html"), default=True))
     env.filters["fmt"] = _fmt
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
-    return env.get_template("report.html.jinja2").render(r=report)
+    from .charts import charts_for
+
+    view = dict(report)
+    view["verdicts"] = [dict(v, charts=charts_for(v.get("evidence") or {})) for v in report["verdicts"]]
+    return env.get_template("report.html.jinja2").render(r=view)
 
 
 def render_markdown(report: Dict[str, Any]) -> str:

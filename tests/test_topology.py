@@ -215,6 +215,7 @@ def test_topology_end_to_end_on_sim(pytester, conformance_args, report_of):
 
 def test_topology_on_this_host_without_accelerators(pytester, conformance_args, report_of):
     result = pytester.runpytest(*conformance_args, "-m", "TOPO-NUMA-BIND or TOPO-PCIE-DIRECT")
-    result.assert_outcomes(passed=1, skipped=1, deselected=5)
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] == 1 and outcomes["skipped"] == 1 and "failed" not in outcomes
     v = next(v for v in report_of(pytester.path)["verdicts"] if v["requirement"] == "TOPO-NUMA-BIND")
     assert v["status"] == "PASS" and v["evidence"]["binding"]["memory_policy_in_force"]["mode"] == "bind"

@@ -1,0 +1,233 @@
+"""Bandwidth: the STREAM probe and the hold for real (briefly), the controller on a simulated plant, the checks."""
+
+import random
+import threading
+
+import pytest
+
+from pytest_sits.checks.bandwidth import check_device_bw, check_hold, check_pcie_bw
+from pytest_sits.hold import BandwidthHold, DutyController, find_counter
+from pytest_sits.probes.bandwidth import cache_info, expected_values, llc_bytes, stream_peak
+from pytest_sits.probes.device_bw import link_theoretical_gbps
+from pytest_sits.verdict import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP, WARN
+
+TH = {"band_low": 0.85, "band_high": 0.92, "window_ms": 100, "min_in_band_share": 0.95, "duration_s": 30}
+
+
+def test_expected_values_follow_the_stream_recurrence():
+    v = expected_values(1)
+    assert v == {"a": 15.0, "b": 3.0, "c": 4.0}
+    assert expected_values(10)["a"] == 15.0 ** 10
+
+
+def test_llc_from_sysfs():
+    info = cache_info()
+    assert info and all(c["level"] for c in info)
+    assert llc_bytes() == max((c for c in info if c["type"] in ("Unified", "Data")), key=lambda c: c["level"])["size_bytes"]
+
+
+def test_stream_probe_runs_for_real_and_validates():
+    res = stream_peak(threads=2, cpus=sorted(__import__("os").sched_getaffinity(0)), node=0,
+                      array_bytes=16 * 1024 ** 2, ntimes=3)
+    assert res["validated"], res
+    for k in ("copy", "scale", "add", "triad"):
+        r = res["kernels"][k]
+        assert 0 < r["gbps_min"] <= r["gbps_median"] <= r["gbps_max"]
+        assert len(r["samples_gbps"]) == 2  # the warm-up iteration is not counted
+    assert res["kernels"]["triad"]["bytes_per_element"] == 24
+    assert all(b["applied"] for b in res["bindings"])
+    assert not [t for t in threading.enumerate() if t.name.startswith("sits-stream")]
+
+
+def test_stream_probe_rejects_single_iteration():
+    with pytest.raises(ValueError):
+        stream_peak(threads=1, cpus=[0], ntimes=1)
+
+
+def plant_run(controller, gain_fn, windows=300, noise=0.0, cap=1.0, seed=1):
+    """A first-order plant: occupancy = min(cap, gain(k) * command) + noise."""
+    rng = random.Random(seed)
+    out = []
+    for k in range(windows):
+        occ = min(cap, gain_fn(k) * controller.duty) + rng.gauss(0, noise)
+        out.append(occ)
+        controller.update(occ)
+    return out
+
+
+def share_in_band(occ, lo=0.85, hi=0.92):
+    return sum(lo <= x <= hi for x in occ) / len(occ)
+
+
+def test_controller_converges_from_far_off():
+    c = DutyController(0.85, 0.92, duty0=0.3)
+    occ = plant_run(c, lambda k: 1.0, windows=60)
+    assert all(0.85 <= x <= 0.92 for x in occ[20:])
+
+
+def test_controller_follows_a_step_change_of_the_plant():
+    c = DutyController(0.85, 0.92)
+    occ = plant_run(c, lambda k: 1.0 if k < 100 else 0.8, windows=250)
+    assert all(0.85 <= x <= 0.92 for x in occ[140:])
+    occ = plant_run(DutyController(0.85, 0.92), lambda k: 0.8 if k < 100 else 1.4, windows=250)
+    assert all(0.85 <= x <= 0.92 for x in occ[140:])
+
+
+def test_controller_holds_under_noise_and_rides_out_single_dips():
+    c = DutyController(0.85, 0.92)
+    occ = plant_run(c, lambda k: 1.0, noise=0.008, windows=600)
+    assert share_in_band(occ[20:]) >= 0.97
+    c = DutyController(0.85, 0.92)
+    duties = []
+    for k in range(100):
+        occ_k = 0.5 if k % 25 == 10 else c.duty  # a stalled window every 2.5 s
+        c.update(occ_k)
+        duties.append(c.duty)
+    assert max(duties) < 0.92  # a single dip does not push the next windows out of band
+
+
+def test_plant_too_weak_fails_with_timeline():
+    c = DutyController(0.85, 0.92)
+    occ = plant_run(c, lambda k: 1.0, cap=0.80, windows=100)
+    timeline = [{"t": k * 0.1, "occupancy": x, "in_band": 0.85 <= x <= 0.92, "phase": "hold"}
+                for k, x in enumerate(occ)]
+    ev = {"band": [0.85, 0.92], "peak_gbps": 40.0, "timeline": timeline, "windows": len(occ),
+          "windows_in_band": sum(r["in_band"] for r in timeline), "source": "own accounting", "errors": []}
+    v = check_hold(ev, TH)
+    assert v.status == FAIL and "100 window(s) below" in v.reason and v.remediation
+    assert v.evidence["series"][0]["band"] == [0.85, 0.92]
+
+
+def test_check_hold_pass_inconclusive_error():
+    timeline = [{"t": k * 0.1, "occupancy": 0.88, "in_band": True, "phase": "hold"} for k in range(50)]
+    ev = {"band": [0.85, 0.92], "peak_gbps": 40.0, "timeline": timeline, "windows": 50, "windows_in_band": 50,
+          "source": "own accounting (injected bytes only)", "errors": []}
+    v = check_hold(ev, TH)
+    assert v.status == PASS and "own accounting" in v.method
+    assert check_hold(dict(ev, windows=0, windows_in_band=0, timeline=[]), TH).status == INCONCLUSIVE
+    assert check_hold(dict(ev, errors=["injector 0: MemoryError"]), TH).status == ERROR
+
+
+def test_hold_runs_for_real_and_always_stops():
+    peak = stream_peak(threads=2, cpus=[0, 1], node=0, array_bytes=32 * 1024 ** 2, ntimes=3)
+    found = find_counter()
+    assert found["counter"] is not None or found["reason"]
+    hold = BandwidthHold(peak["kernels"]["copy"]["gbps_median"], 0.85, 0.92, node=0, buffer_bytes=32 * 1024 ** 2,
+                         settle_timeout_s=3)
+    with pytest.raises(RuntimeError):
+        with hold:
+            threading.Event().wait(0.6)
+            raise RuntimeError("the test body failed")
+    ev = hold.evidence()
+    assert not hold.alive_after_stop
+    assert not [t for t in threading.enumerate() if t.name.startswith("sits-hold")]
+    assert ev["timeline"] and ev["errors"] == []
+    assert all(0 <= r["duty"] <= 1.2 for r in ev["timeline"])
+    assert ev["source"].startswith("own accounting") or "resctrl" in ev["source"]
+
+
+class FakeCounter:
+    """A DRAM counter that sees the injected traffic plus 10 GB/s of somebody else's, at 1.5 bytes per byte."""
+
+    source = "fake counter"
+
+    def __init__(self, hold_ref, other_gbps):
+        self.hold_ref, self.other = hold_ref, other_gbps
+        self.t0 = None
+
+    def read_bytes(self):
+        import time
+
+        now = time.perf_counter()
+        self.t0 = self.t0 or now
+        hold = self.hold_ref[0]
+        injected = sum(hold._bytes) if hold else 0
+        return int(1.5 * injected + self.other * 1e9 * (now - self.t0))
+
+
+def test_hold_with_counters_counts_other_traffic():
+    ref = [None]
+    counter = FakeCounter(ref, other_gbps=0.0)
+    hold = BandwidthHold(10.0, 0.85, 0.92, node=0, buffer_bytes=16 * 1024 ** 2, counter=counter, settle_timeout_s=2)
+    ref[0] = hold
+    with hold:
+        threading.Event().wait(0.5)
+    ev = hold.evidence()
+    assert ev["source"] == "fake counter" and ev["counter_scale"] == pytest.approx(1.5, rel=0.05)
+    assert any("dram_occupancy" in r for r in ev["timeline"])
+
+
+def test_device_bandwidth_checks():
+    ev = {"gbps_median": 3000.0, "gbps_min": 2950.0, "gbps_max": 3020.0, "verified": True, "method": "m"}
+    assert check_device_bw(ev, 3350, {"min_efficiency": 0.8}, "0000:17:00.0").status == PASS
+    v = check_device_bw(dict(ev, gbps_median=1900.0), 3350, {"min_efficiency": 0.8}, "0000:17:00.0")
+    assert v.status == FAIL and "56.7%" in v.reason
+    assert check_device_bw(ev, 3350, {"min_efficiency": None}, "x").status == WARN
+    assert check_device_bw(dict(ev, verified=False), 3350, {"min_efficiency": 0.8}, "x").status == FAIL
+    assert check_device_bw(None, 3350, {}, "x", absent="no GPU").status == SKIP
+    assert check_device_bw(ev, None, {"min_efficiency": 0.8}, "x").status == INCONCLUSIVE
+
+
+def test_pcie_bandwidth_checks():
+    assert link_theoretical_gbps(5, 16) == pytest.approx(63.0, rel=0.01)
+    assert link_theoretical_gbps(4, 16) == pytest.approx(31.5, rel=0.01)
+    good = {"h2d": {"gbps_median": 53.0}, "d2h": {"gbps_median": 52.0}, "verified": True, "method": "m", "hold": "x"}
+    link = {"gen": 5, "width": 16}
+    assert check_pcie_bw(good, link, {"min_efficiency": 0.7}, "d").status == PASS
+    bad = dict(good, d2h={"gbps_median": 20.0})
+    v = check_pcie_bw(bad, link, {"min_efficiency": 0.7}, "d")
+    assert v.status == FAIL and "d2h below 70%" in v.reason
+    assert check_pcie_bw(good, {"gen": None, "width": 16}, {"min_efficiency": 0.7}, "d").status == INCONCLUSIVE
+
+
+def test_device_probes_run_on_torch_cpu():
+    pytest.importorskip("torch")
+    from pytest_sits.probes.device_bw import device_memory_bandwidth, host_device_bandwidth
+
+    d = device_memory_bandwidth("cpu", nbytes=8 << 20, runs=3)
+    assert d["verified"] and d["gbps_median"] > 0 and len(d["samples_gbps"]) == 3
+    h = host_device_bandwidth("cpu", nbytes=8 << 20, runs=3)
+    assert h["verified"] and h["h2d"]["gbps_median"] > 0 and not h["pinned"]
+
+
+def test_standard_level_on_this_host(pytester, report_of):
+    prof = pytester.path / "short.yaml"
+    prof.write_text("name: short\nextends: host\nthresholds:\n  MEM-BW-HOLD:\n    duration_s: 2\n"
+                    "    min_in_band_share: 0.0\n")
+    result = pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-profile", str(prof),
+                                "--sits-level", "standard", "-m", "MEM-BW-HOLD")
+    result.assert_outcomes(passed=1, deselected=result.parseoutcomes()["deselected"])
+    v = report_of(pytester.path)["verdicts"][0]
+    assert v["requirement"] == "MEM-BW-HOLD" and v["evidence"]["windows"] > 5
+    assert v["evidence"]["peak"]["validated"] is True
+    html = (pytester.path / "sits-report" / "sits-report.html").read_text()
+    assert "<svg" in html and "host DRAM occupancy per window" in html
+
+
+def test_sim_bandwidth_faults(pytester, conformance_args, report_of):
+    pytester.runpytest(*conformance_args, "--sits-platform", "sim:h20+membw-low,pcie-bw-low", "--sits-level",
+                       "standard", "-m", "MEM-BW-EFFICIENCY or TOPO-PCIE-BW or MEM-BW-HOLD")
+    by = {}
+    for v in report_of(pytester.path)["verdicts"]:
+        by.setdefault(v["requirement"], set()).add(v["status"])
+    assert by == {"MEM-BW-EFFICIENCY": {"FAIL"}, "TOPO-PCIE-BW": {"FAIL"}, "MEM-BW-HOLD": {"SKIP"}}
+    pytester.runpytest(*conformance_args, "--sits-platform", "sim:h20", "--sits-level", "standard",
+                       "-m", "MEM-BW-EFFICIENCY or TOPO-PCIE-BW")
+    assert {v["status"] for v in report_of(pytester.path)["verdicts"]} == {"PASS"}
+
+
+def test_saturated_windows_do_not_wind_up_the_command():
+    c = DutyController(0.85, 0.92)
+    for _ in range(10):
+        c.update(0.6, saturated=True)  # capacity collapsed: the injectors ran flat out
+    assert c.duty == pytest.approx(0.885)
+    for _ in range(5):
+        c.update(0.95)  # capacity back, slightly high: the command goes down, never up
+    assert c.duty < 0.885
+
+
+def test_bad_band_is_refused():
+    with pytest.raises(ValueError):
+        DutyController(0.92, 0.85)
+    with pytest.raises(ValueError):
+        BandwidthHold(0.0)
