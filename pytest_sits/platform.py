@@ -77,6 +77,14 @@ class Platform:
 
         return host_device_bandwidth(torch_device_for_bdf(acc["bdf"]), nbytes)
 
+    def thermal_rigs(self, kind: str, acc: Optional[Dict[str, Any]] = None) -> List[Any]:
+        """Sensor + load pairs for THERM-*-STEADY; raises ThermalUnavailable with the reason."""
+        from .thermalrig import live_cpu_rigs, live_gpu_rig
+
+        if kind == "cpu":
+            return live_cpu_rigs(self.root)
+        return [live_gpu_rig(acc)]
+
     def inventory(self) -> Dict[str, Any]:
         if self._inventory is None:
             self._inventory = build_inventory(self)
@@ -148,6 +156,11 @@ class SnapshotPlatform(Platform):
 
     host_device_bandwidth = device_bandwidth
 
+    def thermal_rigs(self, kind: str, acc: Optional[Dict[str, Any]] = None) -> List[Any]:
+        from .thermalrig import ThermalUnavailable
+
+        raise ThermalUnavailable("a snapshot cannot run a thermal calibration")
+
     @contextmanager
     def numa_binding(self, node: int, cpus: List[int]) -> Iterator[Dict[str, Any]]:
         yield {"node": node, "requested_cpus": sorted(cpus), "applied": None,
@@ -171,6 +184,9 @@ FAULTS: Dict[str, str] = {
     "old-driver": "NVIDIA driver 535.104.05 with CUDA 12.2",
     "hostile-name": "accelerator names contain HTML (<script>) to test escaping",
     "membw-low": "device memory copies reach 40% of the datasheet bandwidth",
+    "thermal-hot": "cooling too weak: even idle, the simulated temperature settles above the band",
+    "thermal-drift": "inlet temperature keeps rising: the simulated temperature never settles",
+    "sensor-na": "the simulated temperature sensors return N/A after 100 s",
     "pcie-bw-low": "host<->device copies reach 30% of the link's rate",
 }
 
@@ -196,6 +212,11 @@ class SimPlatform(Platform):
 
     def host_measurement_reason(self) -> Optional[str]:
         return "simulated platform: host DRAM measurements need the live machine"
+
+    def thermal_rigs(self, kind: str, acc: Optional[Dict[str, Any]] = None) -> List[Any]:
+        from .thermalrig import sim_rigs
+
+        return sim_rigs(kind, acc, self.faults, self.profile)
 
     def device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
         eff = 0.40 if "membw-low" in self.faults else 0.90

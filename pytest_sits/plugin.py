@@ -241,6 +241,53 @@ def sits_record(request: pytest.FixtureRequest, sits_run: SitsRun) -> Recorder:
     return Recorder(request.node, sits_run)
 
 
+@pytest.fixture
+def sits_progress(pytestconfig: pytest.Config) -> Any:
+    """Call with a line of progress: shown on the terminal at once, around pytest's output capture."""
+    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
+    tr = pytestconfig.pluginmanager.getplugin("terminalreporter")
+
+    def say(message: str) -> None:
+        if tr is None:  # an xdist worker has no terminal
+            return
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                tr.write_line(f"sits: {message}")
+        else:
+            tr.write_line(f"sits: {message}")
+    return say
+
+
+@pytest.fixture
+def sits_thermal_steady(sits_profile: Any, sits_progress: Any) -> Any:
+    """Factory: ``with sits_thermal_steady(rig, "THERM-GPU-STEADY") as trace:`` calibrates the rig's load until
+    its temperature is steady in the profile's band (or the timeout), and keeps the load on inside the block.
+    One calibration per device at a time, across xdist workers (a file lock per device)."""
+    from contextlib import contextmanager
+
+    from .thermal import calibrate, device_lock
+
+    @contextmanager
+    def steady(rig: Any, requirement: str) -> Any:
+        th = sits_profile.thresholds(requirement)
+
+        def progress(p: Dict[str, Any]) -> None:
+            st = p["state"]
+            where = "in band" if st.get("in_band") else f"band {p['band'][0]:g}-{p['band'][1]:g}"
+            window = (f"window {min(p['elapsed_s'], th['window_s']):.0f}/{th['window_s']:g} s, drift "
+                      f"{st['drift']:+.2f} °C") if st.get("samples") else "reading failed"
+            sits_progress(f"[{requirement} {rig.subject}] {p['elapsed_s']:.0f} s: {p['value_c']} °C ({where}), {window}")
+
+        with device_lock(rig.subject) as lock:
+            with rig.load() as load:
+                trace = calibrate(rig.read, load.set_duty, rig.clock, rig.sleep, th,
+                                  float(rig.sensor_info["resolution_c"]), progress=progress)
+                trace["lock"] = lock
+                trace["load"] = load.evidence()
+                yield trace
+    return steady
+
+
 # --------------------------------------------------------------------------
 # Reporting (controller only)
 

@@ -1,0 +1,187 @@
+"""Thermal: the detector's rule, the controller on a simulated plant, the checks, loads and locks."""
+
+import threading
+import time
+
+import pytest
+
+from pytest_sits.checks.thermal import check_steady
+from pytest_sits.thermal import (CpuLoad, PlantRig, SteadyDetector, ThermalController, ThermalPlant, calibrate,
+                                 device_lock)
+from pytest_sits.verdict import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP
+
+GPU = {"band_low_c": 68, "band_high_c": 72, "window_s": 120, "tolerance_c": 0.3, "timeout_s": 1200}
+CPU = {"band_low_c": 62, "band_high_c": 66, "window_s": 120, "tolerance_c": 0.5, "timeout_s": 1200}
+NVML_SENSOR = {"id": "gpu", "kind": "gpu", "source": "test", "resolution_c": 1.0, "label": "gpu0"}
+K10_SENSOR = {"id": "cpu", "kind": "cpu", "source": "test", "resolution_c": 0.125, "label": "Tdie"}
+
+
+def trace_of(values, dt=1.0):
+    return {"samples": [{"t": i * dt, "value_c": v, "error": None if v is not None else "N/A", "duty": 0.5}
+                        for i, v in enumerate(values)], "stopped": "test", "final_duty": 0.5}
+
+
+def run_plant(th, step, **kw):
+    rig = PlantRig(ThermalPlant(step=step, **kw), "dev", "gpu")
+    trace = calibrate(rig.read, rig.set_duty, rig.clock, rig.sleep, th, step)
+    sensor = dict(NVML_SENSOR, resolution_c=step)
+    return trace, check_steady("THERM-GPU-STEADY", trace, sensor, th, "dev")
+
+
+def test_settles_in_band_passes():
+    trace, v = run_plant(GPU, 1.0)
+    assert trace["stopped"] == "steady"
+    assert v.status == PASS and 68 <= v.measured <= 72
+    assert "coarser than the ±0.3 °C band" in v.reason and "sensor step 1" in v.reason
+    assert v.evidence["steady_window"]["end_s"] - v.evidence["steady_window"]["start_s"] >= 119
+    assert "least-squares slope" in v.method
+
+
+def test_settles_at_75_fails():
+    trace, v = run_plant(GPU, 1.0, ambient=69.0)  # idle already reaches 75 °C: the cooling is too weak
+    assert v.status == FAIL and "settled at 75" in v.reason and "outside the band [68, 72]" in v.reason
+    assert v.remediation and len(trace["samples"]) > 1000  # ran to the timeout with the whole trace
+
+
+def test_drift_never_settles_fails_at_timeout():
+    trace, v = run_plant(GPU, 1.0, ambient=64.0, drift_c_per_s=0.015)
+    assert trace["stopped"] == "timeout"
+    # 0.015 °C/s × 120 s = 1.8 °C, estimated from noisy whole-degree readings
+    import re
+
+    m = re.search(r"did not settle within 1200 s: drifted \+(\d\.\d) °C over the last 120 s", v.reason)
+    assert v.status == FAIL and m and 1.4 <= float(m.group(1)) <= 2.2, v.reason
+
+
+def test_quantised_sensor_flipping_between_69_and_70_passes_by_the_dither_rule():
+    values = [69.0 if (i * 7) % 10 < 5 else 70.0 for i in range(130)]
+    v = check_steady("THERM-GPU-STEADY", trace_of(values), NVML_SENSOR, GPU, "gpu0")
+    assert v.status == PASS and v.evidence["steady_window"]["distinct_values"] == 2
+    assert abs(v.measured - 69.5) < 0.1
+
+
+def test_constant_reading_on_a_coarse_sensor_is_inconclusive():
+    v = check_steady("THERM-GPU-STEADY", trace_of([70.0] * 130), NVML_SENSOR, GPU, "gpu0")
+    assert v.status == INCONCLUSIVE and "cannot resolve ±0.3 °C" in v.reason
+
+
+def test_constant_reading_on_a_fine_sensor_passes():
+    v = check_steady("THERM-CPU-STEADY", trace_of([64.0] * 130), K10_SENSOR, CPU, "cpu package 0")
+    assert v.status == PASS and "coarser" not in v.reason
+
+
+def test_spread_beyond_the_tolerance_is_not_steady():
+    values = [63.0 + (1.5 if i % 2 else 0.0) for i in range(300)]  # ±0.75 °C on a 1/8 °C sensor
+    v = check_steady("THERM-CPU-STEADY", trace_of(values), K10_SENSOR, CPU, "cpu package 0")
+    assert v.status == FAIL and "spread 1.5" in v.reason
+
+
+def test_sensor_na_mid_run_is_inconclusive_and_never_a_number():
+    values = [70.0, 69.0] * 30 + [None] * 10
+    v = check_steady("THERM-GPU-STEADY", trace_of(values), NVML_SENSOR, GPU, "gpu0")
+    assert v.status == INCONCLUSIVE and "stopped answering after 60 valid reading(s)" in v.reason
+    assert v.evidence["trace"]["samples"][-1]["value_c"] is None
+    trace, v = run_plant(GPU, 1.0, fail_after_s=200.0)
+    assert trace["stopped"].startswith("sensor failed") and v.status == INCONCLUSIVE
+
+
+def test_sensor_never_answering_is_an_error():
+    v = check_steady("THERM-GPU-STEADY", trace_of([None] * 10), NVML_SENSOR, GPU, "gpu0")
+    assert v.status == ERROR
+
+
+def test_a_gap_restarts_the_window():
+    values = [70.0, 69.0] * 50 + [None] + [70.0, 69.0] * 70
+    v = check_steady("THERM-GPU-STEADY", trace_of(values), NVML_SENSOR, GPU, "gpu0")
+    assert v.status == PASS and v.evidence["steady_window"]["start_s"] >= 101
+    assert "1 failed reading(s) earlier" in v.reason
+
+
+def test_cpu_traces_from_two_sockets():
+    verdicts = []
+    for sock, ambient in ((0, 28.0), (1, 31.0)):
+        rig = PlantRig(ThermalPlant(p_idle=60, p_max=350, r=0.11, tau=25, step=0.125, noise=0.05, ambient=ambient,
+                                    seed=sock), f"cpu package {sock}", "cpu")
+        trace = calibrate(rig.read, rig.set_duty, rig.clock, rig.sleep, CPU, 0.125)
+        verdicts.append(check_steady("THERM-CPU-STEADY", trace, K10_SENSOR, CPU, rig.subject))
+    assert [v.status for v in verdicts] == [PASS, PASS]
+    assert [v.subject for v in verdicts] == ["cpu package 0", "cpu package 1"]
+    assert verdicts[0].evidence["trace"]["final_duty"] != verdicts[1].evidence["trace"]["final_duty"]
+
+
+def test_detector_decides_within_one_sample():
+    det = SteadyDetector(120, 0.3, (68, 72), 1.0)
+    first = None
+    for i in range(200):
+        st = det.add(float(i), 69.0 if i % 3 else 70.0)
+        if st["steady"] and first is None:
+            first = i
+    assert first == 120  # the first sample at which a full 120 s window exists
+
+
+def test_detector_window_slides():
+    det = SteadyDetector(10, 0.3, (0, 100), 0.01)
+    for i in range(50):
+        st = det.add(float(i), float(i))  # a ramp: never steady
+        assert not st["steady"]
+    assert st["samples"] == 11 and st["drift"] == pytest.approx(10.0)
+
+
+def test_controller_drives_into_band_and_holds_still():
+    ctl = ThermalController((68, 72), duty0=0.0)
+    plant = ThermalPlant(noise=0.0, step=0.0)
+    duties = []
+    for _ in range(900):
+        plant.duty = ctl.update(plant.temp, 1.0)
+        plant.advance(1.0)
+        duties.append(ctl.duty)
+    assert 69 <= plant.temp <= 71
+    assert len(set(round(d, 6) for d in duties[-120:])) == 1  # the load is still while it settles
+
+
+def test_cpu_load_runs_and_always_stops():
+    with pytest.raises(RuntimeError):
+        with CpuLoad([0], duty=0.5) as load:
+            time.sleep(0.3)
+            raise RuntimeError("body failed")
+    ev = load.evidence()
+    assert ev["alive"] == [] and 0.1 < ev["achieved_duty"] < 0.95
+    assert not [t for t in threading.enumerate() if t.name.startswith("sits-cpuload")]
+
+
+def test_device_lock_serialises_calibrations(tmp_path):
+    events = []
+
+    def worker(name, hold_s):
+        with device_lock("0000:17:00.0", str(tmp_path)):
+            events.append(f"{name} in")
+            time.sleep(hold_s)
+            events.append(f"{name} out")
+
+    a = threading.Thread(target=worker, args=("a", 0.3))
+    a.start()
+    time.sleep(0.05)
+    b = threading.Thread(target=worker, args=("b", 0.0))
+    b.start()
+    a.join()
+    b.join()
+    assert events == ["a in", "a out", "b in", "b out"]
+
+
+def test_full_level_on_this_host_skips_with_the_reason(pytester, report_of):
+    result = pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-level", "full",
+                                "-m", "THERM-CPU-STEADY", "-rs")
+    result.stdout.fnmatch_lines(["*THERM-CPU-STEADY SKIP*no CPU package temperature sensor*"])
+
+
+def test_full_level_on_sim(pytester, conformance_args, report_of):
+    result = pytester.runpytest(*conformance_args, "--sits-platform", "sim:l40s+thermal-hot", "--sits-level", "full",
+                                "-m", "THERM-GPU-STEADY or THERM-CPU-STEADY")
+    result.stdout.fnmatch_lines(["sits: ?THERM-*-STEADY *] 0 s: *"])  # progress lines
+    statuses = {v["status"] for v in report_of(pytester.path)["verdicts"]}
+    assert statuses == {"FAIL"}
+    html = (pytester.path / "sits-report" / "sits-report.html").read_text()
+    assert "temperature" in html and "<polyline" in html
+    pytester.runpytest(*conformance_args, "--sits-platform", "sim:l40s", "--sits-level", "full",
+                       "-m", "THERM-GPU-STEADY or THERM-CPU-STEADY")
+    assert {v["status"] for v in report_of(pytester.path)["verdicts"]} == {"PASS"}
