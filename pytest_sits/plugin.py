@@ -44,6 +44,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sits-report-dir", dest="sits_report_dir", default=None, metavar="DIR",
                     help="folder for sits-report.json and sits-report.html (default ./sits-report; "
                          "'none' writes no report).")
+    group.addoption("--sits-golden-record", dest="sits_golden_record", default=None, metavar="DIR",
+                    help="record the operator corpus' inputs and outputs here (on the reference platform).")
+    group.addoption("--sits-golden", dest="sits_golden", default=None, metavar="DIR",
+                    help="compare with a golden set recorded elsewhere (stored inputs, SHA-256 checked).")
     parser.addini("sits_profile", "default hardware profile (name or file)", default=None)
     parser.addini("sits_platform", "default platform spec", default=None)
     parser.addini("sits_level", "default run depth: quick, standard or full", default=None)
@@ -71,6 +75,19 @@ def pytest_configure(config: pytest.Config) -> None:
             rootdir=Path(str(config.rootpath)))
     except SitsUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+    rec, gold = config.getoption("sits_golden_record"), config.getoption("sits_golden")
+    if rec and gold:
+        raise pytest.UsageError("--sits-golden-record and --sits-golden are exclusive; fix: record on the "
+                                "reference platform, compare on the platform under test")
+    if gold:
+        from .equivalence.golden import GoldenError, GoldenSet
+
+        try:
+            GoldenSet(Path(gold))
+        except GoldenError as exc:
+            raise pytest.UsageError(f"bad golden set: {exc}") from None
+    run.golden_record = Path(rec).resolve() if rec else None
+    run.golden = Path(gold).resolve() if gold else None
     config.stash[RUN_KEY] = run
     if not _is_worker(config):
         config.pluginmanager.register(SitsReporter(config, run), "sits-reporter")
@@ -354,6 +371,15 @@ class SitsReporter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from . import report as rep
 
+        if self.run.golden_record is not None and (self.run.golden_record / "entries").is_dir():
+            from .equivalence.golden import finalize
+
+            inv = self.run.platform.inventory()
+            finalize(self.run.golden_record, {
+                "platform": {"label": self.run.platform.label, "cpu": inv["cpu"].get("model"),
+                             "accelerators": [a["display_name"] for a in inv["accelerators"]]},
+                "profile": self.run.profile.name, "versions": rep.package_versions(),
+                "complete": exitstatus not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)})
         self.report = self.build_report(exitstatus)
         if self.run.report_dir is None:
             return

@@ -41,6 +41,8 @@ class SitsRun:
     level_how: str
     report_dir: Optional[Path]
     started_at: float = field(default_factory=time.time)
+    golden_record: Optional[Path] = None
+    golden: Optional[Path] = None
 
     @classmethod
     def resolve(cls, *, profile_opt: Optional[str], profile_ini: Optional[str], platform_opt: Optional[str],

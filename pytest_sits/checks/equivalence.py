@@ -1,0 +1,93 @@
+"""EQ-PRECISION, EQ-THROUGHPUT, EQ-LATENCY, EQ-RESOURCE."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ..compare import describe
+from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
+
+
+def check_precision(result: Dict[str, Any], tol: Dict[str, Any], subject: str, reference: str,
+                    extra: Optional[Dict[str, Any]] = None) -> Verdict:
+    """Every element within atol + rtol * |reference|; the message says everything about the worst."""
+    ev = {"comparison": result, "tolerance": tol, "reference": reference, **(extra or {})}
+    threshold = f"|x - ref| <= {tol['atol']:g} + {tol['rtol']:.3g} * |ref| ({tol['source']})"
+    measured = f"{result['mismatches']} / {result['n']} mismatched"
+    if result["passed"]:
+        why = (f"all {result['n']} elements within tolerance of {reference}; max rel "
+               f"{result.get('max_rel_diff', 0):.3g}, max abs {result.get('max_abs_diff', 0):.3g}, ULP max "
+               f"{result.get('ulp_max', 0)}") if not result.get("exact") else f"all {result['n']} elements equal"
+        return Verdict("EQ-PRECISION", PASS, why, measured=measured, threshold=threshold, subject=subject, evidence=ev)
+    return Verdict("EQ-PRECISION", FAIL, f"against {reference}: " + describe(result), measured=measured,
+                   threshold=threshold, subject=subject, evidence=ev,
+                   remediation="compare the kernel (library versions, math modes such as TF32 or fast-math, "
+                               "reduced-precision reductions) with the reference platform's; if the task's risk "
+                               "class allows it, set EQ-PRECISION.risk_class in the profile")
+
+
+def check_throughput(samples_s: List[float], control_cv: Optional[float], thresholds: Dict[str, Any],
+                     subject: str, method: str) -> Verdict:
+    """Coefficient of variation of the per-round times below max_cv; undecidable when the host itself is noisy."""
+    import statistics
+
+    max_cv = float(thresholds["max_cv"])
+    mean = statistics.mean(samples_s)
+    cv = statistics.pstdev(samples_s) / mean if mean > 0 else float("inf")
+    ev = {"rounds": len(samples_s), "min_s": min(samples_s), "median_s": statistics.median(samples_s),
+          "max_s": max(samples_s), "mean_s": mean, "cv": cv, "control_cv": control_cv,
+          "samples_s": samples_s}
+    text = (f"CV {cv:.2%} over {len(samples_s)} rounds (min {min(samples_s) * 1e3:.3f} ms, median "
+            f"{statistics.median(samples_s) * 1e3:.3f} ms, max {max(samples_s) * 1e3:.3f} ms)")
+    threshold = f"CV < {max_cv:.0%}"
+    if cv < max_cv:
+        return Verdict("EQ-THROUGHPUT", PASS, text, measured=round(cv, 4), threshold=threshold, unit="CV",
+                       subject=subject, evidence=ev, method=method)
+    if control_cv is not None and control_cv >= max_cv / 2:
+        return Verdict("EQ-THROUGHPUT", INCONCLUSIVE, f"{text}; a fixed host workload timed beside it varied by "
+                       f"{control_cv:.2%}: this machine is too noisy to tell the device's fluctuation from its own",
+                       measured=round(cv, 4), threshold=threshold, unit="CV", subject=subject, evidence=ev,
+                       method=method)
+    return Verdict("EQ-THROUGHPUT", FAIL, text + (f"; the host control varied only {control_cv:.2%}"
+                                                  if control_cv is not None else ""),
+                   measured=round(cv, 4), threshold=threshold, unit="CV", subject=subject, evidence=ev,
+                   method=method,
+                   remediation="look for clock or power throttling (clocks-event reasons), thermal state (run "
+                               "after THERM-*-STEADY), background work and frequency scaling on the host")
+
+
+def check_ratio(req: str, rows: List[Dict[str, Any]], max_ratio: Optional[float], subject: str, what: str) -> Verdict:
+    """EQ-LATENCY / EQ-RESOURCE: the worst ratio (here / reference) over the operators."""
+    rows = [r for r in rows if r.get("ratio") is not None]
+    ev = {"operators": rows, "max_ratio": max_ratio}
+    if not rows:
+        return Verdict(req, SKIP, f"no {what} was recorded beside a reference", subject=subject, evidence=ev)
+    worst = max(rows, key=lambda r: r["ratio"])
+    text = (f"worst {what} ratio {worst['ratio']:.2f}x ({worst['op']} {worst['dtype']}) over {len(rows)} operators "
+            "against the golden reference")
+    if max_ratio is None:
+        return Verdict(req, WARN, text + "; the profile sets no allowed ratio", measured=round(worst["ratio"], 3),
+                       threshold="none set", unit="x reference", subject=subject, evidence=ev)
+    if worst["ratio"] > max_ratio:
+        return Verdict(req, FAIL, text + f", above {max_ratio:g}x", measured=round(worst["ratio"], 3),
+                       threshold=f"<= {max_ratio:g}x", unit="x reference", subject=subject, evidence=ev,
+                       remediation=f"profile the slow operators on this platform; check the {what} of the "
+                                   "library versions against the reference platform's")
+    return Verdict(req, PASS, text, measured=round(worst["ratio"], 3), threshold=f"<= {max_ratio:g}x",
+                   unit="x reference", subject=subject, evidence=ev)
+
+
+def check_golden_coverage(golden: List[str], here: List[str], source: str) -> Verdict:
+    missing = sorted(set(here) - set(golden))
+    extra = sorted(set(golden) - set(here))
+    ev = {"golden": golden, "corpus": here, "not_in_golden": missing, "only_in_golden": extra, "source": source}
+    if not missing and not extra:
+        return Verdict("EQ-PRECISION", PASS, f"the golden set and this corpus hold the same {len(here)} "
+                       "operator/dtype pairs", measured=len(here), subject="golden set", evidence=ev)
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} pair(s) of this corpus are not in the golden set: {', '.join(missing)}")
+    if extra:
+        parts.append(f"{len(extra)} pair(s) of the golden set are not in this corpus: {', '.join(extra)}")
+    return Verdict("EQ-PRECISION", INCONCLUSIVE, "; ".join(parts) + f" (golden set {source} was recorded with "
+                   "another operator list)", measured=len(here) - len(missing), subject="golden set", evidence=ev)

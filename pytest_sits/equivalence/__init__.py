@@ -1,0 +1,1 @@
+"""Cross-platform numerical equivalence: operator corpus, tolerance policy, golden data."""
