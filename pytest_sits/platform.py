@@ -47,6 +47,11 @@ class Platform:
     def nvml(self) -> Dict[str, Any]:
         return nvml_probe.collect()
 
+    def amdsmi(self) -> Dict[str, Any]:
+        from .probes import amd
+
+        return amd.collect()
+
     def accelerator_load(self, acc: Dict[str, Any]) -> Any:
         """A load generator on the accelerator (context manager); raises LoadUnavailable with the reason."""
         from .probes.load import TorchMatmulLoad, torch_device_for_bdf
@@ -132,14 +137,20 @@ class SnapshotPlatform(Platform):
         label = f"snapshot:{directory} (captured on {self.manifest.get('hostname')} at {self.manifest.get('captured_at_iso')})"
         super().__init__(directory / "fs", label)
 
-    def nvml(self) -> Dict[str, Any]:
-        path = self.directory / "nvml.json"
+    def _facts(self, name: str, what: str) -> Dict[str, Any]:
+        path = self.directory / name
         if not path.is_file():
-            return {"available": False, "reason": "snapshot holds no NVML facts", "devices": [], "errors": []}
+            return {"available": False, "reason": f"snapshot holds no {what} facts", "devices": [], "errors": []}
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except ValueError as exc:
             raise PlatformError(f"{path}: not valid JSON ({exc}); fix: capture the snapshot again")
+
+    def nvml(self) -> Dict[str, Any]:
+        return self._facts("nvml.json", "NVML")
+
+    def amdsmi(self) -> Dict[str, Any]:
+        return self._facts("amdsmi.json", "amdsmi")
 
     def accelerator_load(self, acc: Dict[str, Any]) -> Any:
         from .probes.load import LoadUnavailable
@@ -209,6 +220,9 @@ class SimPlatform(Platform):
 
     def nvml(self) -> Dict[str, Any]:
         return json.loads(json.dumps(self._nvml))
+
+    def amdsmi(self) -> Dict[str, Any]:
+        return {"available": False, "reason": "simulated platform: no amdsmi", "devices": [], "errors": []}
 
     def host_measurement_reason(self) -> Optional[str]:
         return "simulated platform: host DRAM measurements need the live machine"
@@ -398,7 +412,10 @@ def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any
 def build_inventory(platform: Platform) -> Dict[str, Any]:
     inv = sysfs.collect(platform.root)
     nv = platform.nvml()
+    amd = platform.amdsmi() if any(d["vendor_id"] == "1002" and sysfs.is_accelerator(d) for d in inv["pci"]) else {
+        "available": False, "reason": "no AMD accelerator", "devices": [], "errors": []}
     by_bus = {d.get("pci_bus_id"): d for d in nv.get("devices", []) if d.get("pci_bus_id")}
+    amd_by_bus = {d.get("pci_bus_id"): d for d in amd.get("devices", []) if d.get("pci_bus_id")}
     accelerators = []
     for dev in inv["pci"]:
         if not sysfs.is_accelerator(dev):
@@ -417,17 +434,20 @@ def build_inventory(platform: Platform) -> Dict[str, Any]:
             "memory_source": None,
             "management": None,
         }
-        mgmt = by_bus.pop(dev["bdf"], None)
+        mgmt, source = by_bus.pop(dev["bdf"], None), "nvml"
+        if mgmt is None:
+            mgmt, source = amd_by_bus.pop(dev["bdf"], None), "amdsmi"
         if mgmt is not None:
             acc["management"] = mgmt
             acc["name"] = mgmt.get("name")
             acc["memory_total_bytes"] = mgmt.get("memory_total_bytes")
-            acc["memory_source"] = "nvml"
+            acc["memory_source"] = source
         acc["display_name"] = acc["name"] or f"{acc['vendor']} {acc['pci_id']}"
         accelerators.append(acc)
     inv["accelerators"] = accelerators
     inv["management"] = {
         "nvml": {k: v for k, v in nv.items() if k not in ("devices",)},
+        "amdsmi": {k: v for k, v in amd.items() if k not in ("devices",)},
         "nvml_devices_without_sysfs": sorted(k for k in by_bus if k),
     }
     inv["platform"] = {"kind": platform.kind, "label": platform.label, "simulated": platform.simulated}
@@ -496,6 +516,11 @@ def capture(dest: Path, root: Path = Path("/"), nvml: Optional[Dict[str, Any]] =
         os.symlink(os.path.relpath(target, link.parent), link)
     nv = nvml if nvml is not None else nvml_probe.collect()
     (dest / "nvml.json").write_text(json.dumps(nv, indent=2, sort_keys=True), encoding="utf-8")
+    if nvml is None:
+        from .probes import amd
+
+        (dest / "amdsmi.json").write_text(json.dumps(amd.collect(), indent=2, sort_keys=True, default=str),
+                                          encoding="utf-8")
     now = time.time()
     manifest = {
         "format": SNAPSHOT_FORMAT, "sits_version": __version__,

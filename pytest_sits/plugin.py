@@ -54,6 +54,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("sits_report_dir", "default report folder", default=None)
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
@@ -89,6 +95,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run.golden_record = Path(rec).resolve() if rec else None
     run.golden = Path(gold).resolve() if gold else None
     config.stash[RUN_KEY] = run
+    config.hook.pytest_sits_update_inventory(config=config, inventory=run.platform.inventory())
     if not _is_worker(config):
         config.pluginmanager.register(SitsReporter(config, run), "sits-reporter")
 

@@ -135,3 +135,46 @@ def test_cli_inventory_prints_yaml(capsys):
     assert len(data["accelerators"]) == 8 and data["platform"]["simulated"] is True
     assert main(["inventory"]) == 0
     assert yaml.safe_load(capsys.readouterr().out)["platform"]["kind"] == "live"
+
+
+def test_amdsmi_enriches_amd_devices(monkeypatch, tmp_path):
+    """A fake amdsmi module (the real one ships with ROCm) feeds the same inventory fields as NVML."""
+    import sys
+    import types
+
+    from pytest_sits.probes import amd
+
+    fake = types.ModuleType("amdsmi")
+    fake.AmdSmiMemoryType = types.SimpleNamespace(VRAM=0)
+    fake.amdsmi_init = lambda: None
+    fake.amdsmi_shut_down = lambda: None
+    fake.amdsmi_get_processor_handles = lambda: ["h0"]
+    fake.amdsmi_get_gpu_device_bdf = lambda h: "0000:11:00.0"
+    fake.amdsmi_get_gpu_asic_info = lambda h: {"market_name": "AMD Instinct MI300X"}
+    fake.amdsmi_get_gpu_memory_total = lambda h, t: 192 * 1024 ** 3
+    fake.amdsmi_get_gpu_vbios_info = lambda h: {"version": "113-M3000100-102"}
+
+    def broken(h):
+        raise RuntimeError("AMDSMI_STATUS_NOT_SUPPORTED")
+
+    fake.amdsmi_get_gpu_board_info = broken
+    fake.amdsmi_get_gpu_driver_info = lambda h: {"driver_version": "6.8.5"}
+    monkeypatch.setitem(sys.modules, "amdsmi", fake)
+    facts = amd.collect()
+    assert facts["available"] and facts["devices"][0]["memory_total_bytes"] == 192 * 1024 ** 3
+    assert facts["devices"][0]["serial"] is None and facts["errors"][0]["field"] == "serial"
+    plat = from_spec("sim:mi300x")
+    monkeypatch.setattr(plat, "amdsmi", lambda: facts)
+    acc = next(a for a in plat.inventory()["accelerators"] if a["bdf"] == "0000:11:00.0")
+    assert acc["name"] == "AMD Instinct MI300X" and acc["memory_source"] == "amdsmi"
+
+
+def test_amdsmi_missing_is_a_reason():
+    import sys
+
+    from pytest_sits.probes import amd
+
+    if "amdsmi" in sys.modules and sys.modules["amdsmi"] is not None:
+        pytest.skip("amdsmi present")
+    facts = amd.collect()
+    assert not facts["available"] and "amdsmi not importable" in facts["reason"]

@@ -255,3 +255,12 @@ def test_cli_report_render_and_validate(pytester, conformance_args, tmp_path):
     bad["verdicts"][0]["status"] = "OK"
     broken.write_text(json.dumps(bad))
     assert main(["report", "validate", str(broken)]) == 1
+
+
+def test_conftest_can_enrich_the_inventory(pytester, conformance_args, report_of):
+    pytester.makeconftest("""
+def pytest_sits_update_inventory(config, inventory):
+    inventory["lab"] = {"rack": "B12", "asset": "SRV-0042"}
+""")
+    pytester.runpytest(*conformance_args, "-m", "INV-DEVICES")
+    assert report_of(pytester.path)["inventory"]["lab"] == {"rack": "B12", "asset": "SRV-0042"}
