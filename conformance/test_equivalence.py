@@ -176,19 +176,23 @@ def _ratios(eq_env, field):
     return rows
 
 
+def _beside_reference(req, eq_env, sits_profile, field, what, subject):
+    """The worst ratio of ``field`` (here / golden) over the golden set's operators, as a verdict."""
+    if eq_env["golden"] is None:
+        return Verdict(req, SKIP, f"{what} is compared with a reference platform: give its golden set with "
+                       "--sits-golden DIR", subject=subject)
+    try:
+        rows = _ratios(eq_env, field)
+    except GoldenError as exc:
+        return Verdict(req, ERROR, str(exc), subject=subject)
+    return check_ratio(req, rows, sits_profile.thresholds(req)["max_ratio"], eq_env["under_test"]["device"], what)
+
+
 @pytest.mark.sits_requirement("EQ-LATENCY")
 def test_latency_beside_reference(eq_env, sits_profile, sits_record):
     if "skip" in eq_env:
         return sits_record(_skip("EQ-LATENCY", eq_env, "latency"))
-    if eq_env["golden"] is None:
-        return sits_record(Verdict("EQ-LATENCY", SKIP, "latency is compared with a reference platform: give its "
-                                   "golden set with --sits-golden DIR", subject="latency"))
-    try:
-        rows = _ratios(eq_env, "latency_s")
-    except GoldenError as exc:
-        return sits_record(Verdict("EQ-LATENCY", ERROR, str(exc), subject="latency"))
-    sits_record(check_ratio("EQ-LATENCY", rows, sits_profile.thresholds("EQ-LATENCY")["max_ratio"],
-                            eq_env["under_test"]["device"], "latency"))
+    sits_record(_beside_reference("EQ-LATENCY", eq_env, sits_profile, "latency_s", "latency", "latency"))
 
 
 @pytest.mark.sits_requirement("EQ-RESOURCE")
@@ -200,12 +204,4 @@ def test_resource_beside_reference(eq_env, sits_profile, sits_record):
         return sits_record(Verdict("EQ-RESOURCE", SKIP, f"peak memory per operator is read from "
                                    f"torch.cuda.max_memory_allocated; {dev['device']} has no such counter",
                                    subject="memory"))
-    if eq_env["golden"] is None:
-        return sits_record(Verdict("EQ-RESOURCE", SKIP, "resource use is compared with a reference platform: give "
-                                   "its golden set with --sits-golden DIR", subject="memory"))
-    try:
-        rows = _ratios(eq_env, "peak_bytes")
-    except GoldenError as exc:
-        return sits_record(Verdict("EQ-RESOURCE", ERROR, str(exc), subject="memory"))
-    sits_record(check_ratio("EQ-RESOURCE", rows, sits_profile.thresholds("EQ-RESOURCE")["max_ratio"],
-                            dev["device"], "peak device memory"))
+    sits_record(_beside_reference("EQ-RESOURCE", eq_env, sits_profile, "peak_bytes", "peak device memory", "memory"))

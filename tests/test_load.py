@@ -14,7 +14,7 @@ def test_torch_load_on_cpu_stops_and_records():
     ev = load.evidence()
     assert ev["error"] is None and not ev["thread_alive"]
     assert ev["iterations"] > 0 and ev["periods"] >= 3
-    assert 0.2 <= ev["achieved_duty"] <= 0.9
+    assert 0.05 <= ev["achieved_duty"] <= 0.95  # duty 0.5 requested; loose: no timing assertion
     assert not [t for t in threading.enumerate() if t.name.startswith("sits-load")]
 
 

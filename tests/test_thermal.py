@@ -151,16 +151,18 @@ def test_cpu_load_runs_and_always_stops():
 
 def test_device_lock_serialises_calibrations(tmp_path):
     events = []
+    a_holds = threading.Event()
 
     def worker(name, hold_s):
         with device_lock("0000:17:00.0", str(tmp_path)):
             events.append(f"{name} in")
+            a_holds.set()
             time.sleep(hold_s)
             events.append(f"{name} out")
 
     a = threading.Thread(target=worker, args=("a", 0.3))
     a.start()
-    time.sleep(0.05)
+    a_holds.wait()
     b = threading.Thread(target=worker, args=("b", 0.0))
     b.start()
     a.join()
