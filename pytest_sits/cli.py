@@ -7,6 +7,8 @@
     sits requirements               the SITS2026 catalogue
     sits inventory [--platform P]   what the platform has, as YAML
     sits capture DIR                store a snapshot of this machine's evidence
+    sits audit-text --lspci-tv F --nvidia-smi-topo F [--profile P]
+                                    topology verdicts from submitted text
     sits report validate JSON       check a stored report against its schema
     sits report render JSON [--html OUT] [--markdown OUT]
 """
@@ -130,6 +132,41 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit_text(args: argparse.Namespace) -> int:
+    """Topology verdicts from text evidence a vendor submitted."""
+    from . import profiles
+    from .checks.topology import check_pcie_direct, check_peer_mesh
+    from .probes.textimport import TextEvidenceError, parse_lspci_tv, parse_nvidia_smi_topo
+
+    if not args.lspci_tv and not args.nvidia_smi_topo:
+        return _err("give --lspci-tv FILE and/or --nvidia-smi-topo FILE")
+    try:
+        prof = profiles.resolve(args.profile)
+    except profiles.ProfileError as exc:
+        return _err(str(exc))
+    verdicts = []
+    try:
+        if args.lspci_tv:
+            for path in parse_lspci_tv(Path(args.lspci_tv).read_text(errors="replace")):
+                verdicts.append(check_pcie_direct(path, prof.thresholds("TOPO-PCIE-DIRECT")))
+        if args.nvidia_smi_topo:
+            mesh = parse_nvidia_smi_topo(Path(args.nvidia_smi_topo).read_text(errors="replace"))
+            verdicts.append(check_peer_mesh(mesh, prof.thresholds("LINK-NVLINK-MESH"), len(mesh["devices"]),
+                                            prof.hardware.get("peer_link", {}).get("type")))
+    except OSError as exc:
+        return _err(f"{exc.filename}: {exc.strerror}")
+    except TextEvidenceError as exc:
+        return _err(f"{args.lspci_tv or args.nvidia_smi_topo}: {exc}")
+    if not verdicts:
+        print("no accelerator found in the text evidence")
+        return 1
+    for v in verdicts:
+        print(f"{v.requirement:18} {v.subject:14} {v.status:12} {v.reason}")
+    if args.json:
+        Path(args.json).write_text(json.dumps([v.to_json() for v in verdicts], indent=2, default=str))
+    return 1 if any(v.status in ("FAIL", "ERROR") for v in verdicts) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="sits", description="pytest-sits: SITS2026 conformance tools")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -147,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir")
     p.add_argument("--root", default="/", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_capture)
+    p = sub.add_parser("audit-text", help="topology verdicts from submitted `lspci -tv` / `nvidia-smi topo -m` text")
+    p.add_argument("--lspci-tv", metavar="FILE")
+    p.add_argument("--nvidia-smi-topo", metavar="FILE")
+    p.add_argument("--profile", default="base", help="profile whose thresholds apply (default: base)")
+    p.add_argument("--json", metavar="OUT", help="also write the verdicts as JSON")
+    p.set_defaults(func=cmd_audit_text)
     p = sub.add_parser("report", help="validate or re-render a stored JSON report")
     p.add_argument("action", choices=["validate", "render"])
     p.add_argument("json")

@@ -1,0 +1,57 @@
+"""Text evidence (`lspci -tv`, `nvidia-smi topo -m`) parsed into the live probes' shape, judged by the same checks."""
+
+from pathlib import Path
+
+import pytest
+
+from pytest_sits.checks.topology import check_pcie_direct, check_peer_mesh
+from pytest_sits.cli import main
+from pytest_sits.probes.textimport import TextEvidenceError, parse_lspci_tv, parse_nvidia_smi_topo
+from pytest_sits.verdict import FAIL, PASS
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_lspci_tree_paths_and_switch_detection():
+    paths = {p["device"]: p for p in parse_lspci_tv((DATA / "lspci-tv-switch.txt").read_text())}
+    assert set(paths) == {"0000:c3:00.0", "0000:c4:00.0", "0000:01:00.0"}  # the NIC and the NVMe are not GPUs
+    behind = paths["0000:c4:00.0"]
+    assert [h["bdf"] for h in behind["hops"]] == ["0000:c2:01.0", "0000:c1:00.0", "0000:c0:01.1"]
+    v = check_pcie_direct(behind, {"max_switch_ports": 0})
+    assert v.status == FAIL and "inferred" in v.method
+    assert check_pcie_direct(paths["0000:01:00.0"], {"max_switch_ports": 0}).status == PASS
+
+
+def test_lspci_with_numeric_ids():
+    text = "-[0000:00]-+-00.0  Intel Corporation Device [8086:09a2]\n" \
+           "           \\-01.0-[17]----00.0  NVIDIA Corporation GH100 [H100 SXM5 80GB] [10de:2330] (rev a1)\n"
+    (p,) = parse_lspci_tv(text)
+    assert p["device"] == "0000:17:00.0" and p["pci_id"] == "10de:2330"
+
+
+def test_nvidia_smi_topo_partial_and_full_mesh():
+    mesh = parse_nvidia_smi_topo((DATA / "nvidia-smi-topo-partial.txt").read_text())
+    v = check_peer_mesh(mesh, {"required": True}, 4, "nvlink")
+    assert v.status == FAIL and "GPU0<->GPU2" in v.reason and v.measured == "5/6 pairs"
+    full = (DATA / "nvidia-smi-topo-partial.txt").read_text().replace("PXB", "NV18")
+    assert check_peer_mesh(parse_nvidia_smi_topo(full), {"required": True}, 4, "nvlink").status == PASS
+
+
+def test_not_the_claimed_output():
+    with pytest.raises(TextEvidenceError, match="not `lspci -tv` output"):
+        parse_lspci_tv("hello\nworld\n")
+    with pytest.raises(TextEvidenceError, match="not `nvidia-smi topo -m` output"):
+        parse_nvidia_smi_topo("GPU 0: NVIDIA H100\n")
+
+
+def test_cli_audit_text(tmp_path, capsys):
+    rc = main(["audit-text", "--lspci-tv", str(DATA / "lspci-tv-switch.txt"), "--nvidia-smi-topo",
+               str(DATA / "nvidia-smi-topo-partial.txt"), "--profile", "h100", "--json", str(tmp_path / "v.json")])
+    out = capsys.readouterr().out
+    assert rc == 1 and "TOPO-PCIE-DIRECT   0000:c3:00.0   FAIL" in out and "LINK-NVLINK-MESH" in out
+    assert (tmp_path / "v.json").read_text().count('"requirement"') == 4
+    assert main(["audit-text", "--lspci-tv", str(tmp_path / "missing.txt")]) == 4
+    bad = tmp_path / "bad.txt"
+    bad.write_text("not lspci\n")
+    assert main(["audit-text", "--lspci-tv", str(bad)]) == 4
+    assert "not `lspci -tv` output" in capsys.readouterr().err
