@@ -86,7 +86,7 @@ def _chunk(a: np.ndarray, b: np.ndarray, off: int, acc: _Acc, rtol: float, atol:
         if nbad:
             acc.mismatches += nbad
             first = int(np.argmax(bad))
-            if acc.first_mismatch < 0:
+            if acc.first_mismatch < 0 or off + first < acc.first_mismatch:
                 acc.first_mismatch = off + first
             acc.max_abs, acc.max_abs_at = math.inf, off + first if acc.max_abs != math.inf else acc.max_abs_at
             acc.max_rel, acc.max_rel_at = math.inf, off + first if acc.max_rel != math.inf else acc.max_rel_at
@@ -103,8 +103,9 @@ def _chunk(a: np.ndarray, b: np.ndarray, off: int, acc: _Acc, rtol: float, atol:
     k = int(np.count_nonzero(over))
     if k:
         acc.mismatches += k
-        if acc.first_mismatch < 0:
-            acc.first_mismatch = off + int(np.argmax(over))
+        first = off + int(np.argmax(over))
+        if acc.first_mismatch < 0 or first < acc.first_mismatch:
+            acc.first_mismatch = first
     if ad[i] > acc.max_abs:
         acc.max_abs, acc.max_abs_at = float(ad[i]), off + i
     rel = buf["rel"][:m]

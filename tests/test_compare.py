@@ -158,3 +158,11 @@ def test_no_full_size_temporaries():
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < 16 * 2 ** 20  # a fixed set of per-thread buffers, far below one 64 MB array
+
+
+def test_first_mismatch_is_the_earliest_of_nan_and_tolerance():
+    b = np.zeros(10, np.float32)
+    a = b.copy()
+    a[2] = 1.0
+    a[7] = np.nan
+    assert compare(a, b, rtol=0, atol=0.5)["first_mismatch_index"] == [2]
