@@ -56,6 +56,7 @@ class SitsRun:
         prof_spec, prof_how = _pick(profile_opt, ENV_PROFILE, profile_ini)
         try:
             platform = from_spec(plat_spec or "live")
+            platform.inventory()  # a broken snapshot is a usage error now, not a traceback later
             if prof_spec:
                 flag = {"option": "--sits-profile", "env": f"${ENV_PROFILE}", "ini": "ini sits_profile"}[prof_how]
                 profile = resolve(prof_spec, how=prof_how, why=f"{flag}={prof_spec}")
