@@ -107,10 +107,17 @@ def validate(report: Dict[str, Any]) -> List[str]:
             for e in validator.iter_errors(report)]
 
 
+def _umask() -> int:
+    old = os.umask(0)
+    os.umask(old)
+    return old
+
+
 def atomic_write(path: Path, text: str) -> None:
-    """Write to a temporary file beside ``path``, then rename over it."""
+    """Write to a temporary file beside ``path``, then rename over it (mode as a plain open() would give)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a report is meant to be read by others
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

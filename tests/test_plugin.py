@@ -264,3 +264,15 @@ def pytest_sits_update_inventory(config, inventory):
 """)
     pytester.runpytest(*conformance_args, "-m", "INV-DEVICES")
     assert report_of(pytester.path)["inventory"]["lab"] == {"rack": "B12", "asset": "SRV-0042"}
+
+
+def test_report_files_are_readable_like_any_written_file(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        rep.atomic_write(tmp_path / "r.json", "{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -38,11 +36,9 @@ def _sha(path: Path) -> str:
 
 
 def _atomic_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True, default=str)
-    os.replace(tmp, path)
+    from ..report import atomic_write
+
+    atomic_write(path, json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 def key(op: str, dtype: str) -> str:
