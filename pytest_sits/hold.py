@@ -55,9 +55,13 @@ class DutyController:
     def update(self, occupancy: float, saturated: bool = False) -> float:
         """One window: ``occupancy`` measured; ``saturated`` when the injectors could not deliver
         what was commanded (anti-windup: the command is then not raised further)."""
-        # The median of the last three windows: a single window's dip (a stalled thread, a VM
-        # hiccup) is ridden out by the injectors' token buckets and must not move the command,
-        # or the next windows overshoot the band while the correction unwinds.
+        # A saturated window (the injectors could not deliver what was commanded: a capacity dip)
+        # says nothing about the command, so it neither moves the command nor enters the history.
+        # Otherwise the median of the last three windows: a single window's dip is ridden out by
+        # the injectors' token buckets and must not move the command, or the next windows
+        # overshoot the band while the correction unwinds.
+        if saturated:
+            return self.duty
         self._recent = (self._recent + [occupancy])[-3:]
         occupancy = sorted(self._recent)[len(self._recent) // 2]
         if self.duty > 0.05 and occupancy > 0:
@@ -67,8 +71,6 @@ class DutyController:
         self._prev_err = err
         # A bounded step: one window's dip (a stalled thread) must not swing the next window out of band.
         step = max(-self.max_step, min(self.max_step, (self.ki * err + self.kp * d_err) / self.gain))
-        if saturated and step > 0:
-            step = 0.0
         self.duty = min(self.max_duty, max(0.0, self.duty + step))
         return self.duty
 
@@ -117,7 +119,7 @@ class BandwidthHold:
     def __init__(self, peak_gbps: float, low: float = 0.85, high: float = 0.92, *, threads: int = 0,
                  cpus: Optional[List[int]] = None, node: Optional[int] = None, window_s: float = 0.1,
                  period_s: float = 0.005, buffer_bytes: int = 64 * 1024 ** 2, chunk_elems: int = 1 << 17,
-                 settle_windows: int = 3, settle_timeout_s: float = 10.0, burst_s: float = 0.01,
+                 settle_windows: int = 3, settle_timeout_s: float = 10.0, burst_s: float = 0.002,
                  counter: Optional[Any] = None, counter_reason: Optional[str] = None,
                  clock: Callable[[], float] = time.perf_counter):
         if peak_gbps <= 0:
@@ -172,7 +174,8 @@ class BandwidthHold:
             last = self.clock()
             # Token bucket: bytes are earned at the commanded rate and spent by copying chunks.
             # A thread that falls behind (contention, a stolen core) catches up at once, within a
-            # burst cap (10 ms by default), so the level holds at a far finer grain than the window.
+            # burst cap (2 ms by default: a larger catch-up spills into the next window and pushes it
+            # above the band), so the level holds at a far finer grain than the window.
             while not self._stop.is_set():
                 rate = self.controller.duty * peak_bps
                 now = self.clock()
