@@ -68,6 +68,11 @@ def main() -> int:
     print(f"body '{args.body}': {iterations} iterations in {args.seconds:.0f} s")
     print(f"windows: {ev['windows']} in hold, {ev['settle_windows']} settling; in band {ev['windows_in_band']} "
           f"= {share:.1%}")
+    hold_w = [r for r in ev["timeline"] if r["phase"] == "hold"]
+    sat = sum(1 for r in hold_w if not r["in_band"] and r.get("saturated"))
+    above = sum(1 for r in hold_w if r["occupancy"] > 0.92)
+    print(f"out of band: {sat} below while the injectors ran flat out (the machine delivered less than the "
+          f"target), {ev['windows'] - ev['windows_in_band'] - sat - above} below otherwise, {above} above")
     print(f"occupancy: mean {statistics.mean(occ):.3f}, stdev {statistics.pstdev(occ):.3f}, min {min(occ):.3f}, "
           f"max {max(occ):.3f}")
     print(f"stop: threads joined in {ev['stop_latency_s'] * 1000:.1f} ms; left running: {left or 'none'}")
