@@ -1,6 +1,7 @@
 """Bandwidth: MEM-BW-HOLD (host DRAM held in band), MEM-BW-EFFICIENCY, TOPO-PCIE-BW."""
 
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -9,6 +10,7 @@ from pytest_sits.checks.inventory import found_text
 from pytest_sits.hold import BandwidthHold, find_counter
 from pytest_sits.probes.bandwidth import stream_peak
 from pytest_sits.probes.load import LoadUnavailable
+from pytest_sits.thermal import device_lock
 from pytest_sits.verdict import ERROR, SKIP, Verdict
 
 
@@ -29,7 +31,9 @@ def host_peak(sits_platform, host_node):
     if reason:
         return {"skip": reason}
     cpus = host_node["cpus"] if host_node else []
-    return stream_peak(threads=max(1, len(cpus)), cpus=cpus, node=host_node["node"] if host_node else None)
+    node = host_node["node"] if host_node else None
+    with device_lock(f"host-dram-node{node}"):  # never measured while another xdist worker holds the node
+        return stream_peak(threads=max(1, len(cpus)), cpus=cpus, node=node)
 
 
 @pytest.fixture
@@ -37,11 +41,17 @@ def sits_bandwidth_hold(host_peak, host_node, sits_profile):
     """Factory: `with sits_bandwidth_hold() as hold:` keeps host DRAM occupancy in the profile's band."""
     th = sits_profile.thresholds("MEM-BW-HOLD")
 
+    @contextmanager
     def make():
         found = find_counter()
-        return BandwidthHold(host_peak["kernels"]["copy"]["gbps_median"], th["band_low"], th["band_high"],
+        hold = BandwidthHold(host_peak["kernels"]["copy"]["gbps_median"], th["band_low"], th["band_high"],
                              cpus=host_node["cpus"], node=host_node["node"], window_s=th["window_ms"] / 1000,
                              counter=found["counter"], counter_reason=found["reason"])
+        # One hold per node at a time: xdist workers each have this fixture, and two injectors on one
+        # node would each see the other's traffic as theirs.
+        with device_lock(f"host-dram-node{host_node['node']}"):
+            with hold:
+                yield hold
     return make
 
 
