@@ -8,8 +8,6 @@ from pytest_sits.probes.load import LoadUnavailable
 from pytest_sits.probes.topology import link_capability, pcie_path, peer_mesh, sample_link
 from pytest_sits.verdict import SKIP, Verdict
 
-LINK_INTERVAL_S = 0.1
-
 
 @pytest.fixture(scope="session")
 def pci_index(sits_inventory):
@@ -41,10 +39,12 @@ def test_pcie_link_under_load(sits_accelerator, pci_index, sits_platform, sits_p
         load = sits_platform.accelerator_load(sits_accelerator)
     except LoadUnavailable as exc:
         evidence["load"] = {"kind": None, "reason": str(exc)}
-        evidence["samples"] = sample_link(sits_platform.root, dev, th["samples"], LINK_INTERVAL_S, loaded=False)
+        evidence["samples"] = sample_link(sits_platform.root, dev, th["samples"], sits_platform.link_sample_interval_s,
+                                         loaded=False)
     else:
         with load:
-            evidence["samples"] = sample_link(sits_platform.root, dev, th["samples"], LINK_INTERVAL_S, loaded=True)
+            evidence["samples"] = sample_link(sits_platform.root, dev, th["samples"], sits_platform.link_sample_interval_s,
+                                             loaded=True)
         evidence["load"] = load.evidence()
     mgmt = sits_accelerator.get("management") or {}
     evidence["nvml_link"] = {k: mgmt.get(k) for k in ("pcie_current_gen", "pcie_current_width", "pcie_max_gen",

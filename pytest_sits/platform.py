@@ -37,6 +37,7 @@ class PlatformError(Exception):
 class Platform:
     kind = "live"
     simulated = False
+    link_sample_interval_s = 0.1  # between link-state readings; files that never change need no wait
 
     def __init__(self, root: Path, label: str):
         self.root = Path(root)
@@ -119,6 +120,7 @@ class LivePlatform(Platform):
 
 class SnapshotPlatform(Platform):
     kind = "snapshot"
+    link_sample_interval_s = 0.0
 
     def __init__(self, directory: Path):
         directory = Path(directory)
@@ -205,6 +207,7 @@ FAULTS: Dict[str, str] = {
 class SimPlatform(Platform):
     kind = "sim"
     simulated = True
+    link_sample_interval_s = 0.0
 
     def __init__(self, profile: Any, faults: List[str], spec: str):
         unknown = [f for f in faults if f not in FAULTS]

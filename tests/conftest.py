@@ -1,7 +1,16 @@
 import json
 from pathlib import Path
 
+import numpy  # noqa: F401
 import pytest
+
+# pytester's in-process runs restore sys.modules afterwards; a C extension (numpy, torch) first imported
+# inside one of them would be dropped and could not be imported again ("cannot load module more than once
+# per process"). Import them here, once, before any such run.
+try:
+    import torch  # noqa: F401
+except ImportError:
+    pass
 
 pytest_plugins = ["pytester"]
 
