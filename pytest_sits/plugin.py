@@ -282,8 +282,14 @@ def sits_progress(pytestconfig: pytest.Config) -> Any:
     return say
 
 
+@pytest.fixture(scope="session")
+def sits_calibrated_duty() -> Dict[str, float]:
+    """The load duty at which each device last settled in this session (a later calibration starts there)."""
+    return {}
+
+
 @pytest.fixture
-def sits_thermal_steady(sits_profile: Any, sits_progress: Any) -> Any:
+def sits_thermal_steady(sits_profile: Any, sits_progress: Any, sits_calibrated_duty: Dict[str, float]) -> Any:
     """Factory: ``with sits_thermal_steady(rig, "THERM-GPU-STEADY") as trace:`` calibrates the rig's load until
     its temperature is steady in the profile's band (or the timeout), and keeps the load on inside the block.
     One calibration per device at a time, across xdist workers (a file lock per device)."""
@@ -305,7 +311,10 @@ def sits_thermal_steady(sits_profile: Any, sits_progress: Any) -> Any:
         with device_lock(rig.subject) as lock:
             with rig.load() as load:
                 trace = calibrate(rig.read, load.set_duty, rig.clock, rig.sleep, th,
-                                  float(rig.sensor_info["resolution_c"]), progress=progress)
+                                  float(rig.sensor_info["resolution_c"]), progress=progress,
+                                  duty0=sits_calibrated_duty.get(rig.subject, 0.5))
+                if trace["stopped"] == "steady":
+                    sits_calibrated_duty[rig.subject] = trace["final_duty"]
                 trace["lock"] = lock
                 trace["load"] = load.evidence()
                 yield trace

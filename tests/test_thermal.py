@@ -187,3 +187,23 @@ def test_full_level_on_sim(pytester, conformance_args, report_of):
     pytester.runpytest(*conformance_args, "--sits-platform", "sim:l40s", "--sits-level", "full",
                        "-m", "THERM-GPU-STEADY or THERM-CPU-STEADY")
     assert {v["status"] for v in report_of(pytester.path)["verdicts"]} == {"PASS"}
+
+
+def test_a_second_calibration_starts_from_the_settled_duty(pytester, report_of):
+    pytester.makepyfile("""
+from pytest_sits.thermal import PlantRig, ThermalPlant
+
+TH = "THERM-GPU-STEADY"
+
+def test_twice(sits_thermal_steady):
+    rig = PlantRig(ThermalPlant(), "gpu0", "gpu")
+    with sits_thermal_steady(rig, TH) as first:
+        pass
+    rig2 = PlantRig(ThermalPlant(), "gpu0", "gpu")
+    with sits_thermal_steady(rig2, TH) as second:
+        pass
+    assert first["stopped"] == second["stopped"] == "steady"
+    assert second["samples"][0]["duty"] == round(first["final_duty"], 4)
+    assert second["duration_s"] <= first["duration_s"]
+""")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
