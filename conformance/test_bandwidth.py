@@ -6,7 +6,7 @@ from contextlib import contextmanager
 import pytest
 
 from pytest_sits.checks.bandwidth import check_device_bw, check_hold, check_pcie_bw
-from pytest_sits.checks.inventory import found_text
+from pytest_sits.checks.inventory import expected_vs_found
 from pytest_sits.hold import BandwidthHold, find_counter
 from pytest_sits.probes.bandwidth import stream_peak
 from pytest_sits.probes.load import LoadUnavailable
@@ -80,11 +80,6 @@ def test_dram_bandwidth_hold(host_peak, sits_bandwidth_hold, sits_profile, sits_
     sits_record(check_hold(ev, th))
 
 
-def _absent(req, sits_expected, sits_inventory, subject="accelerators"):
-    return (f"profile expects {sits_expected['describe']}; "
-            f"{found_text(sits_inventory['accelerators'], sits_expected.get('vendor'))}")
-
-
 @pytest.mark.sits_requirement("MEM-BW-EFFICIENCY")
 def test_device_memory_bandwidth(sits_accelerator, sits_platform, sits_profile, sits_expected, sits_inventory,
                                  sits_record):
@@ -92,7 +87,7 @@ def test_device_memory_bandwidth(sits_accelerator, sits_platform, sits_profile, 
     datasheet = sits_profile.hardware.get("memory_bandwidth_gbps")
     if sits_accelerator is None:
         return sits_record(check_device_bw(None, datasheet, th, "accelerators",
-                                           absent=_absent("MEM-BW-EFFICIENCY", sits_expected, sits_inventory)))
+                                           absent=expected_vs_found(sits_expected, sits_inventory["accelerators"])))
     try:
         ev = sits_platform.device_bandwidth(sits_accelerator, 1 << 30)
     except LoadUnavailable as exc:
@@ -106,7 +101,7 @@ def test_host_device_bandwidth_under_hold(sits_accelerator, sits_platform, sits_
     th = sits_profile.thresholds("TOPO-PCIE-BW")
     if sits_accelerator is None:
         return sits_record(check_pcie_bw(None, {}, th, "accelerators",
-                                         absent=_absent("TOPO-PCIE-BW", sits_expected, sits_inventory)))
+                                         absent=expected_vs_found(sits_expected, sits_inventory["accelerators"])))
     link = sits_accelerator["link"]
     link_ev = {"gen": link.get("max_gen"), "width": link.get("max_width"), "source": "sysfs max_link_*"}
     try:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_sits.checks.inventory import found_text
+from pytest_sits.checks.inventory import expected_vs_found
 from pytest_sits.checks.thermal import check_steady
 from pytest_sits.thermalrig import ThermalUnavailable
 
@@ -26,9 +26,8 @@ def test_gpu_die_steady(sits_accelerator, sits_platform, sits_profile, sits_expe
                         sits_thermal_steady, sits_record):
     th = sits_profile.thresholds("THERM-GPU-STEADY")
     if sits_accelerator is None:
-        reason = (f"profile expects {sits_expected['describe']}; "
-                  f"{found_text(sits_inventory['accelerators'], sits_expected.get('vendor'))}")
-        return sits_record(check_steady("THERM-GPU-STEADY", None, None, th, "accelerators", absent=reason))
+        return sits_record(check_steady("THERM-GPU-STEADY", None, None, th, "accelerators",
+                                        absent=expected_vs_found(sits_expected, sits_inventory["accelerators"])))
     try:
         rig = sits_platform.thermal_rigs("gpu", sits_accelerator)[0]
     except ThermalUnavailable as exc:

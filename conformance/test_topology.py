@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_sits.checks.inventory import found_text
+from pytest_sits.checks.inventory import expected_vs_found
 from pytest_sits.checks.topology import check_numa_bind, check_pcie_direct, check_pcie_link, check_peer_mesh
 from pytest_sits.probes.load import LoadUnavailable
 from pytest_sits.probes.topology import link_capability, pcie_path, peer_mesh, sample_link
@@ -15,8 +15,7 @@ def pci_index(sits_inventory):
 
 
 def _absent(req, sits_expected, inventory):
-    return Verdict(req, SKIP, f"profile expects {sits_expected['describe']}; "
-                   f"{found_text(inventory['accelerators'], sits_expected.get('vendor'))}", subject="accelerators")
+    return Verdict(req, SKIP, expected_vs_found(sits_expected, inventory["accelerators"]), subject="accelerators")
 
 
 @pytest.mark.sits_requirement("TOPO-PCIE-DIRECT")

@@ -25,6 +25,12 @@ def found_text(accs: List[Dict[str, Any]], vendor: Optional[str] = None) -> str:
     return f"found no {vendor} device" if vendor and vendor not in ("any",) else "found no accelerator"
 
 
+def expected_vs_found(expected: Dict[str, Any], accs: List[Dict[str, Any]]) -> str:
+    """'profile expects 8 × H100 SXM5 (10de:2330); found no NVIDIA device' - the reason an accelerator
+    requirement cannot run, and the start of INV-DEVICES's mismatch message."""
+    return f"profile expects {expected['describe']}; {found_text(accs, expected.get('vendor'))}"
+
+
 def absent_reason(expected: Dict[str, Any], accs: List[Dict[str, Any]]) -> Optional[str]:
     """The SKIP reason for accelerator requirements, or None when devices are there."""
     matching = [a for a in accs if a["pci_id"] in expected.get("pci_ids", [])]
@@ -32,7 +38,7 @@ def absent_reason(expected: Dict[str, Any], accs: List[Dict[str, Any]]) -> Optio
         return None
     if not expected.get("count"):
         return "the profile expects no accelerator; " + found_text(accs)
-    return f"profile expects {expected['describe']}; {found_text(accs, expected.get('vendor'))}"
+    return expected_vs_found(expected, accs)
 
 
 def check_devices(accelerators: List[Dict[str, Any]], nvml: Dict[str, Any], expected: Dict[str, Any],
@@ -61,7 +67,7 @@ def check_devices(accelerators: List[Dict[str, Any]], nvml: Dict[str, Any], expe
         if others:
             problems.append(f"unexpected: {_group(others)}")
         return Verdict("INV-DEVICES", FAIL,
-                       f"profile expects {expected['describe']}; {found_text(accelerators, expected.get('vendor'))} "
+                       f"{expected_vs_found(expected, accelerators)} "
                        f"({'; '.join(problems)})",
                        measured=len(matching), threshold=threshold, unit="devices", subject="accelerators", evidence=ev,
                        remediation="check that every card is seated and enumerated (`lspci -d "
