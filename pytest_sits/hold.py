@@ -150,54 +150,48 @@ class BandwidthHold:
 
     # -- threads --------------------------------------------------------
     def _inject(self, i: int) -> None:
-        import numpy as np
-
         from .probes import numa
 
-        ctx = None
         try:
-            cpu = self.cpus[i % len(self.cpus)]
-            if self.node is not None:
-                ctx = numa.bind(self.node, [cpu])
-                self.bindings[i] = ctx.__enter__()
-            else:
-                os.sched_setaffinity(0, [cpu])
-                self.bindings[i] = {"cpus_in_force": sorted(os.sched_getaffinity(0)), "node": None}
-            n = max(self.chunk_elems, self.buffer_bytes // 8 // self.threads)
-            src = np.ones(n)
-            dst = np.zeros(n)
-            step = self.chunk_elems
-            chunk_bytes = 16 * step
-            peak_bps = self.peak_gbps * 1e9 / self.threads
-            pos = 0
-            credit = 0.0
-            last = self.clock()
-            # Token bucket: bytes are earned at the commanded rate and spent by copying chunks.
-            # A thread that falls behind (contention, a stolen core) catches up at once, within a
-            # burst cap (20 ms by default; measured side by side with 2 and 10 ms: a smaller cap loses
-            # the catch-up after brief interruptions, a larger one spills into the next window), so the
-            # level holds at a far finer grain than the window.
-            while not self._stop.is_set():
-                rate = self.controller.duty * peak_bps
-                now = self.clock()
-                credit = min(credit + (now - last) * rate, max(rate * self.burst_s, 2 * chunk_bytes))
-                last = now
-                if credit >= chunk_bytes:
-                    e = min(n, pos + step)
-                    np.positive(src[pos:e], out=dst[pos:e])
-                    moved = 16 * (e - pos)
-                    self._bytes[i] += moved
-                    credit -= moved
-                    pos = 0 if e >= n else e
-                elif rate > 0:
-                    self._stop.wait(max((chunk_bytes - credit) / rate, 0.001))
-                else:
-                    self._stop.wait(self.period_s)
+            with numa.pin(self.node, self.cpus[i % len(self.cpus)]) as binding:
+                self.bindings[i] = binding
+                self._copy_at_rate(i)
         except Exception as exc:
             self.errors.append(f"injector {i}: {type(exc).__name__}: {exc}")
-        finally:
-            if ctx is not None:
-                ctx.__exit__(None, None, None)
+
+    def _copy_at_rate(self, i: int) -> None:
+        import numpy as np
+
+        n = max(self.chunk_elems, self.buffer_bytes // 8 // self.threads)
+        src = np.ones(n)
+        dst = np.zeros(n)
+        step = self.chunk_elems
+        chunk_bytes = 16 * step
+        peak_bps = self.peak_gbps * 1e9 / self.threads
+        pos = 0
+        credit = 0.0
+        last = self.clock()
+        # Token bucket: bytes are earned at the commanded rate and spent by copying chunks.
+        # A thread that falls behind (contention, a stolen core) catches up at once, within a
+        # burst cap (20 ms by default; measured side by side with 2 and 10 ms: a smaller cap loses
+        # the catch-up after brief interruptions, a larger one spills into the next window), so the
+        # level holds at a far finer grain than the window.
+        while not self._stop.is_set():
+            rate = self.controller.duty * peak_bps
+            now = self.clock()
+            credit = min(credit + (now - last) * rate, max(rate * self.burst_s, 2 * chunk_bytes))
+            last = now
+            if credit >= chunk_bytes:
+                e = min(n, pos + step)
+                np.positive(src[pos:e], out=dst[pos:e])
+                moved = 16 * (e - pos)
+                self._bytes[i] += moved
+                credit -= moved
+                pos = 0 if e >= n else e
+            elif rate > 0:
+                self._stop.wait(max((chunk_bytes - credit) / rate, 0.001))
+            else:
+                self._stop.wait(self.period_s)
 
     def _monitor_loop(self) -> None:
         last_t = self.clock()

@@ -97,41 +97,34 @@ def stream_peak(*, threads: int, cpus: List[int], node: Optional[int] = None,
     bindings: List[Optional[Dict[str, Any]]] = [None] * threads
     use_cpus = cpus or sorted(os.sched_getaffinity(0))
 
+    def kernels(i: int) -> None:
+        a = np.empty(per)
+        b = np.empty(per)
+        c = np.empty(per)
+        a.fill(1.0)  # first touch by the owning, bound thread
+        b.fill(2.0)
+        c.fill(0.0)
+        chunks[i] = {"a": a, "b": b, "c": c}
+        for _ in range(ntimes):
+            for kernel in KERNELS:
+                barrier.wait()
+                t0 = time.perf_counter()
+                if kernel == "copy":
+                    np.positive(a, out=c)  # a SIMD element copy; faster than copyto's memmove here
+                elif kernel == "scale":
+                    np.multiply(c, SCALAR, out=b)
+                elif kernel == "add":
+                    np.add(a, b, out=c)
+                else:
+                    _triad(np, a, b, c)
+                stamps[i].append((t0, time.perf_counter()))
+        barrier.wait()
+
     def worker(i: int) -> None:
         try:
-            cpu = use_cpus[i % len(use_cpus)]
-            if node is not None:
-                ctx = numa.bind(node, [cpu])
-            else:
-                ctx = None
-            if ctx is not None:
-                bindings[i] = ctx.__enter__()
-            else:
-                os.sched_setaffinity(0, [cpu])
-                bindings[i] = {"cpus_in_force": sorted(os.sched_getaffinity(0)), "node": None}
-            a = np.empty(per)
-            b = np.empty(per)
-            c = np.empty(per)
-            a.fill(1.0)  # first touch by the owning, bound thread
-            b.fill(2.0)
-            c.fill(0.0)
-            chunks[i] = {"a": a, "b": b, "c": c}
-            for _ in range(ntimes):
-                for kernel in KERNELS:
-                    barrier.wait()
-                    t0 = time.perf_counter()
-                    if kernel == "copy":
-                        np.positive(a, out=c)  # a SIMD element copy; faster than copyto's memmove here
-                    elif kernel == "scale":
-                        np.multiply(c, SCALAR, out=b)
-                    elif kernel == "add":
-                        np.add(a, b, out=c)
-                    else:
-                        _triad(np, a, b, c)
-                    stamps[i].append((t0, time.perf_counter()))
-            barrier.wait()
-            if ctx is not None:
-                ctx.__exit__(None, None, None)
+            with numa.pin(node, use_cpus[i % len(use_cpus)]) as binding:
+                bindings[i] = binding
+                kernels(i)
         except threading.BrokenBarrierError:
             pass
         except Exception as exc:  # recorded; the barrier is broken so the others stop too

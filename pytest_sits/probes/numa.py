@@ -102,3 +102,20 @@ def bind(node: int, cpus: List[int]) -> Iterator[Dict[str, Any]]:
                 set_policy(modes[old_policy["mode"]], old_policy["nodes"] or [])
         except (OSError, KeyError):
             pass
+
+
+@contextmanager
+def pin(node: Optional[int], cpu: int) -> Iterator[Dict[str, Any]]:
+    """Pin this thread to one CPU and, when ``node`` is given, bind its memory there; yield what is in force.
+
+    The pattern of every load and measurement thread (one thread per CPU of the node)."""
+    if node is not None:
+        with bind(node, [cpu]) as evidence:
+            yield evidence
+        return
+    old = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, [cpu])
+    try:
+        yield {"cpus_in_force": sorted(os.sched_getaffinity(0)), "node": None}
+    finally:
+        os.sched_setaffinity(0, old)
