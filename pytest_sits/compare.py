@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 

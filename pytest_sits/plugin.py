@@ -8,7 +8,6 @@ imported by the probes that need them.
 from __future__ import annotations
 
 import json
-import os
 import platform as _pyplatform
 import socket
 import time
@@ -77,8 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
             profile_opt=config.getoption("sits_profile"), profile_ini=config.getini("sits_profile"),
             platform_opt=config.getoption("sits_platform"), platform_ini=config.getini("sits_platform"),
             level_opt=config.getoption("sits_level"), level_ini=config.getini("sits_level"),
-            report_dir_opt=config.getoption("sits_report_dir"), report_dir_ini=config.getini("sits_report_dir"),
-            rootdir=Path(str(config.rootpath)))
+            report_dir_opt=config.getoption("sits_report_dir"), report_dir_ini=config.getini("sits_report_dir"))
     except SitsUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     rec, gold = config.getoption("sits_golden_record"), config.getoption("sits_golden")

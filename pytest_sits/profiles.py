@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
@@ -279,12 +280,20 @@ class Profile:
                 "why": self.why, "data": self.data}
 
 
+@functools.lru_cache(maxsize=None)
+def _bundled_data() -> Dict[Path, Any]:
+    """Every bundled profile file, parsed once per process (package data: it does not change).
+
+    Read-only: callers look names, aliases and PCI IDs up; ``resolve`` validates and merges copies."""
+    return {path: _load_yaml_with_lines(path.read_text(encoding="utf-8"), str(path))[0]
+            for path in sorted(bundled_dir().glob("*.yaml"))}
+
+
 def _bundled_index() -> Dict[str, Path]:
-    """name and alias -> bundled file.  Reads only the first lines of each file."""
+    """name and alias -> bundled file."""
     index: Dict[str, Path] = {}
-    for path in sorted(bundled_dir().glob("*.yaml")):
+    for path, data in _bundled_data().items():
         index[path.stem] = path
-        data, _ = _load_yaml_with_lines(path.read_text(encoding="utf-8"), str(path))
         for alias in data.get("aliases", []) if isinstance(data, dict) else []:
             index.setdefault(alias, path)
     return index
@@ -408,10 +417,8 @@ def auto_pick(accelerators: List[Dict[str, Any]]) -> Tuple[str, str]:
     counts: Dict[str, int] = {}
     for acc in accelerators:
         counts[acc["pci_id"]] = counts.get(acc["pci_id"], 0) + 1
-    files = sorted(set(_bundled_index().values()))
     for pci_id, n in sorted(counts.items(), key=lambda kv: -kv[1]):
-        for path in files:
-            data, _ = _load_yaml_with_lines(path.read_text(encoding="utf-8"), str(path))
+        for path, data in _bundled_data().items():
             if pci_id in data.get("identity", {}).get("pci_ids", []):
                 return path.stem, f"{n} accelerator(s) with PCI ID {pci_id}"
     found = ", ".join(f"{n} × {pid}" for pid, n in counts.items())

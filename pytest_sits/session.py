@@ -47,7 +47,7 @@ class SitsRun:
     @classmethod
     def resolve(cls, *, profile_opt: Optional[str], profile_ini: Optional[str], platform_opt: Optional[str],
                 platform_ini: Optional[str], level_opt: Optional[str], level_ini: Optional[str],
-                report_dir_opt: Optional[str], report_dir_ini: Optional[str], rootdir: Path) -> "SitsRun":
+                report_dir_opt: Optional[str], report_dir_ini: Optional[str]) -> "SitsRun":
         level, level_how = _pick(level_opt, ENV_LEVEL, level_ini)
         level = level or "quick"
         if level not in LEVELS:
@@ -62,7 +62,7 @@ class SitsRun:
                 profile = resolve(prof_spec, how=prof_how, why=f"{flag}={prof_spec}")
             elif getattr(platform, "profile", None) is not None:
                 profile = platform.profile
-                profile.how, profile.why = "platform", f"the profile the simulated platform was built from"
+                profile.how, profile.why = "platform", "the profile the simulated platform was built from"
             else:
                 name, why = auto_pick(platform.inventory()["accelerators"])
                 profile = resolve(name, how="auto", why=why)

@@ -20,10 +20,9 @@ class LoadUnavailable(Exception):
 def torch_device_for_bdf(bdf: str) -> str:
     """Map a PCI address to a torch device string ("cuda:N"), or raise LoadUnavailable."""
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         raise LoadUnavailable("torch is not installed: no load can be applied on the accelerator") from None
-    import torch
 
     if not torch.cuda.is_available():
         raise LoadUnavailable(f"torch {torch.__version__} sees no CUDA/ROCm device (a CPU build, or no driver)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from .pcie import SWITCH_TYPES, gen_of, parse_sysfs_speed
 from .sysfs import read_text
