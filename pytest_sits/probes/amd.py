@@ -7,7 +7,9 @@ field is read on its own, and a field that fails is recorded in ``errors``.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict
+from typing import Any, Dict
+
+from .nvml import field_reader
 
 
 def collect() -> Dict[str, Any]:
@@ -26,12 +28,7 @@ def collect() -> Dict[str, Any]:
     try:
         out["available"] = True
 
-        def get(target: Dict[str, Any], key: str, fn: Callable[[], Any]) -> None:
-            try:
-                target[key] = fn()
-            except Exception as exc:
-                out["errors"].append({"field": key, "error": str(exc)})
-                target[key] = None
+        get = field_reader(out["errors"])
 
         for i, h in enumerate(amdsmi.amdsmi_get_processor_handles()):
             dev: Dict[str, Any] = {"index": i}

@@ -26,6 +26,18 @@ def _text(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def field_reader(errors: List[Dict[str, Any]]) -> Callable[[Dict[str, Any], str, Callable[[], Any]], None]:
+    """``get(target, key, fn)``: target[key] = fn(); a field the device does not support is None, and the
+    error goes into ``errors`` without losing the other fields.  Shared by the NVML and amdsmi probes."""
+    def get(target: Dict[str, Any], key: str, fn: Callable[[], Any]) -> None:
+        try:
+            target[key] = _text(fn())
+        except Exception as exc:
+            errors.append({"field": key, "error": str(exc)})
+            target[key] = None
+    return get
+
+
 def collect() -> Dict[str, Any]:
     out: Dict[str, Any] = {"available": False, "source": "nvml", "collected_at": time.time(),
                            "devices": [], "errors": []}
@@ -41,13 +53,7 @@ def collect() -> Dict[str, Any]:
         return out
     try:
         out["available"] = True
-
-        def get(target: Dict[str, Any], key: str, fn: Callable[[], Any]) -> None:
-            try:
-                target[key] = _text(fn())
-            except Exception as exc:  # a field the device does not support
-                out["errors"].append({"field": key, "error": str(exc)})
-                target[key] = None
+        get = field_reader(out["errors"])
 
         get(out, "driver_version", pynvml.nvmlSystemGetDriverVersion)
         get(out, "nvml_version", pynvml.nvmlSystemGetNVMLVersion)
