@@ -1,9 +1,15 @@
-"""Verdicts: what a check decided, with the evidence it decided on."""
+"""Verdicts: what a check decided, with the evidence it decided on.
+
+This is the verdict layer: the statuses, the :class:`Verdict` record, the
+waiver rule and the worst-status rule.  The plugin, ``sits audit-text`` and
+``sits replay`` all apply waivers and pick the worst verdict through the
+functions below, so a verdict means the same wherever it is decided.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 PASS, FAIL, WARN, SKIP, INCONCLUSIVE, WAIVED, ERROR = (
     "PASS", "FAIL", "WARN", "SKIP", "INCONCLUSIVE", "WAIVED", "ERROR")
@@ -19,6 +25,11 @@ STATUS_MEANING = {
     ERROR: "a probe broke: nothing could be decided",
 }
 
+#: Worst first: the status that decides a test recording several verdicts.
+SEVERITY = (ERROR, FAIL, INCONCLUSIVE, WARN, PASS, WAIVED, SKIP)
+#: The statuses a profile waiver turns into WAIVED.
+WAIVABLE = (FAIL, INCONCLUSIVE, WARN, ERROR)
+
 
 @dataclass
 class Verdict:
@@ -32,6 +43,10 @@ class Verdict:
     remediation: Optional[str] = None
     evidence: Dict[str, Any] = field(default_factory=dict)
     method: Optional[str] = None
+    #: ``{"name": ..., "version": ...}`` of the registered check that decided it (None: not replayable).
+    check: Optional[Dict[str, Any]] = None
+    #: The thresholds the check was given (what the profile demanded), kept for replay.
+    thresholds: Optional[Dict[str, Any]] = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -46,3 +61,24 @@ class Verdict:
     def from_json(cls, data: Dict[str, Any]) -> "Verdict":
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         return cls(**known)
+
+
+def apply_waiver(verdict: Verdict, waiver: Optional[str]) -> Verdict:
+    """The verdict as recorded under a profile waiver (``waiver``: its written reason, or None)."""
+    if not waiver or verdict.status not in WAIVABLE:
+        return verdict
+    return Verdict(verdict.requirement, WAIVED, f"{verdict.status} waived by profile: {verdict.reason}",
+                   verdict.measured, verdict.threshold, verdict.unit, verdict.subject, None,
+                   dict(verdict.evidence, waived_status=verdict.status), verdict.method, verdict.check,
+                   verdict.thresholds)
+
+
+def worst(statuses: Iterable[str]) -> str:
+    """The status that decides: ERROR > FAIL > INCONCLUSIVE > WARN > PASS > WAIVED > SKIP."""
+    return min(statuses, key=SEVERITY.index)
+
+
+def worst_verdicts(verdicts: List[Verdict]) -> List[Verdict]:
+    """The verdicts that carry the worst status among ``verdicts``."""
+    w = worst(v.status for v in verdicts)
+    return [v for v in verdicts if v.status == w]

@@ -1,5 +1,84 @@
-"""Checks: pure functions (evidence, expectations, thresholds) -> Verdict.
+"""Checks: pure functions ``(evidence, thresholds, subject) -> Verdict``.
 
 A check never touches hardware, a clock or a file, so every verdict can be
-recomputed from stored evidence.
+recomputed from stored evidence (``sits replay``, ``sits verify``).  Every
+check is registered here with :func:`check`, which also expresses absence
+and breakage one way for all of them:
+
+* evidence ``{"absent": reason}``: the hardware or feature is not there -> SKIP;
+* evidence ``{"error": what}``: the probe broke -> ERROR.
+
+The verdict keeps its input evidence (plus what the check derived from it),
+the thresholds it was given and the check's name and version, which is what
+replay needs.
 """
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional
+
+from ..verdict import ERROR, SKIP, Verdict
+
+CheckFn = Callable[[Dict[str, Any], Dict[str, Any], str], Verdict]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    requirement: str
+    version: int
+    fn: CheckFn
+
+
+#: Every registered check, by name.
+REGISTRY: Dict[str, Check] = {}
+
+
+
+def check(name: str, *, requirement: Optional[str] = None, version: int = 1) -> Callable[[CheckFn], CheckFn]:
+    """Register ``fn`` as the check ``name`` for ``requirement`` (default: ``name``).
+
+    Bump ``version`` whenever the rule changes what it decides: replay names
+    a verdict decided by another version of its check.
+    """
+    req = requirement or name
+
+    def deco(fn: CheckFn) -> CheckFn:
+        @functools.wraps(fn)
+        def run(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str) -> Verdict:
+            if not isinstance(evidence, dict):
+                raise TypeError(f"check {name}: evidence must be a dict, not {type(evidence).__name__}")
+            if evidence.get("absent"):
+                v = Verdict(req, SKIP, str(evidence["absent"]), subject=subject, evidence=evidence)
+            elif evidence.get("error"):
+                v = Verdict(req, ERROR, str(evidence["error"]), subject=subject, evidence=evidence)
+            else:
+                v = fn(evidence, thresholds, subject)
+            v.subject = subject
+            v.check = {"name": name, "version": version}
+            v.thresholds = thresholds
+            return v
+
+        if name in REGISTRY and REGISTRY[name].fn.__qualname__ != fn.__qualname__:
+            raise ValueError(f"two checks registered as {name!r}")
+        REGISTRY[name] = Check(name, req, version, run)
+        return run
+
+    return deco
+
+
+def load_all() -> Dict[str, Check]:
+    """Import every check module (their decorators fill the registry) and return the registry."""
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+    return REGISTRY
+
+
+def get(name: str) -> Optional[Check]:
+    if name not in REGISTRY:
+        load_all()
+    return REGISTRY.get(name)
