@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_sits.hold import BandwidthHold, find_counter  # noqa: E402
-from pytest_sits.probes.bandwidth import stream_peak  # noqa: E402
+from pytest_sits.conditions.hold import BandwidthHold, find_counter  # noqa: E402
+from pytest_sits.conditions.stream import stream_peak  # noqa: E402
 
 GOAL = 0.95
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_sits.probes.bandwidth import KERNELS, llc_bytes, stream_peak  # noqa: E402
+from pytest_sits.conditions.stream import KERNELS, llc_bytes, stream_peak  # noqa: E402
 
 GOAL = 0.95
 HERE = Path(__file__).resolve().parent

@@ -2,35 +2,32 @@
 
 import pytest
 
-from pytest_sits.checks.inventory import expected_vs_found
-from pytest_sits.checks.thermal import check_steady
-from pytest_sits.thermalrig import ThermalUnavailable
+from pytest_sits.checks.thermal import check_cpu_steady, check_gpu_steady
+from pytest_sits.conditions.thermal import thermal_rigs
+from pytest_sits.conditions.topology import absent_accelerator
 
 
 @pytest.mark.sits_requirement("THERM-CPU-STEADY")
 def test_cpu_package_steady(sits_platform, sits_profile, sits_thermal_steady, sits_record):
-    th = sits_profile.thresholds("THERM-CPU-STEADY")
-    try:
-        rigs = sits_platform.thermal_rigs("cpu")
-    except ThermalUnavailable as exc:
-        return sits_record(check_steady("THERM-CPU-STEADY", None, None, th, "cpu", absent=str(exc)))
+    th = sits_profile.check_thresholds("THERM-CPU-STEADY")
+    rigs = thermal_rigs(sits_platform, "cpu")
+    if isinstance(rigs, dict):
+        return sits_record(check_cpu_steady(rigs, th, "cpu"))
     verdicts = []
     for rig in rigs:
-        with sits_thermal_steady(rig, "THERM-CPU-STEADY") as trace:
-            verdicts.append(check_steady("THERM-CPU-STEADY", trace, rig.sensor_info, th, rig.subject))
+        with sits_thermal_steady(rig, "THERM-CPU-STEADY") as evidence:
+            verdicts.append(check_cpu_steady(evidence, th, rig.subject))
     sits_record(*verdicts)
 
 
 @pytest.mark.sits_requirement("THERM-GPU-STEADY")
-def test_gpu_die_steady(sits_accelerator, sits_platform, sits_profile, sits_expected, sits_inventory,
+def test_gpu_die_steady(sits_accelerator, sits_platform, sits_inventory, sits_expected, sits_profile,
                         sits_thermal_steady, sits_record):
-    th = sits_profile.thresholds("THERM-GPU-STEADY")
+    th = sits_profile.check_thresholds("THERM-GPU-STEADY")
     if sits_accelerator is None:
-        return sits_record(check_steady("THERM-GPU-STEADY", None, None, th, "accelerators",
-                                        absent=expected_vs_found(sits_expected, sits_inventory["accelerators"])))
-    try:
-        rig = sits_platform.thermal_rigs("gpu", sits_accelerator)[0]
-    except ThermalUnavailable as exc:
-        return sits_record(check_steady("THERM-GPU-STEADY", None, None, th, sits_accelerator["bdf"], absent=str(exc)))
-    with sits_thermal_steady(rig, "THERM-GPU-STEADY") as trace:
-        sits_record(check_steady("THERM-GPU-STEADY", trace, rig.sensor_info, th, rig.subject))
+        return sits_record(check_gpu_steady(absent_accelerator(sits_expected, sits_inventory), th, "accelerators"))
+    rigs = thermal_rigs(sits_platform, "gpu", sits_accelerator)
+    if isinstance(rigs, dict):
+        return sits_record(check_gpu_steady(rigs, th, sits_accelerator["bdf"]))
+    with sits_thermal_steady(rigs[0], "THERM-GPU-STEADY") as evidence:
+        sits_record(check_gpu_steady(evidence, th, rigs[0].subject))

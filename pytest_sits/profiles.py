@@ -275,9 +275,31 @@ class Profile:
         ids = ", ".join(self.pci_ids) or "any PCI ID"
         return f"{self.expected_count} × {ident.get('model', self.name)} ({ids})"
 
+    def expected(self) -> Dict[str, Any]:
+        """What the profile says should be installed (the checks' ``expected``)."""
+        ident, hw = self.identity, self.hardware
+        return {"vendor": ident.get("vendor"), "model": ident.get("model"), "kind": ident.get("kind"),
+                "pci_ids": list(ident.get("pci_ids", [])), "count": self.expected_count,
+                "memory_gb": hw.get("memory_gb"), "describe": self.describe_expected(), "profile": self.name}
+
+    def check_thresholds(self, req_id: str) -> Dict[str, Any]:
+        """Everything the profile demands of a requirement, as its check receives it: the thresholds, plus
+        the profile facts the check compares against (expected devices, datasheet figures)."""
+        th = self.thresholds(req_id)
+        facts = CHECK_FACTS.get(req_id)
+        return dict(th, **facts(self)) if facts else th
+
     def to_json(self) -> Dict[str, Any]:
         return {"name": self.name, "path": self.path, "chain": self.chain, "how": self.how,
                 "why": self.why, "data": self.data}
+
+
+#: Profile facts a check compares against, by requirement (added to its thresholds).
+CHECK_FACTS: Dict[str, Any] = {
+    "INV-DEVICES": lambda p: {"expected": p.expected()},
+    "MEM-BW-EFFICIENCY": lambda p: {"datasheet_gbps": p.hardware.get("memory_bandwidth_gbps")},
+    "LINK-NVLINK-MESH": lambda p: {"link_type": p.hardware.get("peer_link", {}).get("type")},
+}
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,6 +1,10 @@
-"""The one object that resolves every option of a session (profile, platform, level, report folder).
+"""The one object that resolves every option of a session: profile, platform, level, report folder, golden set.
 
-Everything else receives values from it; nothing else reads the config.
+:meth:`SitsRun.from_config` is the only code that reads the sits options;
+everything else receives values from the run.  Under pytest-xdist the
+controller resolves the run once and hands it to every worker
+(:meth:`to_workerinput` / :meth:`from_workerinput`): the workers use the same
+profile file and the controller's inventory instead of probing again.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from .catalogue import LEVELS
-from .platform import Platform, PlatformError, from_spec
+from .platforms import Platform, PlatformError, from_spec
 from .profiles import Profile, ProfileError, auto_pick, resolve
 
 ENV_PROFILE, ENV_PLATFORM, ENV_LEVEL, ENV_REPORT_DIR = (
@@ -43,6 +47,35 @@ class SitsRun:
     started_at: float = field(default_factory=time.time)
     golden_record: Optional[Path] = None
     golden: Optional[Path] = None
+    platform_spec: str = "live"
+
+    @classmethod
+    def from_config(cls, config: Any) -> "SitsRun":
+        """Resolve every sits option of a pytest config (the controller's, or a worker's hand-over)."""
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput and "sits" in workerinput:
+            return cls.from_workerinput(workerinput["sits"])
+        run = cls.resolve(
+            profile_opt=config.getoption("sits_profile"), profile_ini=config.getini("sits_profile"),
+            platform_opt=config.getoption("sits_platform"), platform_ini=config.getini("sits_platform"),
+            level_opt=config.getoption("sits_level"), level_ini=config.getini("sits_level"),
+            report_dir_opt=config.getoption("sits_report_dir"), report_dir_ini=config.getini("sits_report_dir"))
+        run.set_golden(config.getoption("sits_golden_record"), config.getoption("sits_golden"))
+        return run
+
+    def set_golden(self, record: Optional[str], golden: Optional[str]) -> None:
+        if record and golden:
+            raise SitsUsageError("--sits-golden-record and --sits-golden are exclusive; fix: record on the "
+                                 "reference platform, compare on the platform under test")
+        if golden:
+            from .equivalence.golden import GoldenError, GoldenSet
+
+            try:
+                GoldenSet(Path(golden))
+            except GoldenError as exc:
+                raise SitsUsageError(f"bad golden set: {exc}") from None
+        self.golden_record = Path(record).resolve() if record else None
+        self.golden = Path(golden).resolve() if golden else None
 
     @classmethod
     def resolve(cls, *, profile_opt: Optional[str], profile_ini: Optional[str], platform_opt: Optional[str],
@@ -73,12 +106,38 @@ class SitsRun:
         rd, _ = _pick(report_dir_opt, ENV_REPORT_DIR, report_dir_ini)
         rd = rd or "sits-report"
         report_dir = None if rd.lower() == "none" else (Path(rd) if Path(rd).is_absolute() else Path.cwd() / rd)
-        return cls(profile=profile, platform=platform, level=level, level_how=level_how, report_dir=report_dir)
+        return cls(profile=profile, platform=platform, level=level, level_how=level_how, report_dir=report_dir,
+                   platform_spec=plat_spec or "live")
+
+    def to_workerinput(self) -> Dict[str, Any]:
+        """What a worker needs to be the same run (plain JSON for execnet)."""
+        return {"profile_path": self.profile.path, "profile_how": self.profile.how, "profile_why": self.profile.why,
+                "platform_spec": self.platform_spec, "inventory": self.platform.inventory(), "level": self.level,
+                "level_how": self.level_how, "report_dir": str(self.report_dir) if self.report_dir else None,
+                "started_at": self.started_at,
+                "golden_record": str(self.golden_record) if self.golden_record else None,
+                "golden": str(self.golden) if self.golden else None}
+
+    @classmethod
+    def from_workerinput(cls, data: Dict[str, Any]) -> "SitsRun":
+        try:
+            platform = from_spec(data["platform_spec"])
+            profile = resolve(data["profile_path"], how=data["profile_how"], why=data["profile_why"])
+        except (ProfileError, PlatformError) as exc:  # pragma: no cover - the controller resolved the same
+            raise SitsUsageError(str(exc)) from None
+        platform.set_inventory(data["inventory"])
+        run = cls(profile=profile, platform=platform, level=data["level"], level_how=data["level_how"],
+                  report_dir=Path(data["report_dir"]) if data["report_dir"] else None,
+                  started_at=data["started_at"], platform_spec=data["platform_spec"])
+        run.golden_record = Path(data["golden_record"]) if data["golden_record"] else None
+        run.golden = Path(data["golden"]) if data["golden"] else None
+        return run
 
     def expected(self) -> Dict[str, Any]:
         """What the profile says should be installed, for the checks."""
-        ident, hw = self.profile.identity, self.profile.hardware
-        return {"vendor": ident.get("vendor"), "model": ident.get("model"), "kind": ident.get("kind"),
-                "pci_ids": list(ident.get("pci_ids", [])), "count": self.profile.expected_count,
-                "memory_gb": hw.get("memory_gb"), "describe": self.profile.describe_expected(),
-                "profile": self.profile.name}
+        return self.profile.expected()
+
+    def expected_accelerators(self) -> list:
+        """The accelerators present that match the profile's PCI IDs (the ones its requirements judge)."""
+        ids = set(self.profile.identity.get("pci_ids", []))
+        return [a for a in self.platform.inventory()["accelerators"] if a["pci_id"] in ids]

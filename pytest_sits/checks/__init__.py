@@ -39,7 +39,7 @@ REGISTRY: Dict[str, Check] = {}
 
 
 
-def check(name: str, *, requirement: Optional[str] = None, version: int = 1) -> Callable[[CheckFn], CheckFn]:
+def check(name: str, *, requirement: Optional[str] = None, version: int = 1) -> Callable[[Any], CheckFn]:
     """Register ``fn`` as the check ``name`` for ``requirement`` (default: ``name``).
 
     Bump ``version`` whenever the rule changes what it decides: replay names
@@ -49,7 +49,7 @@ def check(name: str, *, requirement: Optional[str] = None, version: int = 1) -> 
 
     def deco(fn: CheckFn) -> CheckFn:
         @functools.wraps(fn)
-        def run(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str) -> Verdict:
+        def run(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
             if not isinstance(evidence, dict):
                 raise TypeError(f"check {name}: evidence must be a dict, not {type(evidence).__name__}")
             if evidence.get("absent"):
@@ -58,7 +58,10 @@ def check(name: str, *, requirement: Optional[str] = None, version: int = 1) -> 
                 v = Verdict(req, ERROR, str(evidence["error"]), subject=subject, evidence=evidence)
             else:
                 v = fn(evidence, thresholds, subject)
-            v.subject = subject
+            if subject:
+                v.subject = subject
+            # The verdict keeps its input evidence (what replay feeds back in), plus what the check derived.
+            v.evidence = {**v.evidence, **evidence}
             v.check = {"name": name, "version": version}
             v.thresholds = thresholds
             return v

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from ..probes.device_bw import link_theoretical_gbps
-from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
+from . import check
+from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, WARN, Verdict
 
 
 def hold_series(ev: Dict[str, Any]) -> Dict[str, Any]:
@@ -14,7 +15,8 @@ def hold_series(ev: Dict[str, Any]) -> Dict[str, Any]:
             "band": ev["band"], "mark_from": next((r["t"] for r in ev["timeline"] if r["phase"] == "hold"), None)}
 
 
-def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any]) -> Verdict:
+@check("MEM-BW-HOLD")
+def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "host") -> Verdict:
     """Share of the hold's windows whose occupancy lay inside the band."""
     lo, hi = thresholds["band_low"], thresholds["band_high"]
     need = thresholds["min_in_band_share"]
@@ -44,11 +46,12 @@ def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any]) -> Verdict:
                                "noisy neighbours), run on bare metal")
 
 
-def check_device_bw(ev: Optional[Dict[str, Any]], datasheet_gbps: Optional[float], thresholds: Dict[str, Any],
-                    subject: str, absent: Optional[str] = None) -> Verdict:
-    """MEM-BW-EFFICIENCY: median device-copy bandwidth as a share of the datasheet peak."""
-    if absent:
-        return Verdict("MEM-BW-EFFICIENCY", SKIP, absent, subject=subject)
+@check("MEM-BW-EFFICIENCY")
+def check_device_bw(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """MEM-BW-EFFICIENCY: median device-copy bandwidth as a share of the datasheet peak.
+
+    thresholds: ``min_efficiency`` and ``datasheet_gbps`` (the profile's hardware.memory_bandwidth_gbps)."""
+    datasheet_gbps = thresholds.get("datasheet_gbps")
     floor = thresholds.get("min_efficiency")
     if not datasheet_gbps:
         return Verdict("MEM-BW-EFFICIENCY", INCONCLUSIVE, "the profile gives no datasheet memory bandwidth "
@@ -74,11 +77,12 @@ def check_device_bw(ev: Optional[Dict[str, Any]], datasheet_gbps: Optional[float
                    unit="of datasheet", subject=subject, evidence=ev, method=ev["method"])
 
 
-def check_pcie_bw(ev: Optional[Dict[str, Any]], link: Dict[str, Any], thresholds: Dict[str, Any], subject: str,
-                  absent: Optional[str] = None) -> Verdict:
-    """TOPO-PCIE-BW: each direction's pinned-copy bandwidth as a share of the link's theoretical rate."""
-    if absent:
-        return Verdict("TOPO-PCIE-BW", SKIP, absent, subject=subject)
+@check("TOPO-PCIE-BW")
+def check_pcie_bw(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """TOPO-PCIE-BW: each direction's pinned-copy bandwidth as a share of the link's theoretical rate.
+
+    evidence: ``bandwidth`` (h2d/d2h copies, verified), ``link`` (gen, width: the link's maximum)."""
+    ev, link = evidence["bandwidth"], evidence["link"]
     gen, width = link.get("gen"), link.get("width")
     floor = thresholds["min_efficiency"]
     if not gen or not width:

@@ -5,13 +5,20 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ..compare import describe
+from . import check
 from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
 
 
-def check_precision(result: Dict[str, Any], tol: Dict[str, Any], subject: str, reference: str,
-                    extra: Optional[Dict[str, Any]] = None) -> Verdict:
-    """Every element within atol + rtol * |reference|; the message says everything about the worst."""
-    ev = {"comparison": result, "tolerance": tol, "reference": reference, **(extra or {})}
+@check("EQ-PRECISION")
+def check_precision(evidence: Dict[str, Any], tol: Dict[str, Any], subject: str = "") -> Verdict:
+    """Every element within atol + rtol * |reference|; the message says everything about the worst.
+
+    evidence: ``comparison`` (the comparator's result), ``reference`` (what was compared with);
+    thresholds: the resolved tolerance (``rtol``, ``atol``, ``source``)."""
+    if evidence.get("not_in_golden"):
+        return Verdict("EQ-PRECISION", INCONCLUSIVE, evidence["not_in_golden"], subject=subject, evidence=evidence)
+    result, reference = evidence["comparison"], evidence["reference"]
+    ev = dict(evidence, tolerance=tol)
     threshold = f"|x - ref| <= {tol['atol']:g} + {tol['rtol']:.3g} * |ref| ({tol['source']})"
     measured = f"{result['mismatches']} / {result['n']} mismatched"
     if result["passed"]:
@@ -26,10 +33,16 @@ def check_precision(result: Dict[str, Any], tol: Dict[str, Any], subject: str, r
                                "class allows it, set EQ-PRECISION.risk_class in the profile")
 
 
-def check_throughput(samples_s: List[float], control_cv: Optional[float], thresholds: Dict[str, Any],
-                     subject: str, method: str) -> Verdict:
-    """Coefficient of variation of the per-round times below max_cv; undecidable when the host itself is noisy."""
+@check("EQ-THROUGHPUT")
+def check_throughput(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Coefficient of variation of the per-round times below max_cv; undecidable when the host itself is noisy.
+
+    evidence: ``samples_s`` (per-round times), ``control_cv`` (a fixed host workload's CV), ``method``."""
     import statistics
+
+    if evidence.get("disabled"):
+        return Verdict("EQ-THROUGHPUT", INCONCLUSIVE, evidence["disabled"], subject=subject, evidence=evidence)
+    samples_s, control_cv, method = evidence["samples_s"], evidence.get("control_cv"), evidence.get("method")
 
     max_cv = float(thresholds["max_cv"])
     mean = statistics.mean(samples_s)
@@ -56,8 +69,20 @@ def check_throughput(samples_s: List[float], control_cv: Optional[float], thresh
                                "after THERM-*-STEADY), background work and frequency scaling on the host")
 
 
-def check_ratio(req: str, rows: List[Dict[str, Any]], max_ratio: Optional[float], subject: str, what: str) -> Verdict:
-    """EQ-LATENCY / EQ-RESOURCE: the worst ratio (here / reference) over the operators."""
+@check("EQ-LATENCY")
+def check_latency_ratio(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """EQ-LATENCY.  evidence: ``operators`` (op, dtype, here, reference, ratio); thresholds: ``max_ratio``."""
+    return _ratio("EQ-LATENCY", evidence["operators"], thresholds.get("max_ratio"), subject, "latency")
+
+
+@check("EQ-RESOURCE")
+def check_resource_ratio(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """EQ-RESOURCE, on peak device memory; evidence as for EQ-LATENCY."""
+    return _ratio("EQ-RESOURCE", evidence["operators"], thresholds.get("max_ratio"), subject, "peak device memory")
+
+
+def _ratio(req: str, rows: List[Dict[str, Any]], max_ratio: Optional[float], subject: str, what: str) -> Verdict:
+    """The worst ratio (here / reference) over the operators."""
     rows = [r for r in rows if r.get("ratio") is not None]
     ev = {"operators": rows, "max_ratio": max_ratio}
     if not rows:
@@ -77,7 +102,12 @@ def check_ratio(req: str, rows: List[Dict[str, Any]], max_ratio: Optional[float]
                    unit="x reference", subject=subject, evidence=ev)
 
 
-def check_golden_coverage(golden: List[str], here: List[str], source: str) -> Verdict:
+@check("EQ-PRECISION/golden-coverage", requirement="EQ-PRECISION")
+def check_golden_coverage(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "golden set") -> Verdict:
+    """The golden set holds the same operator/dtype pairs as this corpus.
+
+    evidence: ``golden`` and ``corpus`` (pair keys), ``source`` (the golden set's folder)."""
+    golden, here, source = evidence["golden"], evidence["corpus"], evidence["source"]
     missing = sorted(set(here) - set(golden))
     extra = sorted(set(golden) - set(here))
     ev = {"golden": golden, "corpus": here, "not_in_golden": missing, "only_in_golden": extra, "source": source}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, Verdict
+from . import check
+from ..verdict import FAIL, INCONCLUSIVE, PASS, Verdict
 
 GIB = 1024 ** 3
 GB = 1000 ** 3
@@ -41,9 +42,13 @@ def absent_reason(expected: Dict[str, Any], accs: List[Dict[str, Any]]) -> Optio
     return expected_vs_found(expected, accs)
 
 
-def check_devices(accelerators: List[Dict[str, Any]], nvml: Dict[str, Any], expected: Dict[str, Any],
-                  thresholds: Dict[str, Any]) -> Verdict:
-    """INV-DEVICES: the accelerators present are the profile's model, count and memory."""
+@check("INV-DEVICES")
+def check_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "accelerators") -> Verdict:
+    """INV-DEVICES: the accelerators present are the profile's model, count and memory.
+
+    evidence: ``accelerators`` (the inventory's), ``nvml`` (facts); thresholds: ``expected`` (the profile's
+    identity: count, pci_ids, model, memory_gb, describe) and ``memory_tolerance``."""
+    accelerators, nvml, expected = evidence["accelerators"], evidence.get("nvml") or {}, thresholds["expected"]
     want_n = int(expected.get("count", 0))
     ids = set(expected.get("pci_ids", []))
     matching = [a for a in accelerators if a["pci_id"] in ids]
@@ -117,11 +122,12 @@ def workload_need(workload: Dict[str, Any]) -> Dict[str, float]:
             "overhead_fraction": overhead, "per_card_bytes": per_card}
 
 
-def check_capacity(accelerators: List[Dict[str, Any]], thresholds: Dict[str, Any],
-                   absent: Optional[str] = None) -> Verdict:
-    """MEM-CAPACITY: each card holds its share of the weights and full KV cache (GB = 10^9 bytes)."""
-    if absent:
-        return Verdict("MEM-CAPACITY", SKIP, absent, subject="accelerators")
+@check("MEM-CAPACITY")
+def check_capacity(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "accelerators") -> Verdict:
+    """MEM-CAPACITY: each card holds its share of the weights and full KV cache (GB = 10^9 bytes).
+
+    evidence: ``accelerators`` (those matching the profile)."""
+    accelerators = evidence["accelerators"]
     need = workload_need(thresholds["workload"])
     floor = float(thresholds.get("min_gb_per_card", 0)) * GB
     required = max(floor, need["per_card_bytes"])
@@ -161,11 +167,10 @@ def _version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
     return tuple(int(n) for n in nums) if nums else None
 
 
-def check_driver(nvml: Dict[str, Any], thresholds: Dict[str, Any], nvidia_present: bool) -> Verdict:
-    """DEP-DRIVER: NVIDIA driver and CUDA driver API at or above the floor."""
-    if not nvidia_present:
-        return Verdict("DEP-DRIVER", SKIP, "no NVIDIA device: the NVIDIA driver floor does not apply",
-                       subject="driver")
+@check("DEP-DRIVER")
+def check_driver(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "driver") -> Verdict:
+    """DEP-DRIVER: NVIDIA driver and CUDA driver API at or above the floor.  evidence: ``nvml`` (facts)."""
+    nvml = evidence["nvml"]
     min_drv, min_cuda = thresholds.get("min_nvidia_driver"), thresholds.get("min_cuda")
     threshold = f"driver >= {min_drv}, CUDA >= {min_cuda}"
     ev = {k: nvml.get(k) for k in ("available", "reason", "driver_version", "cuda_driver_version")}

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from ..thermal import SteadyDetector, rule_text
-from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP, Verdict
+from . import check
+from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, Verdict
+from .steady import SteadyDetector, rule_text
 
 
-def check_steady(req: str, trace: Optional[Dict[str, Any]], sensor: Optional[Dict[str, Any]], th: Dict[str, Any],
-                 subject: str, absent: Optional[str] = None) -> Verdict:
-    if absent:
-        return Verdict(req, SKIP, absent, subject=subject)
+@check("THERM-GPU-STEADY")
+def check_gpu_steady(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """THERM-GPU-STEADY.  evidence: ``trace`` (the calibration's samples), ``sensor`` (id, resolution_c, label)."""
+    return _steady("THERM-GPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject)
+
+
+@check("THERM-CPU-STEADY")
+def check_cpu_steady(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """THERM-CPU-STEADY, one verdict per package; evidence as for THERM-GPU-STEADY."""
+    return _steady("THERM-CPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject)
+
+
+def _steady(req: str, trace: Dict[str, Any], sensor: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     step = float(sensor["resolution_c"])
     rule = rule_text(th, step)
     band = (th["band_low_c"], th["band_high_c"])

@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Optional
 
 from ..probes.pcie import gen_of
 from ..probes.topology import switch_ports
+from . import check
 from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
 
 
@@ -13,8 +14,12 @@ def _hop_text(h: Dict[str, Any]) -> str:
     return f"{h['bdf']} ({h['port_type']})"
 
 
-def check_pcie_direct(path: Dict[str, Any], thresholds: Dict[str, Any]) -> Verdict:
-    """No switch port (upstream/downstream, or a bridge inferred as one) between device and root port."""
+@check("TOPO-PCIE-DIRECT")
+def check_pcie_direct(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """No switch port (upstream/downstream, or a bridge inferred as one) between device and root port.
+
+    evidence: ``path``, the device's PCIe path (``device``, ``hops`` with port types, ``method``)."""
+    path = evidence["path"]
     limit = int(thresholds.get("max_switch_ports", 0))
     chain = " <- ".join([path["device"]] + [_hop_text(h) for h in path["hops"]]) or path["device"]
     found = switch_ports(path)
@@ -46,7 +51,8 @@ def _fmt_link(speed: Optional[float], width: Optional[int]) -> str:
     return f"{'Gen' + str(g) if g else (str(speed) + ' GT/s' if speed else '?')} x{width if width else '?'}"
 
 
-def check_pcie_link(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> Verdict:
+@check("TOPO-PCIE-LINK")
+def check_pcie_link(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
     """The link under load reaches the achievable speed and width (min of device and slot maximum)."""
     cap = evidence["capability"]
     samples = evidence["samples"]
@@ -91,13 +97,16 @@ def check_pcie_link(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> Ver
                                f"{subject}`")
 
 
-def check_numa_bind(device: Optional[Dict[str, Any]], nodes: List[Dict[str, Any]], binding: Optional[Dict[str, Any]],
-                    thresholds: Dict[str, Any]) -> Verdict:
-    """The accelerator's NUMA node is known, and load/measurement can be bound to it (CPU and memory)."""
+@check("TOPO-NUMA-BIND")
+def check_numa_bind(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "host") -> Verdict:
+    """The accelerator's NUMA node is known, and load/measurement can be bound to it (CPU and memory).
+
+    evidence: ``device`` (bdf, pci_id, numa_node; None for the host itself), ``host_nodes`` (node, cpulist),
+    ``binding`` (what was in force, read back; None when none was attempted)."""
+    device, nodes, binding = evidence.get("device"), evidence["host_nodes"], evidence.get("binding")
     subject = device["bdf"] if device else "host"
     n_nodes = len(nodes)
-    ev = {"device": device, "host_nodes": [{"node": n["node"], "cpulist": n["cpulist"]} for n in nodes],
-          "binding": binding}
+    ev = evidence
     node = device.get("numa_node") if device else None
     if device is not None and (node is None or node < 0):
         if n_nodes > 1 and thresholds.get("require_known_node", True):
@@ -134,9 +143,12 @@ def check_numa_bind(device: Optional[Dict[str, Any]], nodes: List[Dict[str, Any]
                           "get_mempolicy")
 
 
-def check_peer_mesh(mesh: Dict[str, Any], thresholds: Dict[str, Any], n_expected_devices: int,
-                    link_type: Optional[str]) -> Verdict:
-    """Every accelerator pair has an NVLink/XGMI path with P2P (full mesh, or through NVSwitch)."""
+@check("LINK-NVLINK-MESH")
+def check_peer_mesh(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "accelerators") -> Verdict:
+    """Every accelerator pair has an NVLink/XGMI path with P2P (full mesh, or through NVSwitch).
+
+    evidence: ``mesh`` (P2P matrix, devices and links, source), ``expected_devices`` (count matching the profile)."""
+    mesh, n_expected_devices = evidence["mesh"], int(evidence.get("expected_devices", 0))
     required = bool(thresholds.get("required", False))
     devs = mesh.get("devices", [])
     ev = {"mesh": mesh, "required": required}

@@ -150,7 +150,7 @@ class BandwidthHold:
 
     # -- threads --------------------------------------------------------
     def _inject(self, i: int) -> None:
-        from .probes import numa
+        from . import numa
 
         try:
             with numa.pin(self.node, self.cpus[i % len(self.cpus)]) as binding:
@@ -260,6 +260,15 @@ class BandwidthHold:
         self.alive_after_stop = [t.name for t in self._workers + [self._monitor] if t and t.is_alive()]
 
     # -- evidence ---------------------------------------------------------
+    def progress(self) -> str:
+        """One line for the terminal: windows in band so far, the last occupancy."""
+        hold = [r for r in list(self.timeline) if r["phase"] == "hold"]
+        if not hold:
+            return "settling"
+        inb = sum(1 for r in hold if r["in_band"])
+        return (f"{inb}/{len(hold)} windows in band ({inb / len(hold):.0%}), occupancy now "
+                f"{hold[-1]['occupancy']:.3f} of the {self.peak_gbps:.1f} GB/s peak")
+
     def evidence(self) -> Dict[str, Any]:
         hold = [r for r in self.timeline if r["phase"] == "hold"]
         t0 = self.timeline[0]["t"] if self.timeline else 0.0

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .sysfs import read_text
+from ..probes.sysfs import read_text
 
 KERNELS = ("copy", "scale", "add", "triad")
 BYTES_PER_ELEMENT = {"copy": 16, "scale": 16, "add": 24, "triad": 24}

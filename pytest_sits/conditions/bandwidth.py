@@ -1,0 +1,115 @@
+"""Acquire bandwidth evidence: the host's STREAM peak, the DRAM hold, device copies, host<->device copies.
+
+One hold or peak measurement per NUMA node at a time, across xdist workers
+(a lock named ``dram-node<N>``): two injectors on one node would each see the
+other's traffic as theirs.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from .hold import BandwidthHold, find_counter
+from .loads import LoadUnavailable
+from .locks import exclusive
+
+
+def host_node(inventory: Dict[str, Any], accelerators: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The NUMA node measurements bind to: the first given accelerator's, else the host's first node."""
+    nodes = inventory["numa"]
+    acc = accelerators[0] if accelerators else None
+    node = acc["numa_node"] if acc and acc["numa_node"] is not None and acc["numa_node"] >= 0 else None
+    return next((n for n in nodes if n["node"] == node), nodes[0] if nodes else None)
+
+
+def acquire_host_peak(platform: Any, node: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """STREAM peak of the host, bound to the measurement node (evidence, or {"absent": reason})."""
+    reason = platform.host_measurement_reason()
+    if reason:
+        return {"absent": f"{reason}: host DRAM bandwidth is measured on the live machine"}
+    from .stream import stream_peak
+
+    cpus = node["cpus"] if node else []
+    n = node["node"] if node else None
+    with exclusive(f"dram-node{n}", purpose="STREAM peak"):
+        return stream_peak(threads=max(1, len(cpus)), cpus=cpus, node=n)
+
+
+def peak_problem(peak: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The evidence that stands in when the peak is absent or broke, else None."""
+    if "absent" in peak:
+        return {"absent": peak["absent"]}
+    if "error" in peak or not peak.get("validated"):
+        return {"error": f"the STREAM peak probe failed: {peak.get('error') or 'results did not validate'}",
+                "peak": peak}
+    return None
+
+
+def hold_factory(peak: Dict[str, Any], node: Dict[str, Any], th: Dict[str, Any]) -> Callable[[], Any]:
+    """``with factory() as hold:`` holds host DRAM occupancy in the band while the block runs."""
+
+    @contextmanager
+    def make() -> Iterator[BandwidthHold]:
+        found = find_counter()
+        hold = BandwidthHold(peak["kernels"]["copy"]["gbps_median"], th["band_low"], th["band_high"],
+                             cpus=node["cpus"], node=node["node"], window_s=th["window_ms"] / 1000,
+                             counter=found["counter"], counter_reason=found["reason"])
+        with exclusive(f"dram-node{node['node']}", purpose="DRAM bandwidth hold"):
+            with hold:
+                yield hold
+    return make
+
+
+def acquire_hold(peak: Dict[str, Any], factory: Optional[Callable[[], Any]], duration_s: float,
+                 body: Optional[Callable[[], None]] = None,
+                 say: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
+    """Hold the band for ``duration_s`` around ``body`` (default: wait); return the hold's evidence.
+
+    ``say`` receives a progress line every 5 s (share of windows in band so far)."""
+    problem = peak_problem(peak)
+    if problem or factory is None:
+        return problem or {"absent": "no NUMA node to hold"}
+    with factory() as hold:
+        start = time.monotonic()
+        end = start + duration_s
+        if body is not None:
+            body()
+        next_say = start + 5.0
+        while time.monotonic() < end:
+            time.sleep(0.05)
+            if say is not None and time.monotonic() >= next_say:
+                next_say += 5.0
+                say(f"[MEM-BW-HOLD] {time.monotonic() - start:.0f}/{duration_s:g} s: {hold.progress()}")
+    ev = hold.evidence()
+    ev["peak"] = {k: v for k, v in peak.items() if k != "bindings"}
+    return ev
+
+
+def acquire_device_bw(platform: Any, acc: Dict[str, Any], nbytes: int = 1 << 30) -> Dict[str, Any]:
+    try:
+        return platform.device_bandwidth(acc, nbytes)
+    except LoadUnavailable as exc:
+        return {"absent": str(exc)}
+
+
+def acquire_pcie_bw(platform: Any, acc: Dict[str, Any], nbytes: int, peak: Dict[str, Any],
+                    factory: Optional[Callable[[], Any]]) -> Dict[str, Any]:
+    """Pinned copies each way, under the DRAM hold when the host can be measured."""
+    link = acc["link"]
+    link_ev = {"gen": link.get("max_gen"), "width": link.get("max_width"), "source": "sysfs max_link_*"}
+    try:
+        if factory is not None and peak_problem(peak) is None:
+            with factory() as hold:
+                ev = platform.host_device_bandwidth(acc, nbytes)
+            h = hold.evidence()
+            ev["hold"] = f"{h['windows_in_band']}/{h['windows']} windows in band"
+            ev["hold_evidence"] = h
+        else:
+            ev = platform.host_device_bandwidth(acc, nbytes)
+            ev["hold"] = None
+            ev["hold_reason"] = peak.get("absent") or peak.get("error")
+    except LoadUnavailable as exc:
+        return {"absent": str(exc)}
+    return {"bandwidth": ev, "link": link_ev}

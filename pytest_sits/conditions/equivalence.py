@@ -1,0 +1,174 @@
+"""Acquire equivalence evidence: the operator corpus on every torch device, against numpy float64 or a
+golden set recorded on a reference platform; throughput with a host noise control; latency and memory
+beside the golden set's."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..compare import compare
+from ..equivalence.corpus import CORPUS
+from ..equivalence.golden import GoldenError, GoldenSet, key, record_entry
+from ..equivalence.runner import (Unsupported, comparable, execute, from_storage, prepare, reference_output,
+                                  torch_devices)
+
+PAIRS = [(o, d) for o in CORPUS for d in CORPUS[o].dtypes]
+
+
+def environment(platform: Any, golden: Optional[Path], record: Optional[Path]) -> Dict[str, Any]:
+    """The devices the corpus runs on, and the golden set (or {"absent": reason})."""
+    reason = platform.host_measurement_reason()
+    if reason:
+        return {"absent": f"{reason}: the operator corpus runs on live devices"}
+    try:
+        import torch
+    except ImportError:
+        return {"absent": "torch is not installed: the operator corpus runs on torch (install the build for your "
+                          "accelerator: CUDA, ROCm, torch_npu, XPU, or the CPU build)"}
+    devices = torch_devices()
+    return {"torch": torch, "devices": devices, "under_test": devices[-1],
+            "golden": GoldenSet(golden) if golden else None, "record": record}
+
+
+def acquire_precision(env: Dict[str, Any], op_name: str, dtype: str,
+                      tol: Dict[str, Any]) -> List[Tuple[Dict[str, Any], str]]:
+    """Run one operator/dtype on every device and compare; record it when recording a golden set.
+
+    Returns (evidence, subject) pairs, one per device (or one absent/error evidence)."""
+    subject = f"{op_name} {dtype}"
+    if "absent" in env:
+        return [({"absent": env["absent"]}, subject)]
+    op = CORPUS[op_name]
+    golden, entry, golden_out = env["golden"], None, None
+    if golden is not None:
+        try:
+            loaded = golden.load(op_name, dtype)
+        except GoldenError as exc:
+            return [({"error": str(exc), "golden": str(golden.root)}, subject)]
+        if loaded is None:
+            return [({"not_in_golden": f"{key(op_name, dtype)} is not in the golden set {golden.root} (it holds "
+                                       f"{len(golden.keys())} other pairs)", "golden": str(golden.root)}, subject)]
+        stored, golden_out, entry = loaded
+        exact = None
+        reference = f"the golden output recorded on {golden.manifest.get('platform', {}).get('label')}"
+    else:
+        stored, exact = prepare(op, dtype)
+        reference = "numpy float64 on the same inputs"
+    out: List[Tuple[Dict[str, Any], str]] = []
+    record_from = None
+    for dev in env["devices"]:
+        where = f"{dev['device']} {subject}"
+        try:
+            run = execute(op, dtype, stored, dev["device"])
+        except Unsupported as exc:
+            out.append(({"absent": str(exc)}, where))
+            continue
+        expected = golden_out if golden_out is not None else reference_output(op, exact, run["output_dtype"])
+        actual, shift = comparable(run["output"], run["output_dtype"])
+        want, _ = comparable(expected, run["output_dtype"])
+        result = compare(actual, want, rtol=tol["rtol"], atol=tol["atol"], probabilities=op.probabilities,
+                         ulp_shift=shift)
+        out.append(({"comparison": result, "reference": reference, "device": dev, "latency_s": run["latency_s"],
+                     "peak_bytes": run["peak_bytes"],
+                     "golden_latency_s": entry.get("latency_s") if entry else None}, where))
+        record_from = (dev, run)  # the last device: the accelerator when there is one
+    if env["record"] is not None and record_from is not None:
+        dev, run = record_from
+        record_entry(env["record"], op_name, dtype, stored, run["output"],
+                     {"device": dev, "latency_s": run["latency_s"], "peak_bytes": run["peak_bytes"],
+                      "output_dtype": run["output_dtype"], "tolerance": tol})
+    return out
+
+
+def acquire_golden_coverage(env: Dict[str, Any]) -> Dict[str, Any]:
+    if "absent" in env:
+        return {"absent": env["absent"]}
+    if env["golden"] is None:
+        return {"absent": "no golden set given (--sits-golden DIR): compared with numpy float64 instead"}
+    return {"golden": env["golden"].keys(), "corpus": [key(o, d) for o, d in PAIRS],
+            "source": str(env["golden"].root)}
+
+
+def control_cv(rounds: int = 15) -> float:
+    """Time a fixed host workload: how noisy is this machine right now?"""
+    import numpy as np
+
+    x = np.random.default_rng(0).random((192, 192))
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(20):
+            np.sin(x, out=x)
+        times.append(time.perf_counter() - t0)
+    return statistics.pstdev(times) / statistics.mean(times)
+
+
+def acquire_throughput(env: Dict[str, Any], op_name: str, benchmark: Any) -> Tuple[Dict[str, Any], str]:
+    """Time the operator with pytest-benchmark (25 rounds) between two host noise controls."""
+    if "absent" in env:
+        return {"absent": env["absent"]}, op_name
+    if benchmark is None:
+        return {"absent": "pytest-benchmark is not installed"}, op_name
+    torch = env["torch"]
+    dev = env["under_test"]
+    dtype = "float32" if dev["kind"] == "cpu" else "float16"
+    op = CORPUS[op_name]
+    stored, _ = prepare(op, dtype)
+    inputs = {k: from_storage(v, dtype, dev["device"]) for k, v in stored.items()}
+    is_cuda = dev["device"].startswith("cuda")
+
+    def fn() -> None:
+        with torch.no_grad():
+            op.torch_fn(**inputs)
+        if is_cuda:
+            torch.cuda.synchronize()
+
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-6)
+    iterations = max(1, math.ceil(0.005 / one))
+    before = control_cv()
+    benchmark.pedantic(fn, rounds=25, iterations=iterations, warmup_rounds=3)
+    after = control_cv()
+    subject = f"{dev['device']} {op_name} {dtype}"
+    stats = getattr(benchmark, "stats", None)
+    if getattr(benchmark, "disabled", False) or stats is None:
+        return {"disabled": "pytest-benchmark is disabled in this run (it disables itself under xdist, or "
+                            "--benchmark-disable): no rounds to judge"}, subject
+    return {"samples_s": list(stats.stats.data), "control_cv": max(before, after),
+            "method": f"pytest-benchmark pedantic: 25 rounds of {iterations} iteration(s) after 3 warm-up rounds; a "
+                      "fixed host workload timed before and after as the noise control"}, subject
+
+
+def acquire_ratios(env: Dict[str, Any], field: str, what: str) -> Tuple[Dict[str, Any], str]:
+    """``field`` (latency_s or peak_bytes) here and in the golden set, per operator."""
+    if "absent" in env:
+        return {"absent": env["absent"]}, what
+    golden, dev = env["golden"], env["under_test"]
+    if golden is None:
+        return {"absent": f"{what} is compared with a reference platform: give its golden set with "
+                          "--sits-golden DIR"}, what
+    if field == "peak_bytes" and not dev["device"].startswith("cuda"):
+        return {"absent": f"peak memory per operator is read from torch.cuda.max_memory_allocated; "
+                          f"{dev['device']} has no such counter"}, what
+    rows = []
+    try:
+        for k in golden.keys():
+            op_name, dtype = k.split("__")
+            if op_name not in CORPUS:
+                continue
+            stored, _, entry = golden.load(op_name, dtype)
+            try:
+                run = execute(CORPUS[op_name], dtype, stored, dev["device"])
+            except Unsupported:
+                continue
+            ref = entry.get(field)
+            rows.append({"op": op_name, "dtype": dtype, "here": run[field], "reference": ref,
+                         "ratio": (run[field] / ref) if ref and run[field] is not None else None})
+    except GoldenError as exc:
+        return {"error": str(exc)}, what
+    return {"operators": rows, "device": dev["device"]}, dev["device"]

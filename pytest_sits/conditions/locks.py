@@ -1,0 +1,114 @@
+"""Exclusive locks between processes (xdist workers, parallel runs on one machine).
+
+A lock guards a resource of the machine, named neutrally (``dram-node0``,
+``device-0000:17:00.0``): two calibrations or two bandwidth holds never run on
+it at once.  The lock files live in a private directory (``$XDG_RUNTIME_DIR``
+or ``/tmp/pytest-sits-<uid>``, mode 0700, owned by the caller, never a link),
+are opened with ``O_NOFOLLOW`` and never truncated before they are held, and
+are removed on release.  A lock that cannot be had within the timeout raises
+:class:`LockTimeout`, which names the holder (pid, host, purpose, since when).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import stat
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Dict, Iterator, Optional
+
+DEFAULT_TIMEOUT_S = 3600.0
+
+
+class LockTimeout(TimeoutError):
+    """The resource stayed held by someone else for the whole timeout; the message names the holder."""
+
+
+class LockDirError(OSError):
+    """The lock directory is not private (not ours, a link, or open to others)."""
+
+
+def lock_dir(base: Optional[Path] = None) -> Path:
+    """The private directory for lock files, created 0700 when missing and checked when present."""
+    uid = os.geteuid()
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if base is None:
+        base = Path(runtime) / "pytest-sits" if runtime else Path(tempfile.gettempdir()) / f"pytest-sits-{uid}"
+    try:
+        os.mkdir(base, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(base)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise LockDirError(f"{base} is not a directory (a link or a file): refusing to put lock files there; "
+                           "fix: remove it, or set XDG_RUNTIME_DIR to a private directory")
+    if st.st_uid != uid:
+        raise LockDirError(f"{base} belongs to uid {st.st_uid}, not to this user ({uid}); fix: remove it, or set "
+                           "XDG_RUNTIME_DIR to a private directory")
+    if st.st_mode & 0o077:
+        os.chmod(base, 0o700)
+    return base
+
+
+def _safe_name(resource: str) -> str:
+    return "".join(c if c.isalnum() or c in "-." else "_" for c in resource)[:120] or "_"
+
+
+def _holder(fd: int) -> str:
+    try:
+        data = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        info = json.loads(data) if data.strip() else {}
+    except (OSError, ValueError):
+        info = {}
+    if not info:
+        return "an unknown holder"
+    since = time.strftime("%H:%M:%S", time.localtime(info.get("since", 0)))
+    return f"pid {info.get('pid')} on {info.get('host')} ({info.get('purpose')}, since {since})"
+
+
+@contextmanager
+def exclusive(resource: str, purpose: str = "", timeout_s: float = DEFAULT_TIMEOUT_S,
+              poll_s: float = 0.2, directory: Optional[Path] = None) -> Iterator[Dict[str, Any]]:
+    """Hold ``resource`` exclusively; yield what was done (path, waited_s, who held it before)."""
+    path = lock_dir(Path(directory) if directory else None) / f"{_safe_name(resource)}.lock"
+    t0 = time.monotonic()
+    held_by: Optional[str] = None
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        fd = os.open(path, flags, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held_by = _holder(fd)
+            os.close(fd)
+            if time.monotonic() - t0 >= timeout_s:
+                raise LockTimeout(f"{resource} is held by {held_by}: waited {timeout_s:g} s; fix: wait for that "
+                                  "run to finish, or stop it") from None
+            time.sleep(poll_s)
+            continue
+        # The file may have been removed by its previous holder between our open and our lock.
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path, follow_symlinks=False).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            os.close(fd)
+            continue
+        break
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "purpose": purpose,
+                                  "since": time.time()}).encode(), 0)
+        yield {"lock": str(path), "resource": resource, "waited_s": round(time.monotonic() - t0, 3),
+               "waited_for": held_by}
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        os.close(fd)

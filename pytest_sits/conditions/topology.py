@@ -1,0 +1,88 @@
+"""Acquire topology evidence: PCIe paths, the link sampled under load, NUMA binding, the peer-link mesh."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..checks.inventory import expected_vs_found
+from ..probes.topology import link_capability, pcie_path, peer_mesh, sample_link
+from .inventory import matching
+from .loads import LoadUnavailable
+
+
+def pci_index(inventory: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+    return {d["bdf"]: d for d in inventory["pci"]}
+
+
+def absent_accelerator(expected: Dict[str, Any], inventory: Dict[str, Any]) -> Dict[str, Any]:
+    """The one evidence of 'no accelerator here' for per-accelerator requirements."""
+    return {"absent": expected_vs_found(expected, inventory["accelerators"])}
+
+
+def acquire_pcie_path(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    index = pci_index(inventory)
+    return {"path": pcie_path(index[acc["bdf"]], index)}
+
+
+def acquire_link_under_load(platform: Any, inventory: Dict[str, Any], acc: Dict[str, Any],
+                            samples: int) -> Dict[str, Any]:
+    """Sample the link while a load runs on the device (or idle, saying why no load could run)."""
+    index = pci_index(inventory)
+    dev = index[acc["bdf"]]
+    evidence: Dict[str, Any] = {"device": dev["bdf"], "capability": link_capability(dev, index)}
+    interval = platform.link_sample_interval_s
+    try:
+        load = platform.accelerator_load(acc)
+    except LoadUnavailable as exc:
+        evidence["load"] = {"kind": None, "reason": str(exc)}
+        evidence["samples"] = sample_link(platform.root, dev, samples, interval, loaded=False)
+    else:
+        with load:
+            evidence["samples"] = sample_link(platform.root, dev, samples, interval, loaded=True)
+        evidence["load"] = load.evidence()
+    mgmt = acc.get("management") or {}
+    evidence["nvml_link"] = {k: mgmt.get(k) for k in ("pcie_current_gen", "pcie_current_width", "pcie_max_gen",
+                                                      "pcie_max_width", "pcie_gpu_max_gen")} if mgmt else None
+    return evidence
+
+
+def _nodes_view(nodes: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    return [{"node": n["node"], "cpulist": n["cpulist"]} for n in nodes]
+
+
+def acquire_numa_binding(platform: Any, inventory: Dict[str, Any],
+                         acc: Optional[Dict[str, Any]]) -> List[Tuple[Dict[str, Any], str]]:
+    """Bind to the accelerator's node (or, with no accelerator, to every node) and read the binding back.
+
+    Returns (evidence, subject) pairs: one per accelerator, or one per node of an accelerator-less host."""
+    nodes = inventory["numa"]
+    if not nodes:
+        return [({"absent": "the host reports no NUMA node (/sys/devices/system/node is missing): nothing to "
+                            "bind to"}, "host")]
+    if acc is None:
+        out = []
+        for n in nodes:
+            with platform.numa_binding(n["node"], n["cpus"]) as binding:
+                out.append(({"device": None, "host_nodes": _nodes_view(nodes), "binding": dict(binding)}, "host"))
+        return out
+    device = {k: acc.get(k) for k in ("bdf", "pci_id", "numa_node")}
+    node = acc.get("numa_node")
+    target = node if node is not None and node >= 0 else (nodes[0]["node"] if len(nodes) == 1 else None)
+    if target is None:
+        return [({"device": device, "host_nodes": _nodes_view(nodes), "binding": None}, acc["bdf"])]
+    cpus = next((n["cpus"] for n in nodes if n["node"] == target), None)
+    if cpus is None:
+        return [({"error": f"{acc['bdf']} reports NUMA node {target}, which the host does not list "
+                           f"({', '.join(str(n['node']) for n in nodes)})"}, acc["bdf"])]
+    with platform.numa_binding(target, cpus) as binding:
+        return [({"device": device, "host_nodes": _nodes_view(nodes), "binding": dict(binding)}, acc["bdf"])]
+
+
+def acquire_peer_mesh(inventory: Dict[str, Any], expected: Dict[str, Any]) -> Dict[str, Any]:
+    accs = matching(inventory, expected)
+    mesh = peer_mesh(accs, inventory["management"]["nvml"])
+    if accs and not accs[0]["pci_id"].startswith("10de:"):
+        mesh = {"source": None, "devices": [], "p2p_nvlink": None,
+                "reason": f"peer links of {accs[0]['vendor']} devices need amdsmi/vendor tools, not read by this "
+                          "version"}
+    return {"mesh": mesh, "expected_devices": len(accs)}

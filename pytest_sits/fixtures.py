@@ -1,0 +1,162 @@
+"""Every public ``sits_*`` fixture, in one place, usable from a lab's own test modules.
+
+Each is a thin factory over objects of the session (:mod:`pytest_sits.session`)
+and of the conditions layer (:mod:`pytest_sits.conditions`).  The plugin
+loads this module (``pytest_plugins``), so ``-p no:sits`` disables both.
+
+A lab's test can, for example, measure under the DRAM bandwidth hold::
+
+    def test_my_kernel_under_hold(sits_bandwidth_hold, sits_host_peak):
+        with sits_bandwidth_hold() as hold:
+            run_my_kernel()
+        assert hold.evidence()["windows"] > 0
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional
+
+import pytest
+
+from .recorder import Recorder
+from .session import SitsRun
+
+RUN_KEY = pytest.StashKey[SitsRun]()
+
+
+@pytest.fixture(scope="session")
+def sits_run(pytestconfig: pytest.Config) -> SitsRun:
+    """The resolved session: profile, platform, level, golden set."""
+    run = pytestconfig.stash.get(RUN_KEY, None)
+    if run is None:
+        raise pytest.UsageError("the sits plugin is not active in this run; fix: run without `-p no:sits`")
+    return run
+
+
+@pytest.fixture(scope="session")
+def sits_profile(sits_run: SitsRun) -> Any:
+    """The resolved hardware profile."""
+    return sits_run.profile
+
+
+@pytest.fixture(scope="session")
+def sits_platform(sits_run: SitsRun) -> Any:
+    """The platform the evidence comes from (live, snapshot or sim)."""
+    return sits_run.platform
+
+
+@pytest.fixture(scope="session")
+def sits_inventory(sits_run: SitsRun) -> Dict[str, Any]:
+    """The platform's hardware inventory (evidence)."""
+    return sits_run.platform.inventory()
+
+
+@pytest.fixture(scope="session")
+def sits_expected(sits_run: SitsRun) -> Dict[str, Any]:
+    """What the profile says should be installed."""
+    return sits_run.expected()
+
+
+@pytest.fixture(scope="session")
+def sits_accelerators(sits_run: SitsRun) -> List[Dict[str, Any]]:
+    """The accelerators present that match the profile (the ones its requirements judge)."""
+    return sits_run.expected_accelerators()
+
+
+@pytest.fixture
+def sits_record(request: pytest.FixtureRequest, sits_run: SitsRun) -> Recorder:
+    """Call with one or more Verdicts: they go into the report; the worst decides the test's outcome."""
+    return Recorder(request.node, sits_run)
+
+
+@pytest.fixture
+def sits_progress(pytestconfig: pytest.Config) -> Callable[[str], None]:
+    """Call with a line of progress: shown on the terminal at once, around pytest's output capture."""
+    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
+    tr = pytestconfig.pluginmanager.getplugin("terminalreporter")
+
+    def say(message: str) -> None:
+        if tr is None:  # an xdist worker has no terminal
+            return
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                tr.write_line(f"sits: {message}")
+        else:
+            tr.write_line(f"sits: {message}")
+    return say
+
+
+# --------------------------------------------------------------------------
+# Thermal calibration
+
+
+@pytest.fixture(scope="session")
+def sits_calibrated_duty() -> Dict[str, float]:
+    """The load duty at which each device last settled in this session (a later calibration starts there)."""
+    return {}
+
+
+@pytest.fixture
+def sits_thermal_steady(sits_profile: Any, sits_progress: Any, sits_calibrated_duty: Dict[str, float]) -> Any:
+    """Factory: ``with sits_thermal_steady(rig, "THERM-GPU-STEADY") as evidence:`` calibrates the rig's load until
+    its temperature is steady in the profile's band (or the timeout), and keeps the load on inside the block.
+    One calibration per device at a time, across xdist workers (a lock per device)."""
+    from .conditions.thermal import steady
+
+    def make(rig: Any, requirement: str) -> Any:
+        return steady(rig, requirement, sits_profile.thresholds(requirement), sits_progress, sits_calibrated_duty)
+    return make
+
+
+# --------------------------------------------------------------------------
+# Host DRAM bandwidth
+
+
+@pytest.fixture(scope="session")
+def sits_host_node(sits_run: SitsRun) -> Optional[Dict[str, Any]]:
+    """The NUMA node host measurements bind to: the first expected accelerator's, else the first node."""
+    from .conditions.bandwidth import host_node
+
+    return host_node(sits_run.platform.inventory(), sits_run.expected_accelerators())
+
+
+@pytest.fixture(scope="session")
+def sits_host_peak(sits_platform: Any, sits_host_node: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """STREAM peak of the host on the measurement node (evidence, or ``{"absent": reason}``), measured once."""
+    from .conditions.bandwidth import acquire_host_peak
+
+    return acquire_host_peak(sits_platform, sits_host_node)
+
+
+@pytest.fixture
+def sits_bandwidth_hold(sits_host_peak: Dict[str, Any], sits_host_node: Optional[Dict[str, Any]],
+                        sits_profile: Any) -> Optional[Callable[[], Any]]:
+    """Factory: ``with sits_bandwidth_hold() as hold:`` keeps host DRAM occupancy in the profile's band while the
+    block runs (``hold.evidence()`` afterwards).  None when the host cannot be measured (``sits_host_peak`` says
+    why)."""
+    from .conditions.bandwidth import hold_factory, peak_problem
+
+    if peak_problem(sits_host_peak) is not None or sits_host_node is None:
+        return None
+    return hold_factory(sits_host_peak, sits_host_node, sits_profile.thresholds("MEM-BW-HOLD"))
+
+
+# --------------------------------------------------------------------------
+# Equivalence
+
+
+@pytest.fixture(scope="session")
+def sits_equivalence(sits_run: SitsRun) -> Dict[str, Any]:
+    """The torch devices the operator corpus runs on and the golden set (or ``{"absent": reason}``)."""
+    from .conditions.equivalence import environment
+
+    return environment(sits_run.platform, sits_run.golden, sits_run.golden_record)
+
+
+@pytest.fixture
+def sits_benchmark(request: pytest.FixtureRequest) -> Any:
+    """pytest-benchmark's ``benchmark`` fixture, or None when pytest-benchmark is not installed."""
+    try:
+        return request.getfixturevalue("benchmark")
+    except pytest.FixtureLookupError:
+        return None

@@ -1,0 +1,84 @@
+"""The simulated platform: a machine built from a profile with faults injected.
+
+Everything simulated lives in this package: the fault list (``faults``), the
+``/proc`` + ``/sys`` tree and NVML facts (``tree``), the thermal plant
+(``thermal``) and the stand-in loads (``loads``).  Everything it produces is
+labelled SIMULATED, and a simulated run is never conformant.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+from ..base import Platform, PlatformError
+from .faults import FAULTS
+from .tree import build_sim_tree
+
+
+class SimPlatform(Platform):
+    kind = "sim"
+    simulated = True
+    link_sample_interval_s = 0.0
+
+    def __init__(self, profile: Any, faults: List[str], spec: str):
+        unknown = [f for f in faults if f not in FAULTS]
+        if unknown:
+            raise PlatformError(f"unknown sim fault {unknown[0]!r}; fix: use one of "
+                                + ", ".join(sorted(FAULTS)))
+        self.profile = profile
+        self.faults = list(faults)
+        tmp = Path(tempfile.mkdtemp(prefix="sits-sim-"))
+        atexit.register(shutil.rmtree, tmp, True)
+        self._nvml = build_sim_tree(tmp, profile, self.faults)
+        super().__init__(tmp, f"SIMULATED sim:{spec}")
+
+    def nvml(self) -> Dict[str, Any]:
+        return json.loads(json.dumps(self._nvml))
+
+    def amdsmi(self) -> Dict[str, Any]:
+        return {"available": False, "reason": "simulated platform: no amdsmi", "devices": [], "errors": []}
+
+    def host_measurement_reason(self) -> Optional[str]:
+        return "simulated platform: host DRAM measurements need the live machine"
+
+    def thermal_rigs(self, kind: str, acc: Optional[Dict[str, Any]] = None) -> List[Any]:
+        from .thermal import sim_rigs
+
+        return sim_rigs(kind, acc, self.faults, self.profile)
+
+    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+        eff = 0.40 if "membw-low" in self.faults else 0.90
+        g = float(self.profile.hardware.get("memory_bandwidth_gbps", 0)) * eff
+        return {"device": acc["bdf"], "bytes": nbytes, "runs": 7, "verified": True, "simulated": True,
+                "method": "simulated", "gbps_median": g, "gbps_min": g * 0.98, "gbps_max": g * 1.01,
+                "samples_gbps": [g] * 7}
+
+    def host_device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+        from ...probes.device_bw import link_theoretical_gbps
+
+        link = acc["link"]
+        theo = link_theoretical_gbps(link["current_gen"], link["current_width"])
+        g = theo * (0.30 if "pcie-bw-low" in self.faults else 0.85)
+        one = {"gbps_median": g, "gbps_min": g * 0.98, "gbps_max": g * 1.01, "samples_gbps": [g] * 7}
+        return {"device": acc["bdf"], "bytes": nbytes, "runs": 7, "pinned": True, "verified": True,
+                "simulated": True, "method": "simulated", "h2d": one, "d2h": dict(one)}
+
+    def accelerator_load(self, acc: Dict[str, Any]) -> Any:
+        from ...conditions.loads import LoadUnavailable
+        from .loads import SimulatedLoad
+
+        if "link-idle" in self.faults:
+            raise LoadUnavailable("simulated: no load generator (fault link-idle)")
+        return SimulatedLoad(acc["bdf"])
+
+    @contextmanager
+    def numa_binding(self, node: int, cpus: List[int]) -> Iterator[Dict[str, Any]]:
+        yield {"node": node, "requested_cpus": sorted(cpus), "applied": True, "simulated": True,
+               "method": "simulated", "cpus_in_force": sorted(cpus),
+               "memory_policy_in_force": {"mode": "bind", "nodes": [node]}, "errors": []}

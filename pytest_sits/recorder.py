@@ -1,0 +1,88 @@
+"""Recording verdicts on a test item, and turning the worst one into the pytest outcome.
+
+Verdicts travel as ``item.user_properties`` (plain JSON), which pytest-xdist
+carries to the controller inside each ``TestReport``.  Waivers and the
+worst-status rule come from the verdict layer (:mod:`pytest_sits.verdict`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+from typing import Any, Dict, Optional
+
+import pytest
+
+from .verdict import ERROR, FAIL, INCONCLUSIVE, SKIP, WAIVED, WARN, Verdict, apply_waiver, worst
+
+PROPERTY = "sits_verdict"
+REQUIREMENT_PROPERTY = "sits_requirement"
+
+
+class SitsWarning(UserWarning):
+    """A WARN verdict: conforms, but deserves a look."""
+
+
+def plain(value: Any) -> Any:
+    """JSON-safe data: NaN and infinities become strings (strict JSON parsers reject bare NaN/Infinity)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return plain(json.loads(json.dumps(value, default=str)))
+
+
+def append(item: pytest.Item, verdict: Verdict, simulated: bool, waiver: Optional[str]) -> Dict[str, Any]:
+    """Store one verdict on the item (it travels to the xdist controller in the TestReport)."""
+    data = verdict.to_json()
+    data["nodeid"] = item.nodeid
+    data["simulated"] = simulated
+    data["waiver"] = waiver
+    data["seq"] = sum(1 for k, _ in item.user_properties if k == PROPERTY)
+    data["recorded_at"] = time.time()
+    data = plain(data)
+    item.user_properties.append((PROPERTY, data))
+    return data
+
+
+def _skip(msg: str) -> None:
+    """Skip, reported at the test's own location rather than this module's."""
+    try:
+        raise pytest.skip.Exception(msg, _use_item_location=True)
+    except TypeError:  # pragma: no cover - pytest without the keyword
+        pytest.skip(msg)
+
+
+class Recorder:
+    """Records verdicts on the test item and turns the worst one into the pytest outcome."""
+
+    def __init__(self, item: pytest.Item, run: Any):
+        self.item, self.run = item, run
+
+    def __call__(self, *verdicts: Verdict) -> None:
+        simulated = bool(self.run.platform.simulated)
+        recorded = []
+        for v in verdicts:
+            waiver = self.run.profile.waiver(v.requirement)
+            v = apply_waiver(v, waiver)
+            recorded.append(append(self.item, v, simulated, waiver if v.status == WAIVED else None))
+        status = worst(d["status"] for d in recorded)
+        req = next(d["requirement"] for d in recorded if d["status"] == status)
+        msg = "; ".join(f"[{d['subject']}] {d['reason']}" for d in recorded if d["status"] == status)
+        sim = " [SIMULATED]" if simulated else ""
+        if status == FAIL:
+            fixes = {d["remediation"] for d in recorded if d["status"] == FAIL and d["remediation"]}
+            pytest.fail(f"{req} FAIL{sim}: {msg}\n  remediation: {' / '.join(sorted(fixes))}", pytrace=False)
+        if status == ERROR:
+            # One line: the detail (exception text, phase) is in the verdict's evidence and the report.
+            pytest.fail(f"{req} ERROR{sim}: {msg}", pytrace=False)
+        if status == INCONCLUSIVE or all(d["status"] in (SKIP, WAIVED) for d in recorded):
+            _skip(f"{req} {status}{sim}: {msg}")
+        if status == WARN:
+            warnings.warn(SitsWarning(f"{req} WARN{sim}: {msg}"), stacklevel=2)

@@ -1,0 +1,136 @@
+"""The reporter: collects verdicts on the controller and writes the JSON/HTML report and the terminal summary.
+
+Created only on the controller (never on an xdist worker), registered as a
+plugin in ``pytest_configure`` and removed in ``pytest_unconfigure``, as
+pytest's own junitxml reporter is.  The report is written in
+``pytest_sessionfinish``, which pytest calls also after Ctrl-C (and after
+SIGTERM, which the plugin turns into the same orderly stop).
+"""
+
+from __future__ import annotations
+
+import json
+import platform as _pyplatform
+import socket
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+
+from .recorder import PROPERTY, REQUIREMENT_PROPERTY, plain
+from .session import SitsRun
+
+MARKER = "sits_requirement"
+
+
+class SitsReporter:
+    def __init__(self, config: pytest.Config, run: SitsRun):
+        self.config, self.run = config, run
+        self.verdicts: Dict[Tuple[str, int], Dict[str, Any]] = {}
+        self.collected: Dict[str, str] = {}
+        self.outcomes: Dict[str, int] = {}
+        self.workers = 0
+        self.paths: List[Path] = []
+        self.write_error: Optional[str] = None
+        self.report: Optional[Dict[str, Any]] = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for key, value in report.user_properties:
+            if key == PROPERTY:
+                self.verdicts.setdefault((report.nodeid, value["seq"]), value)
+            elif key == REQUIREMENT_PROPERTY:
+                self.collected.setdefault(value, "COLLECTED")
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            self.outcomes[report.outcome] = self.outcomes.get(report.outcome, 0) + 1
+
+    def pytest_deselected(self, items: List[pytest.Item]) -> None:
+        for item in items:
+            mark = item.get_closest_marker(MARKER)
+            if mark is not None and mark.args:
+                self.collected.setdefault(mark.args[0], "DESELECTED")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        self.workers += 1
+
+    def build_report(self, exitstatus: int) -> Dict[str, Any]:
+        from . import report as rep
+
+        now = time.time()
+        try:
+            name = pytest.ExitCode(exitstatus).name
+        except ValueError:
+            name = str(exitstatus)
+        completed = exitstatus not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+        try:
+            inventory = self.run.platform.inventory()
+        except Exception as exc:  # a broken probe must not lose the verdicts
+            inventory = {"cpu": {}, "memory": {}, "numa": [], "pci": [], "accelerators": [],
+                         "platform": {}, "error": f"{type(exc).__name__}: {exc}"}
+        iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa: E731
+        verdicts = sorted(self.verdicts.values(), key=lambda v: (v["recorded_at"], v["nodeid"], v["seq"]))
+        return rep.build(
+            run={"started_at": iso(self.run.started_at), "finished_at": iso(now),
+                 "duration_s": round(now - self.run.started_at, 3), "completed": completed,
+                 "exit_status": int(exitstatus), "exit_status_name": name, "level": self.run.level,
+                 "args": [str(a) for a in self.config.invocation_params.args],
+                 "xdist_workers": self.workers, "tests": self.outcomes},
+            environment={"hostname": socket.gethostname(), "python": _pyplatform.python_version(),
+                         "os": _pyplatform.platform(), "packages": rep.package_versions()},
+            platform={"kind": self.run.platform.kind, "label": self.run.platform.label,
+                      "simulated": self.run.platform.simulated},
+            profile=self.run.profile.to_json(), inventory=inventory, verdicts=verdicts,
+            collected=self.collected)
+
+    def _finalize_golden(self, exitstatus: int) -> None:
+        """Write the golden set's manifest; a failure is an ERROR verdict in the report, never a lost report."""
+        from . import report as rep
+        from .equivalence.golden import finalize
+        from .verdict import ERROR, Verdict
+
+        try:
+            inv = self.run.platform.inventory()
+            finalize(self.run.golden_record, {
+                "platform": {"label": self.run.platform.label, "cpu": inv["cpu"].get("model"),
+                             "accelerators": [a["display_name"] for a in inv["accelerators"]]},
+                "profile": self.run.profile.name, "versions": rep.package_versions(),
+                "complete": exitstatus not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)})
+        except Exception as exc:  # the report must still be written
+            v = Verdict("EQ-PRECISION", ERROR, f"the golden set {self.run.golden_record} could not be finalised: "
+                        f"{type(exc).__name__}: {exc}", subject="golden set",
+                        evidence={"golden_record": str(self.run.golden_record)})
+            data = plain(dict(v.to_json(), nodeid="(session finish)", simulated=self.run.platform.simulated,
+                              waiver=None, seq=0, recorded_at=time.time()))
+            self.verdicts[("(session finish)", 0)] = data
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from . import report as rep
+
+        if self.run.golden_record is not None and (self.run.golden_record / "entries").is_dir():
+            self._finalize_golden(exitstatus)
+        self.report = self.build_report(exitstatus)
+        if self.run.report_dir is None:
+            return
+        try:
+            jpath = self.run.report_dir / "sits-report.json"
+            hpath = self.run.report_dir / "sits-report.html"
+            rep.atomic_write(jpath, json.dumps(plain(self.report), indent=2, sort_keys=False, allow_nan=False) + "\n")
+            rep.atomic_write(hpath, rep.render_html(self.report))
+            self.paths = [jpath, hpath]
+        except OSError as exc:
+            self.write_error = f"could not write the report into {self.run.report_dir}: {exc}"
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from . import report as rep
+
+        if self.report is None:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", "SITS2026 conformance summary" + (" (SIMULATED)" if self.run.platform.simulated else ""))
+        for line in rep.terminal_lines(self.report):
+            tr.write_line(line)
+        for p in self.paths:
+            tr.write_line(f"sits report: {p}")
+        if self.write_error:
+            tr.write_line(f"sits: {self.write_error}", red=True)
