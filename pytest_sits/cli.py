@@ -11,6 +11,14 @@
                                     topology verdicts from submitted text
     sits report validate JSON       check a stored report against its schema
     sits report render JSON [--html OUT] [--markdown OUT]
+    sits replay REPORT.json [--profile FILE]
+                                    recompute every verdict from its evidence (exit 1: one differs)
+    sits fleet run (--nodes N | --nodelist L) [--partition P] [--array] -- <pytest args>
+    sits fleet merge DIR            fleet report of OUT/<node>/ reports (exit 1 unless all nodes pass)
+    sits health [--drain]           quick run for Slurm's HealthCheckProgram (exit 0 healthy, 1 not)
+    sits bundle create REPORT_DIR -o BUNDLE [--key KEY]
+    sits verify BUNDLE --pubkey PUB signature, hashes, replayed verdicts (exit 1 naming what fails)
+    sits keygen [PREFIX]            an Ed25519 key pair for bundles
 """
 
 from __future__ import annotations
@@ -74,7 +82,7 @@ def cmd_requirements(args: argparse.Namespace) -> int:
 
 
 def cmd_inventory(args: argparse.Namespace) -> int:
-    from .platform import PlatformError, from_spec
+    from .platforms import PlatformError, from_spec
     from .profiles import ProfileError
 
     try:
@@ -90,7 +98,8 @@ def cmd_inventory(args: argparse.Namespace) -> int:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from .platform import PlatformError, capture
+    from .platforms import PlatformError
+    from .platforms.snapshot import capture
 
     try:
         manifest = capture(Path(args.dir), Path(args.root))
@@ -136,6 +145,7 @@ def cmd_audit_text(args: argparse.Namespace) -> int:
     """Topology verdicts from text evidence a vendor submitted."""
     from . import profiles
     from .checks.topology import check_pcie_direct, check_peer_mesh
+    from .verdict import apply_waiver
     from .probes.textimport import TextEvidenceError, parse_lspci_tv, parse_nvidia_smi_topo
 
     if not args.lspci_tv and not args.nvidia_smi_topo:
@@ -148,11 +158,12 @@ def cmd_audit_text(args: argparse.Namespace) -> int:
     try:
         if args.lspci_tv:
             for path in parse_lspci_tv(Path(args.lspci_tv).read_text(errors="replace")):
-                verdicts.append(check_pcie_direct(path, prof.thresholds("TOPO-PCIE-DIRECT")))
+                verdicts.append(check_pcie_direct({"path": path}, prof.check_thresholds("TOPO-PCIE-DIRECT"),
+                                                  path["device"]))
         if args.nvidia_smi_topo:
             mesh = parse_nvidia_smi_topo(Path(args.nvidia_smi_topo).read_text(errors="replace"))
-            verdicts.append(check_peer_mesh(mesh, prof.thresholds("LINK-NVLINK-MESH"), len(mesh["devices"]),
-                                            prof.hardware.get("peer_link", {}).get("type")))
+            verdicts.append(check_peer_mesh({"mesh": mesh, "expected_devices": len(mesh["devices"])},
+                                            prof.check_thresholds("LINK-NVLINK-MESH"), "accelerators"))
     except OSError as exc:
         return _err(f"{exc.filename}: {exc.strerror}")
     except TextEvidenceError as exc:
@@ -160,11 +171,113 @@ def cmd_audit_text(args: argparse.Namespace) -> int:
     if not verdicts:
         print("no accelerator found in the text evidence")
         return 1
+    # Waivers and the worst-status rule come from the verdict layer, as in a pytest run.
+    verdicts = [apply_waiver(v, prof.waiver(v.requirement)) for v in verdicts]
     for v in verdicts:
         print(f"{v.requirement:18} {v.subject:14} {v.status:12} {v.reason}")
     if args.json:
         Path(args.json).write_text(json.dumps([v.to_json() for v in verdicts], indent=2, default=str))
     return 1 if any(v.status in ("FAIL", "ERROR") for v in verdicts) else 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Recompute every verdict of a stored report; exit 1 when one would now differ."""
+    from .profiles import ProfileError
+    from .replay import replay_report
+    from .untrusted import JSON_LIMIT, UntrustedInputError, load_json
+
+    try:
+        data = load_json(args.json, JSON_LIMIT, what="report")
+    except UntrustedInputError as exc:
+        return _err(str(exc))
+    except OSError as exc:
+        return _err(f"{args.json}: {exc.strerror}; fix: give the path of a sits-report.json")
+    if not isinstance(data, dict) or data.get("schema") != "pytest-sits/report":
+        return _err(f"{args.json}: not a pytest-sits report (no \"schema\": \"pytest-sits/report\"); fix: give "
+                    "the sits-report.json a run wrote")
+    try:
+        out = replay_report(data, args.profile)
+    except ProfileError as exc:
+        return _err(f"bad profile: {exc}")
+    for d in out["differs"]:
+        print(f"DIFFERS  #{d['index']} {d['requirement']} [{d['subject']}] {d['field']}: stored {d['stored']!r} -> "
+              f"now {d['now']!r}")
+    for n in out["not_replayable"]:
+        print(f"NOT REPLAYABLE  #{n['index']} {n['requirement']} [{n['subject']}]: {n['why']}")
+    changed = len({d["index"] for d in out["differs"]})
+    print(f"replayed {out['replayed']} of {out['total']} verdicts: {out['replayed'] - changed} reproduced, "
+          f"{changed} differ, {len(out['not_replayable'])} not replayable"
+          + (f" (thresholds and waivers of {args.profile})" if args.profile else ""))
+    return 1 if changed else 0
+
+
+# ---- fleet (Slurm), health, evidence bundles -------------------------------------------------------------
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    """`sits fleet run` through Slurm, or `sits fleet merge DIR`; exit 1 unless every node passes."""
+    from . import fleet
+
+    try:
+        if args.action == "run":
+            return fleet.run_fleet(args)
+        merged = fleet.merge(Path(args.dir), k=args.k)
+    except fleet.FleetError as exc:
+        return _err(str(exc))
+    fleet.print_summary(merged, Path(args.dir))
+    return 0 if merged["summary"]["result"] == "PASS" else 1
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    """A quick-level run for Slurm's HealthCheckProgram or a prolog: exit 0 healthy, 1 not."""
+    from . import fleet
+
+    return fleet.health(args)
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    from . import bundle
+
+    try:
+        manifest = bundle.create(Path(args.report_dir), Path(args.output), Path(args.key) if args.key else None,
+                                 Path(args.snapshot) if args.snapshot else None)
+    except bundle.BundleError as exc:
+        return _err(str(exc))
+    signed = (f"signed (Ed25519, key {manifest['signature']['public_key_sha256'][:16]}…)" if manifest["signature"]
+              else "NOT signed (no --key): hashes only, nobody can tell who made it")
+    print(f"{args.output}: {len(manifest['files'])} files, {signed}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Check a bundle's signature, every hash, and replay every verdict; exit 1 naming what does not hold."""
+    from . import bundle
+
+    try:
+        res = bundle.verify(Path(args.bundle), Path(args.pubkey), Path(args.extract) if args.extract else None)
+    except bundle.BundleError as exc:
+        return _err(str(exc))
+    for note in res.notes:
+        print(f"note: {note}")
+    for problem in res.problems:
+        print(f"FAILED: {problem}")
+    if res.ok:
+        print(f"{args.bundle}: verified: signature (key {res.signed_by[:16]}…), {res.files - 2} file hashes, "
+              f"{res.replayed} of {res.verdicts} verdicts replayed from their evidence and reproduced")
+        return 0
+    print(f"{args.bundle}: NOT verified: {len(res.problems)} problem(s)")
+    return 1
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from . import bundle
+
+    try:
+        key, pub = bundle.keygen(args.prefix)
+    except bundle.BundleError as exc:
+        return _err(str(exc))
+    print(f"private key: {key} (keep it secret; sign with `sits bundle create DIR -o B --key {key}`)")
+    print(f"public key:  {pub} (give it to whoever verifies: `sits verify B --pubkey {pub}`)")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -196,6 +309,56 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html")
     p.add_argument("--markdown")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("replay", help="recompute every verdict of a report from its stored evidence")
+    p.add_argument("json", metavar="REPORT.json")
+    p.add_argument("--profile", metavar="FILE", help="judge with this profile's thresholds and waivers instead")
+    p.set_defaults(func=cmd_replay)
+    p = sub.add_parser("fleet", help="run the suite on many nodes through Slurm, merge their reports")
+    fsub = p.add_subparsers(dest="action", required=True)
+    q = fsub.add_parser("run", help="srun one task per node (or --array: an sbatch job array), then merge",
+                        usage="sits fleet run (--nodes N | --nodelist L) [--partition P] [--array] [--out DIR] "
+                              "-- <pytest args>")
+    q.add_argument("--nodes", type=int, metavar="N", help="number of nodes (Slurm picks them)")
+    q.add_argument("--nodelist", metavar="L", help="the nodes, in Slurm's syntax (n[1-3],gpu7)")
+    q.add_argument("--partition", metavar="P")
+    q.add_argument("--array", action="store_true", help="one sbatch job array element per node (--exclusive)")
+    q.add_argument("--out", metavar="DIR", help="a new directory every node can write (default ./sits-fleet-<time>)")
+    q.add_argument("--time", metavar="MINUTES", help="Slurm time limit of the job")
+    q.add_argument("--job-name", default="sits-fleet")
+    q.add_argument("--slurm-arg", action="append", metavar="ARG", help="pass ARG to srun/sbatch (repeatable)")
+    q.add_argument("--python", default=sys.executable, help="the Python on the nodes (default: this one)")
+    q.add_argument("--k", type=float, default=3.5, help="outlier rule: median ± k·1.4826·MAD (default 3.5)")
+    q.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: arguments for the suite on every node")
+    q.set_defaults(func=cmd_fleet)
+    q = fsub.add_parser("merge", help="merge OUT/<node>/ reports into fleet-report.json/.html and fleet-junit.xml")
+    q.add_argument("dir")
+    q.add_argument("--k", type=float, default=3.5, help="outlier rule: median ± k·1.4826·MAD (default 3.5)")
+    q.set_defaults(func=cmd_fleet)
+    p = sub.add_parser("health", help="quick-level run for Slurm's HealthCheckProgram or a prolog (exit 0/1)")
+    p.add_argument("--drain", action="store_true", help="when unhealthy, drain this node (scontrol) with the reason")
+    p.add_argument("--node", help="the node to drain (default: $SLURMD_NODENAME, else the short host name)")
+    p.add_argument("--platform", help="--sits-platform for the run (default: live)")
+    p.add_argument("--profile", help="--sits-profile for the run (default: picked from the hardware)")
+    p.add_argument("--report-dir", help="keep the report there (default: a temporary folder)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds before the run counts as failed")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: more pytest arguments")
+    p.set_defaults(func=cmd_health)
+    p = sub.add_parser("bundle", help="pack a report folder into a signed evidence bundle")
+    bsub = p.add_subparsers(dest="action", required=True)
+    q = bsub.add_parser("create", help="REPORT_DIR -o BUNDLE [--key KEY]")
+    q.add_argument("report_dir")
+    q.add_argument("-o", "--output", required=True, metavar="BUNDLE")
+    q.add_argument("--key", help="Ed25519 private key (PEM, from `sits keygen`); without it the bundle is unsigned")
+    q.add_argument("--snapshot", metavar="DIR", help="a snapshot of the machine (`sits capture DIR`) to include")
+    q.set_defaults(func=cmd_bundle)
+    p = sub.add_parser("verify", help="check a bundle's signature and hashes, and replay every verdict")
+    p.add_argument("bundle")
+    p.add_argument("--pubkey", required=True, metavar="PUB", help="the signer's public key (PEM)")
+    p.add_argument("--extract", metavar="DIR", help="also keep the verified files in DIR (new or empty)")
+    p.set_defaults(func=cmd_verify)
+    p = sub.add_parser("keygen", help="make an Ed25519 key pair for signing bundles")
+    p.add_argument("prefix", nargs="?", default="sits-ed25519", help="writes PREFIX.key and PREFIX.pub")
+    p.set_defaults(func=cmd_keygen)
     return ap
 
 

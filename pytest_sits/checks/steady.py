@@ -20,7 +20,6 @@ nothing finer: that is INCONCLUSIVE, never a silent PASS.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple
 

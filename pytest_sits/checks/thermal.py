@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from . import check
 from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, Verdict

@@ -146,7 +146,7 @@ class TorchMatmulLoad(DutyCycleLoad):
             try:
                 yield step
             finally:
-                del a, b
+                a = b = None  # frees the device memory before empty_cache
                 if dev.type == "cuda":
                     torch.cuda.empty_cache()
         return ctx()

@@ -157,7 +157,7 @@ def stream_peak(*, threads: int, cpus: List[int], node: Optional[int] = None,
         gbs = [BYTES_PER_ELEMENT[kernel] * n_total / t / 1e9 for t in times[kernel]]
         results[kernel] = {"gbps_min": min(gbs), "gbps_median": statistics.median(gbs), "gbps_max": max(gbs),
                            "samples_gbps": [round(g, 3) for g in gbs], "bytes_per_element": BYTES_PER_ELEMENT[kernel]}
-    del chunks
+    chunks = []  # the arrays go with it
     return {"method": "STREAM kernels in numpy, one chunk per thread, first touch after binding",
             "threads": threads, "cpus": use_cpus[:threads], "node": node, "array_bytes": n_total * 8,
             "llc_bytes": llc, "array_to_llc": round(n_total * 8 / llc, 2) if llc else None, "ntimes": ntimes,

@@ -18,6 +18,11 @@ from .base import Platform, PlatformError
 SNAPSHOT_FORMAT = "sits-snapshot/1"
 
 
+def _write(path: Path, content: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+
+
 class SnapshotPlatform(Platform):
     kind = "snapshot"
     link_sample_interval_s = 0.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform as _pyplatform
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Optional
 
 MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND, MPOL_INTERLEAVE, MPOL_LOCAL = 0, 1, 2, 3, 4
 MPOL_NAMES = {0: "default", 1: "preferred", 2: "bind", 3: "interleave", 4: "local", 5: "preferred_many",

@@ -1,0 +1,131 @@
+"""Reading files other people send: snapshots, golden sets, profiles' ``extends``, reports, text logs.
+
+Every reader of such files goes through this module, which enforces:
+
+* confinement: a path is resolved below its root and must stay there; no
+  component may be a symbolic link (``O_NOFOLLOW`` on every component, checked
+  with ``lstat``), no ``..``, no absolute member names;
+* plain files only: a device, FIFO or socket (``/dev/zero``) is refused;
+* size limits: at most ``limit`` bytes are read, and a larger file is refused
+  with its size, never read whole;
+* clear errors: :class:`UntrustedInputError` names the file and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any, Optional, Union
+
+#: Default limits (bytes).
+TEXT_LIMIT = 16 << 20      # a text log, a profile, a sysfs attribute
+JSON_LIMIT = 256 << 20     # a report or a snapshot's facts
+ARRAY_LIMIT = 2 << 30      # one golden array
+
+
+class UntrustedInputError(ValueError):
+    """A file sent by someone else cannot be used; the message names the file and the fix."""
+
+
+def _check_rel(rel: Union[str, Path]) -> Path:
+    p = Path(rel)
+    if p.is_absolute():
+        raise UntrustedInputError(f"{rel}: an absolute path where a relative one is expected; fix: use a path "
+                                  "relative to the snapshot/golden folder")
+    if any(part == ".." for part in p.parts):
+        raise UntrustedInputError(f"{rel}: '..' leads outside the folder it belongs to; fix: remove it")
+    return p
+
+
+def open_confined(root: Union[str, Path], rel: Union[str, Path]) -> int:
+    """Open ``root/rel`` read-only, following no link in ``rel``; return the file descriptor."""
+    relp = _check_rel(rel)
+    root = Path(root)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    dflags = flags | getattr(os, "O_DIRECTORY", 0)
+    try:
+        fd = os.open(root, dflags)
+    except OSError as exc:
+        raise UntrustedInputError(f"{root}: cannot open ({exc.strerror}); fix: give an existing folder, not a "
+                                  "link") from None
+    try:
+        parts = relp.parts
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            try:
+                nfd = os.open(part, flags if last else dflags, dir_fd=fd)
+            except OSError as exc:
+                where = root / Path(*parts[:i + 1])
+                if exc.errno in (40, 20):  # ELOOP (a link), ENOTDIR
+                    raise UntrustedInputError(f"{where}: a symbolic link or not a folder; links are not followed "
+                                              "in evidence sent for audit; fix: capture it again") from None
+                raise
+            os.close(fd)
+            fd = nfd
+        st = os.fstat(fd)
+        if parts and not stat.S_ISREG(st.st_mode):
+            raise UntrustedInputError(f"{root / relp}: not a regular file (a device, FIFO or socket); fix: "
+                                      "capture it again")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(root: Union[str, Path], rel: Union[str, Path], limit: int = TEXT_LIMIT) -> bytes:
+    """The bytes of ``root/rel`` (confined, no links, at most ``limit`` bytes or refused)."""
+    fd = open_confined(root, rel)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise UntrustedInputError(f"{Path(root) / rel}: {size} bytes, over the {limit}-byte limit for this "
+                                      "kind of file; fix: check that it is the right file")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:  # a file that grows while read (procfs/sysfs report size 0 or 4096)
+                raise UntrustedInputError(f"{Path(root) / rel}: more than {limit} bytes; fix: check that it is "
+                                          "the right file")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text(root: Union[str, Path], rel: Union[str, Path], limit: int = TEXT_LIMIT) -> str:
+    data = read_bytes(root, rel, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UntrustedInputError(f"{Path(root) / rel}: not UTF-8 text (byte {exc.start}); fix: save it as "
+                                  "UTF-8") from None
+
+
+def read_file(path: Union[str, Path], limit: int = TEXT_LIMIT) -> bytes:
+    """A single file named by the user (a report, a log): no link as the file itself, plain file, size-bounded."""
+    p = Path(path)
+    return read_bytes(p.parent if str(p.parent) else ".", p.name, limit)
+
+
+def load_json(path: Union[str, Path], limit: int = JSON_LIMIT, what: str = "file",
+              root: Optional[Union[str, Path]] = None) -> Any:
+    """Parse a JSON file sent by someone else; NaN/Infinity are refused (strict JSON)."""
+    data = read_bytes(root, path, limit) if root is not None else read_file(path, limit)
+    where = Path(root) / path if root is not None else Path(path)
+
+    def no_constants(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=no_constants)
+    except UnicodeDecodeError as exc:
+        raise UntrustedInputError(f"{where}: not UTF-8 (byte {exc.start}); fix: this {what} was altered") from None
+    except RecursionError:
+        raise UntrustedInputError(f"{where}: nested too deeply; fix: this {what} was altered") from None
+    except ValueError as exc:
+        raise UntrustedInputError(f"{where}: not valid JSON ({exc}); fix: this {what} was altered or truncated "
+                                  "elsewhere") from None
