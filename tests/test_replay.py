@@ -1,0 +1,112 @@
+"""`sits replay`: every verdict of a report is recomputed from its stored evidence with the same checks."""
+
+import json
+
+import pytest
+
+from pytest_sits.cli import main
+from pytest_sits.platforms.sim.faults import FAULTS
+from pytest_sits.replay import replay_report
+
+THERMAL = {"thermal-hot", "thermal-drift", "sensor-na"}
+MEASURED = {"membw-low", "pcie-bw-low"}
+
+
+def _level(fault):
+    return "full" if fault in THERMAL else "standard" if fault in MEASURED else "quick"
+
+
+def _run(pytester, conformance_args, *args):
+    pytester.runpytest(*conformance_args, "-p", "no:randomly", *args)
+    return json.loads((pytester.path / "sits-report" / "sits-report.json").read_text())
+
+
+def _assert_all_reproduced(report):
+    out = replay_report(report)
+    assert out["total"] == len(report["verdicts"]) > 0
+    assert out["differs"] == [], out["differs"][:3]
+    assert out["not_replayable"] == [], out["not_replayable"][:3]
+    assert out["replayed"] == out["total"]
+    return out
+
+
+def test_sim_full_run_replays(pytester, conformance_args):
+    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100", "--sits-level", "full")
+    assert {"THERM-GPU-STEADY", "THERM-CPU-STEADY", "MEM-BW-EFFICIENCY"} <= {v["requirement"] for v in report["verdicts"]}
+    _assert_all_reproduced(report)
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_every_sim_fault_replays(pytester, conformance_args, fault):
+    report = _run(pytester, conformance_args, "--sits-platform", f"sim:h100+{fault}", "--sits-level", _level(fault))
+    _assert_all_reproduced(report)
+
+
+def test_snapshot_run_replays(pytester, conformance_args, tmp_path):
+    snap = tmp_path / "snap"
+    assert main(["capture", str(snap)]) == 0
+    report = _run(pytester, conformance_args, "--sits-platform", f"snapshot:{snap}")
+    _assert_all_reproduced(report)
+
+
+def test_live_quick_run_replays(pytester, conformance_args):
+    _assert_all_reproduced(_run(pytester, conformance_args))
+
+
+def test_edited_measurement_is_named_and_exits_1(pytester, conformance_args, tmp_path, capsys):
+    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100+switch")
+    # Edit one measured number of the evidence: the first accelerator's path loses its switch ports.
+    i, v = next((i, v) for i, v in enumerate(report["verdicts"]) if v["requirement"] == "TOPO-PCIE-DIRECT")
+    assert v["status"] == "FAIL"
+    v["evidence"]["path"]["hops"] = [h for h in v["evidence"]["path"]["hops"]
+                                     if h["port_type"] not in ("switch_upstream", "switch_downstream")]
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(report))
+    assert main(["replay", str(edited)]) == 1
+    out = capsys.readouterr().out
+    assert f"DIFFERS  #{i} TOPO-PCIE-DIRECT [{v['subject']}] status: stored 'FAIL' -> now 'PASS'" in out
+    assert "1 differ" in out
+
+
+def test_edited_hold_share_is_caught(pytester, conformance_args):
+    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100+membw-low", "--sits-level", "standard")
+    v = next(v for v in report["verdicts"] if v["requirement"] == "MEM-BW-EFFICIENCY")
+    assert v["status"] == "FAIL"
+    v["evidence"]["gbps_median"] *= 3  # someone "improves" the measured bandwidth
+    out = replay_report(report)
+    assert {d["field"] for d in out["differs"]} >= {"status", "measured"}
+
+
+def test_verdict_without_check_is_listed_not_replayable():
+    report = {"verdicts": [{"requirement": "INV-DEVICES", "status": "ERROR", "reason": "raised", "subject": "-",
+                            "evidence": {"replayable": "no: the test raised before a check decided"}}]}
+    out = replay_report(report)
+    assert out["replayed"] == 0 and out["not_replayable"][0]["why"].startswith("no: the test raised")
+
+
+def test_profile_option_rejudges_with_other_thresholds(pytester, conformance_args, tmp_path):
+    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100+switch")
+    prof = tmp_path / "lenient.yaml"
+    prof.write_text("name: lenient\nextends: h100\nthresholds:\n  TOPO-PCIE-DIRECT:\n    max_switch_ports: 2\n")
+    out = replay_report(report, str(prof))
+    changed = [d for d in out["differs"] if d["requirement"] == "TOPO-PCIE-DIRECT" and d["field"] == "status"]
+    assert changed and all(d["stored"] == "FAIL" and d["now"] == "PASS" for d in changed)
+
+
+@pytest.mark.parametrize("content,msg", [
+    ("{not json", "not valid JSON"),
+    ('{"schema": "other"}', "not a pytest-sits report"),
+    ('{"verdicts": [NaN]}', "not valid JSON"),
+])
+def test_unreadable_report_is_a_usage_error(tmp_path, capsys, content, msg):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    assert main(["replay", str(bad)]) == 4
+    assert msg in capsys.readouterr().err
+
+
+def test_report_link_is_refused(tmp_path, capsys):
+    (tmp_path / "real.json").write_text("{}")
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
+    assert main(["replay", str(tmp_path / "link.json")]) == 4
+    assert "link" in capsys.readouterr().err
