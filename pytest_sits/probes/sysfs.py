@@ -4,17 +4,35 @@ The live platform reads below ``/``; a snapshot reads the same files below
 the folder ``sits capture`` wrote; the sim platform reads a tree it built.
 The same code runs in all three, so a check tested on a snapshot is tested
 on the code that runs live.
+
+Below any root other than ``/`` the files came from somewhere else and are
+untrusted: every read resolves its path and must stay inside the root (the
+snapshot's own relative links, such as ``sys/bus/pci/devices/*``, resolve
+inside it; a link to ``/etc/shadow`` does not), must be a regular file (not
+``/dev/zero``) and at most :data:`FILE_LIMIT` bytes.  A value that cannot be
+parsed raises :class:`SysfsValueError` naming the file.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ..untrusted import UntrustedInputError
 from .pcie import gen_of, parse_config, parse_sysfs_speed
+
+#: Largest file read below a non-live root (/proc/cpuinfo of a 1,024-CPU host is about 1.5 MB).
+FILE_LIMIT = 8 << 20
+#: Most CPUs a cpulist may name.
+MAX_CPUS = 65536
+
+
+class SysfsValueError(ValueError):
+    """A file below the root holds a value that cannot be parsed; the message names the file."""
 
 BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
@@ -64,25 +82,70 @@ PCI_ATTRS = [
 ]
 
 
-def read_text(root: Path, rel: str) -> Optional[str]:
+def _live(root: Path) -> bool:
+    return str(root) == "/"
+
+
+def confined_path(root: Path, path: Any) -> str:
+    """The real path of ``path`` (below ``root``); below a non-live root it must stay inside the root."""
+    real = os.path.realpath(path)
+    if _live(root):
+        return real
+    root_real = os.path.realpath(root)
+    if os.path.commonpath([root_real, real]) != root_real:
+        shown = os.path.relpath(path, root) if str(path).startswith(str(root)) else str(path)
+        raise UntrustedInputError(f"{root}/{shown}: resolves to {real}, outside the evidence folder {root}; "
+                                  "links out of a snapshot are not followed; fix: capture the snapshot again")
+    return real
+
+
+def read_bytes(root: Path, rel: str, limit: int = FILE_LIMIT) -> Optional[bytes]:
+    """The bytes of ``root/rel``, or None when it is missing or unreadable (confined below a non-live root)."""
+    path = Path(root) / rel
+    if _live(root):
+        try:
+            return path.read_bytes()
+        except OSError:
+            return None
+    if not os.path.lexists(path):
+        return None
+    real = confined_path(root, path)
     try:
-        return (root / rel).read_text(encoding="utf-8", errors="replace").strip()
+        st = os.stat(real)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise UntrustedInputError(f"{path}: not a regular file (a device, FIFO or folder); fix: capture the "
+                                  "snapshot again")
+    if st.st_size > limit:
+        raise UntrustedInputError(f"{path}: {st.st_size} bytes, over the {limit}-byte limit for a /proc or /sys "
+                                  "file; fix: capture the snapshot again")
+    try:
+        with open(real, "rb") as fh:
+            return fh.read(limit + 1)[:limit]
     except OSError:
         return None
 
 
-def parse_cpulist(text: Optional[str]) -> List[int]:
-    """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11]."""
+def read_text(root: Path, rel: str) -> Optional[str]:
+    data = read_bytes(root, rel)
+    return data.decode("utf-8", errors="replace").strip() if data is not None else None
+
+
+def parse_cpulist(text: Optional[str], where: str = "cpulist") -> List[int]:
+    """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11]; SysfsValueError for anything else."""
     out: List[int] = []
     for part in (text or "").split(","):
         part = part.strip()
         if not part:
             continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            out.extend(range(int(lo), int(hi) + 1))
-        else:
-            out.append(int(part))
+        m = re.fullmatch(r"(\d{1,6})(?:-(\d{1,6}))?", part)
+        if not m:
+            raise SysfsValueError(f"{where}: {part[:40]!r} is not a CPU list entry (N or N-M)")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo or hi >= MAX_CPUS or len(out) + hi - lo + 1 > MAX_CPUS:
+            raise SysfsValueError(f"{where}: {part[:40]!r} names more than {MAX_CPUS} CPUs or runs backwards")
+        out.extend(range(lo, hi + 1))
     return out
 
 
@@ -128,7 +191,8 @@ def mem_facts(root: Path) -> Dict[str, Any]:
 def numa_facts(root: Path) -> List[Dict[str, Any]]:
     nodes = []
     base = root / "sys/devices/system/node"
-    for d in sorted(base.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
+    dirs = [d for d in base.glob("node[0-9]*") if re.fullmatch(r"node\d{1,5}", d.name)]
+    for d in sorted(dirs, key=lambda p: int(p.name[4:])):
         rel = d.relative_to(root)
         meminfo = read_text(root, str(rel / "meminfo")) or ""
         m = re.search(r"MemTotal:\s+(\d+)\s+kB", meminfo)
@@ -137,9 +201,9 @@ def numa_facts(root: Path) -> List[Dict[str, Any]]:
         nodes.append({
             "node": int(d.name[4:]),
             "cpulist": cpulist,
-            "cpus": parse_cpulist(cpulist),
+            "cpus": parse_cpulist(cpulist, f"{root}/{rel}/cpulist"),
             "mem_total_bytes": int(m.group(1)) * 1024 if m else None,
-            "distance": [int(x) for x in distance.split()] if distance else None,
+            "distance": [_int(x) for x in distance.split()[:4096]] if distance else None,
         })
     return nodes
 
@@ -160,18 +224,14 @@ def pci_devices(root: Path) -> List[Dict[str, Any]]:
     root_real = os.path.realpath(root)
     for entry in sorted(bus.iterdir()):
         bdf = entry.name
-        real = os.path.realpath(entry)
+        real = confined_path(root, entry)
         rel_real = os.path.relpath(real, root_real)
         parts = rel_real.split(os.sep)
         chain = [p for p in parts if BDF_RE.match(p)]
         upstream = list(reversed(chain[:-1]))  # nearest bridge first, root port last
         rel = os.path.relpath(real, root_real)
         attrs = {a: read_text(root, os.path.join(rel, a)) for a in PCI_ATTRS if a != "config"}
-        cfg_bytes = None
-        try:
-            cfg_bytes = (Path(real) / "config").read_bytes()
-        except OSError:
-            pass
+        cfg_bytes = read_bytes(root, os.path.join(rel, "config"), limit=4096)
         cfg = parse_config(cfg_bytes) if cfg_bytes is not None else {"bytes": 0, "pcie": None,
                                                                        "reason": "config not readable"}
         driver = None
