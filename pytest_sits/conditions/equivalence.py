@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..compare import compare
 from ..equivalence.corpus import CORPUS
-from ..equivalence.golden import GoldenError, GoldenSet, key, record_entry
+from ..equivalence.golden import GoldenError, GoldenSet, key, record_entry, record_unsupported
 from ..equivalence.runner import (Unsupported, comparable, execute, from_storage, prepare, reference_output,
                                   torch_devices)
 
@@ -53,19 +53,29 @@ def acquire_precision(env: Dict[str, Any], op_name: str, dtype: str,
             return [({"not_in_golden": f"{key(op_name, dtype)} is not in the golden set {golden.root} (it holds "
                                        f"{len(golden.keys())} other pairs)", "golden": str(golden.root)}, subject)]
         stored, golden_out, entry = loaded
+        label = (golden.manifest.get("platform") or {}).get("label") if isinstance(golden.manifest.get("platform"),
+                                                                                   dict) else None
+        if entry.get("unsupported"):
+            return [({"absent": f"the reference platform ({label}) could not run {subject} either: "
+                                f"{str(entry['unsupported'])[:300]}"}, subject)]
+        mismatch = _input_mismatch(op, dtype, stored)
+        if mismatch:
+            return [({"error": f"golden set {golden.root}: {mismatch}", "golden": str(golden.root)}, subject)]
         exact = None
-        reference = f"the golden output recorded on {golden.manifest.get('platform', {}).get('label')}"
+        reference = f"the golden output recorded on {label}"
     else:
         stored, exact = prepare(op, dtype)
         reference = "numpy float64 on the same inputs"
     out: List[Tuple[Dict[str, Any], str]] = []
     record_from = None
+    unsupported: List[str] = []
     for dev in env["devices"]:
         where = f"{dev['device']} {subject}"
         try:
             run = execute(op, dtype, stored, dev["device"])
         except Unsupported as exc:
             out.append(({"absent": str(exc)}, where))
+            unsupported.append(f"{dev['device']}: {exc}")
             continue
         expected = golden_out if golden_out is not None else reference_output(op, exact, run["output_dtype"])
         actual, shift = comparable(run["output"], run["output_dtype"])
@@ -81,7 +91,24 @@ def acquire_precision(env: Dict[str, Any], op_name: str, dtype: str,
         record_entry(env["record"], op_name, dtype, stored, run["output"],
                      {"device": dev, "latency_s": run["latency_s"], "peak_bytes": run["peak_bytes"],
                       "output_dtype": run["output_dtype"], "tolerance": tol})
+    elif env["record"] is not None:
+        record_unsupported(env["record"], op_name, dtype, "; ".join(unsupported) or "no device ran it")
     return out
+
+
+def _input_mismatch(op: Any, dtype: str, stored: Dict[str, Any]) -> Optional[str]:
+    """Why stored golden inputs cannot feed this corpus operator (names, dtypes, shapes), or None."""
+    want, _ = prepare(op, dtype)
+    if set(stored) != set(want):
+        return (f"{op.name} {dtype} takes inputs {sorted(want)}, the golden set holds {sorted(stored)[:10]}: it was "
+                "recorded with another version of the operator")
+    for name, arr in want.items():
+        got = stored[name]
+        if got.shape != arr.shape or got.dtype != arr.dtype:
+            return (f"{op.name} {dtype} input {name!r} is {got.dtype} {tuple(got.shape)} in the golden set; the "
+                    f"operator takes {arr.dtype} {tuple(arr.shape)}: it was recorded with another version of the "
+                    "operator")
+    return None
 
 
 def acquire_golden_coverage(env: Dict[str, Any]) -> Dict[str, Any]:
@@ -166,7 +193,11 @@ def acquire_ratios(env: Dict[str, Any], field: str, what: str) -> Tuple[Dict[str
                 run = execute(CORPUS[op_name], dtype, stored, dev["device"])
             except Unsupported:
                 continue
+            if entry.get("unsupported"):
+                continue
             ref = entry.get(field)
+            if not isinstance(ref, (int, float)) or isinstance(ref, bool) or not ref > 0:
+                ref = None
             rows.append({"op": op_name, "dtype": dtype, "here": run[field], "reference": ref,
                          "ratio": (run[field] / ref) if ref and run[field] is not None else None})
     except GoldenError as exc:
