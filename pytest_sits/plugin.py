@@ -45,6 +45,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="record the operator corpus' inputs and outputs here (on the reference platform).")
     group.addoption("--sits-golden", dest="sits_golden", default=None, metavar="DIR",
                     help="compare with a golden set recorded elsewhere (stored inputs, SHA-256 checked).")
+    group.addoption("--sits-endpoint", dest="sits_endpoint", default=None, metavar="URL",
+                    help="an OpenAI-compatible completions server (vLLM, TGI, SGLang, Triton) held to SVC-SLA, "
+                         "e.g. http://127.0.0.1:8000; default: the built-in model.")
+    group.addoption("--sits-redfish", dest="sits_redfish", default=None, metavar="URL",
+                    help="the BMC's Redfish service for wall power (credentials from $SITS_REDFISH_USER and "
+                         "$SITS_REDFISH_PASSWORD).")
     parser.addini("sits_profile", "default hardware profile (name or file)", default=None)
     parser.addini("sits_platform", "default platform spec", default=None)
     parser.addini("sits_level", "default run depth: quick, standard or full", default=None)
@@ -156,19 +162,30 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
-    """A requirement whose test raised before deciding gets an ERROR verdict, not silence."""
+    """A requirement whose test raised before deciding gets an ERROR verdict, not silence; the terminal shows
+    one line (the traceback goes into the verdict's evidence) unless --tb asks for more."""
+    one_line = None
     if call.excinfo is not None and call.when in ("setup", "call"):
         req = next((v for k, v in item.user_properties if k == REQUIREMENT_PROPERTY), None)
         decided = any(k == PROPERTY for k, _ in item.user_properties)
         outcome_exc = (pytest.skip.Exception, pytest.fail.Exception, KeyboardInterrupt)
         if req and not decided and not call.excinfo.errisinstance(outcome_exc):
             run = item.config.stash.get(RUN_KEY, None)
-            verdict = Verdict(req, ERROR, f"the probe or test raised {call.excinfo.typename}: "
-                              f"{str(call.excinfo.value)[:500]}", subject="-",
+            reason = f"the probe or test raised {call.excinfo.typename}: {_printable(str(call.excinfo.value))[:500]}"
+            try:
+                trace = str(call.excinfo.getrepr(style="short"))[-6000:]
+            except Exception:  # pragma: no cover - a repr that itself fails
+                trace = call.excinfo.exconly()[:2000]
+            verdict = Verdict(req, ERROR, reason, subject="-",
                               evidence={"phase": call.when, "exception": call.excinfo.exconly()[:2000],
+                                        "traceback": trace,
                                         "replayable": "no: the test raised before a check decided"})
             append(item, verdict, bool(run and run.platform.simulated), waiver=None)
-    yield
+            if item.config.getoption("tbstyle", "auto") == "auto":
+                one_line = f"{req} ERROR: {reason} (traceback in the report's evidence; --tb=short shows it here)"
+    outcome = yield
+    if one_line is not None:
+        outcome.get_result().longrepr = one_line
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -6,6 +6,7 @@ and the terminal summary render it; ``sits report`` re-renders a stored JSON.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -91,6 +92,7 @@ def build(*, run: Dict[str, Any], environment: Dict[str, Any], platform: Dict[st
         "coverage": coverage(verdicts, run["level"], collected),
         "summary": summarise(verdicts, run["completed"], platform["simulated"]),
         "status_meaning": STATUS_MEANING,
+        "analytics": _analytics(verdicts, profile),
     }
 
 
@@ -108,28 +110,98 @@ def validate(report: Dict[str, Any]) -> List[str]:
 
 
 def _umask() -> int:
-    old = os.umask(0)
-    os.umask(old)
-    return old
+    """The process umask, read without changing it (threads may be creating files meanwhile)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 def atomic_write(path: Path, text: str) -> None:
     """Write to a temporary file beside ``path``, then rename over it (mode as a plain open() would give)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a report is meant to be read by others
+    tmp = _write_temp(path, text)
     try:
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _write_temp(path: Path, text: str) -> str:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a report is meant to be read by others
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _unlink(tmp)
         raise
+    return tmp
+
+
+def write_pair(json_path: Path, json_text: str, html_path: Path, html_text: str, started_at: float) -> None:
+    """Write the JSON report and its HTML rendering so that a kill at any moment leaves a consistent pair.
+
+    Both are written to temporary files first; then the old HTML is removed, the JSON renamed into place,
+    and the HTML last.  Killed in between, the folder holds the old JSON alone or the new JSON alone
+    (``sits report render`` makes its HTML), never a JSON beside another run's HTML.  Temporary files that
+    a killed earlier run left behind (older than this run) are removed first."""
+    folder = json_path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in os.listdir(folder):
+        if name.startswith((f".{json_path.name}.", f".{html_path.name}.")) and name.endswith(".tmp"):
+            stale = folder / name
+            try:
+                if os.lstat(stale).st_mtime < started_at:
+                    os.unlink(stale)
+            except OSError:
+                pass
+    jtmp = _write_temp(json_path, json_text)
+    try:
+        htmp = _write_temp(html_path, html_text)
+    except BaseException:
+        _unlink(jtmp)
+        raise
+    try:
+        _unlink(str(html_path))
+        os.replace(jtmp, json_path)
+        os.replace(htmp, html_path)
+    except BaseException:
+        _unlink(jtmp)
+        _unlink(htmp)
+        raise
+
+
+def _analytics(verdicts: List[Dict[str, Any]], profile: Dict[str, Any]) -> Dict[str, Any]:
+    """The report's ``analytics`` section (A §2.5, §4.1, §4.2).  Derived data, never a verdict: when the
+    evidence breaks it, the section says why and the report is still written."""
+    from .analytics import ANALYTICS_VERSION, analyse
+
+    try:
+        return analyse({"verdicts": verdicts, "profile": profile})
+    except Exception as exc:  # noqa: BLE001 - the report must be written whatever the evidence holds
+        return {"version": ANALYTICS_VERSION, "error": f"analytics not computed: {type(exc).__name__}: {exc}"}
+
+
+#: Timelines drawn per HTML page at most (verdicts needing attention first); the rest link to the JSON.
+MAX_TIMELINE_CHARTS = 12
+#: Characters of each verdict's evidence shown in the HTML page; the JSON report keeps all of it.
+EVIDENCE_EXCERPT_CHARS = 800
+_FMT_CAP = 300
 
 
 def _fmt(value: Any) -> str:
@@ -138,22 +210,184 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)
+        return _excerpt(value, _FMT_CAP)
     return str(value)
 
 
-def render_html(report: Dict[str, Any]) -> str:
+class _Full(Exception):
+    pass
+
+
+def _excerpt(obj: Any, limit: int = EVIDENCE_EXCERPT_CHARS) -> str:
+    """A JSON-like excerpt of ``obj`` of at most about ``limit`` characters, in time proportional to the excerpt
+    (not to ``obj``): long lists show their first items and how many more there are, long strings are cut."""
+    parts: List[str] = []
+    left = [limit]
+
+    def emit(text: str) -> None:
+        parts.append(text)
+        left[0] -= len(text)
+        if left[0] <= 0:
+            raise _Full
+
+    def walk(o: Any) -> None:
+        if isinstance(o, dict):
+            emit("{")
+            for i, (k, v) in enumerate(o.items()):
+                emit((", " if i else "") + json.dumps(str(k)) + ": ")
+                walk(v)
+            emit("}")
+        elif isinstance(o, (list, tuple)):
+            emit("[")
+            shown = o if len(o) <= 6 else o[:3]
+            for i, v in enumerate(shown):
+                if i:
+                    emit(", ")
+                walk(v)
+            if len(o) > len(shown):
+                emit(f", ... {len(o) - len(shown)} more")
+            emit("]")
+        elif isinstance(o, str):
+            emit(json.dumps(o if len(o) <= 200 else o[:200] + "..."))
+        elif isinstance(o, float):
+            emit(f"{o:.6g}")
+        else:
+            emit(json.dumps(o, default=str))
+
+    try:
+        walk(obj)
+    except _Full:
+        return "".join(parts)[:limit] + " ..."
+    return "".join(parts)
+
+
+def _measured(v: Dict[str, Any]) -> str:
+    unit = v.get("unit")
+    return _fmt(v.get("measured")) + (f" {unit}" if unit and v.get("measured") is not None else "")
+
+
+@functools.lru_cache(maxsize=1)
+def _environment():
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
     env = Environment(loader=FileSystemLoader(str(RESOURCES)),
                       autoescape=select_autoescape(enabled_extensions=("jinja2", "html"), default=True))
     env.filters["fmt"] = _fmt
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
+    return env
+
+
+def _timeline_charts(verdicts: List[Dict[str, Any]]) -> Dict[int, Any]:
+    """verdict index -> its charts, for at most MAX_TIMELINE_CHARTS timelines: FAIL/ERROR/INCONCLUSIVE first."""
     from .charts import charts_for
 
+    with_series = [i for i, v in enumerate(verdicts)
+                   if isinstance(v.get("evidence"), dict) and v["evidence"].get("series")]
+    urgent = [i for i in with_series if verdicts[i].get("status") in (FAIL, ERROR, INCONCLUSIVE)]
+    order = urgent + [i for i in with_series if verdicts[i].get("status") not in (FAIL, ERROR, INCONCLUSIVE)]
+    out: Dict[int, Any] = {}
+    drawn = 0
+    for i in order:
+        series = verdicts[i]["evidence"]["series"]
+        n = len(series) if isinstance(series, list) else 0
+        if drawn + n > MAX_TIMELINE_CHARTS:
+            continue
+        out[i] = charts_for(verdicts[i]["evidence"])
+        drawn += n
+    return out
+
+
+def _analytics_view(report: Dict[str, Any], recompute: bool = False) -> Dict[str, Any]:
+    """The analytics section (the report's own, else computed now from its verdicts) and its charts."""
+    from . import charts
+    from .analytics import ANALYTICS_VERSION
+
+    a = report.get("analytics")
+    computed_now = recompute or not (isinstance(a, dict) and a.get("version") == ANALYTICS_VERSION)
+    if computed_now:
+        a = _analytics(report["verdicts"], report.get("profile") or {})
+    view: Dict[str, Any] = {"a": a, "computed_now": computed_now}
+    if a.get("error"):
+        return view
+    hm = a.get("heatmap") or {}
+    points = (a.get("sweep") or {}).get("points") or []
+    try:
+        view["heatmap_svg"] = charts.heatmap_chart(hm, points)
+        view["pareto_svg"] = charts.pareto_chart(hm, points, (a.get("pareto") or {}).get("front") or [])
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        view["chart_error"] = f"the analytics section could not be drawn ({type(exc).__name__}: {exc})"
+    return view
+
+
+def render_html(report: Dict[str, Any]) -> str:
+    verdicts = report["verdicts"]
+    charts = _timeline_charts(verdicts)
+    rows = []
+    for i, v in enumerate(verdicts):
+        has_series = isinstance(v.get("evidence"), dict) and bool(v["evidence"].get("series"))
+        rows.append({"v": v, "index": i, "measured": _measured(v), "threshold": _fmt(v.get("threshold")),
+                     "charts": charts.get(i, []), "charts_left_out": has_series and i not in charts,
+                     "excerpt": _excerpt(v.get("evidence") or {})})
     view = dict(report)
-    view["verdicts"] = [dict(v, charts=charts_for(v.get("evidence") or {})) for v in report["verdicts"]]
-    return env.get_template("report.html.jinja2").render(r=view)
+    view["rows"] = rows
+    view["analytics_view"] = _analytics_view(report)
+    view["limits"] = {"charts": MAX_TIMELINE_CHARTS, "excerpt": EVIDENCE_EXCERPT_CHARS}
+    template = _environment().get_template("report.html.jinja2")
+    from jinja2 import UndefinedError
+
+    try:
+        return template.render(r=view)
+    except (UndefinedError, KeyError, TypeError, AttributeError) as exc:
+        if view["analytics_view"]["computed_now"]:
+            raise
+        # The stored analytics section is not what this version writes (an altered file): recompute it.
+        view["analytics_view"] = _analytics_view(report, recompute=True)
+        view["analytics_view"]["stored_unreadable"] = f"{type(exc).__name__}: {exc}"
+        return template.render(r=view)
+
+
+def _md(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown_analytics(a: Dict[str, Any]) -> List[str]:
+    lines = ["", "## Analytics (SITS2026 A §2.5, §4.1, §4.2; not pass/fail)", ""]
+    sw = a.get("sweep") or {}
+    hm = a.get("heatmap") or {}
+    if sw.get("status") != "measured":
+        lines.append(f"- sweep: {sw.get('reason', 'no sweep measured')}")
+    else:
+        lines.append(f"- sweep: {len(sw.get('points') or [])} points over {len(sw.get('subjects') or [])} subject(s)")
+    if hm.get("status") == "drawn":
+        grid, par = hm["interpolation"], hm["pareto"]
+        lines.append(f"- heat map (power x P99 latency x load): {grid['scheme']}")
+        lines.append(f"- Pareto pruning: {par['kept']} grid points kept, {par['dropped']} dominated")
+        if hm.get("best"):
+            b = hm["best"]
+            lines.append(f"- best SLA-weighted score {b['score']:.4g} at load {b['rho']:.3g}, {b['power_w']:.4g} W, "
+                         f"P99 {b['latency_ms']:.4g} ms, error {b['error_rate_pct']:.3g} %, {b['throughput_qps']:.4g} req/s")
+    else:
+        lines.append(f"- heat map: not drawn ({hm.get('reason', 'no data')})")
+    sla = a.get("sla") or {}
+    if sla:
+        w = ", ".join(f"{k} {sla['targets'][k]:g} -> {sla['weights'][k]:.4g}" for k in sla.get("weights", {}))
+        lines.append(f"- SLA weights {sla.get('formula')} ({sla.get('source')}): {w}")
+        lines.append(f"- {sla.get('discrepancy')}")
+    tco = a.get("tco") or {}
+    if tco.get("status") == "computed":
+        lines.append(f"- TCO per card per year (site inputs declared, not measured; power {tco['power_w']:.4g} W, "
+                     f"{tco['power_source']}): {tco['total_per_year']} {tco['currency']}"
+                     + (f" (partial: not declared {', '.join(tco['missing'])})" if tco.get("partial") else ""))
+    else:
+        lines.append(f"- TCO: {tco.get('reason', 'not computed')}")
+    tpw = a.get("tokens_per_watt") or {}
+    if tpw.get("status") == "measured":
+        lines.append(f"- tokens per watt at P99: {_fmt(tpw.get('median_tokens_per_watt_p99'))} (median over cards)")
+    elif tpw.get("status") == "derived":
+        lines.append(f"- tokens per joule: {_fmt(tpw.get('value'))} ({tpw.get('source')})")
+    else:
+        lines.append(f"- tokens per watt: {tpw.get('reason', 'not computed')}")
+    return lines
 
 
 def render_markdown(report: Dict[str, Any]) -> str:
@@ -165,9 +399,19 @@ def render_markdown(report: Dict[str, Any]) -> str:
               f"- level: {report['run']['level']}; completed: {report['run']['completed']}", "",
               "| requirement | subject | status | measured | threshold | reason |", "|---|---|---|---|---|---|"]
     for v in report["verdicts"]:
-        cells = [v["requirement"], v["subject"], v["status"], _fmt(v["measured"]) + (f" {v['unit']}" if v.get("unit") and v["measured"] is not None else ""),
-                 _fmt(v["threshold"]), v["reason"]]
-        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+        cells = [v["requirement"], v["subject"], v["status"], _measured(v), _fmt(v["threshold"]), v["reason"]]
+        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    from .analytics import ANALYTICS_VERSION
+
+    a = report.get("analytics")
+    if not (isinstance(a, dict) and a.get("version") == ANALYTICS_VERSION):
+        a = _analytics(report["verdicts"], report.get("profile") or {})
+    if a.get("error"):
+        return "\n".join(lines + ["", f"Analytics: {a['error']}"]) + "\n"
+    try:
+        lines += _markdown_analytics(a)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        lines += ["", f"Analytics: the section could not be read ({type(exc).__name__}: {exc})"]
     return "\n".join(lines) + "\n"
 
 

@@ -115,8 +115,8 @@ class SitsReporter:
         try:
             jpath = self.run.report_dir / "sits-report.json"
             hpath = self.run.report_dir / "sits-report.html"
-            rep.atomic_write(jpath, json.dumps(plain(self.report), indent=2, sort_keys=False, allow_nan=False) + "\n")
-            rep.atomic_write(hpath, rep.render_html(self.report))
+            text = json.dumps(plain(self.report), indent=2, sort_keys=False, allow_nan=False) + "\n"
+            rep.write_pair(jpath, text, hpath, rep.render_html(self.report), self.run.started_at)
             self.paths = [jpath, hpath]
         except OSError as exc:
             self.write_error = f"could not write the report into {self.run.report_dir}: {exc}"
