@@ -33,10 +33,58 @@ def package_versions(names: Iterable[str] = PACKAGES) -> Dict[str, Optional[str]
     return out
 
 
-def summarise(verdicts: List[Dict[str, Any]], completed: bool, simulated: bool) -> Dict[str, Any]:
+#: What a run must have covered to call itself CONFORMANT without qualification.
+CERTIFICATION = ("level full, every catalogue requirement implemented and selected (no -m/-k), on the live "
+                 "machine, completed, and every verdict PASS, WARN, WAIVED or SKIP (not applicable)")
+
+
+def scope_of(coverage_rows: List[Dict[str, Any]], level: str, kind: str) -> Dict[str, Any]:
+    """What the run decided and what it did not, requirement by requirement (from the coverage table)."""
+    by_state: Dict[str, List[str]] = {}
+    for row in coverage_rows:
+        st = row["state"]
+        if st == "RUN":
+            st = "skipped" if row["statuses"] and all(x == SKIP for x in row["statuses"]) else "decided"
+        elif st.startswith("NOT_AT_LEVEL"):
+            st = "above_level"
+        else:
+            st = {"NOT_IMPLEMENTED": "not_implemented", "DESELECTED": "deselected"}.get(st, "not_selected")
+        by_state.setdefault(st, []).append(row["requirement"])
+    keys = ("decided", "skipped", "above_level", "deselected", "not_selected", "not_implemented")
+    out: Dict[str, Any] = {"level": level, "platform": kind, "catalogue": len(coverage_rows)}
+    out.update({k: by_state.get(k, []) for k in keys})
+    return out
+
+
+def _scope_gaps(scope: Dict[str, Any]) -> List[str]:
+    gaps = []
+    if scope["above_level"]:
+        gaps.append(f"{len(scope['above_level'])} above level {scope['level']}")
+    if scope["deselected"]:
+        gaps.append(f"{len(scope['deselected'])} deselected (-m/-k)")
+    if scope["not_selected"]:
+        gaps.append(f"{len(scope['not_selected'])} not selected")
+    if scope["not_implemented"]:
+        gaps.append(f"{len(scope['not_implemented'])} not implemented")
+    if scope["platform"] != "live":
+        gaps.append(f"platform {scope['platform']} (no measurement of a live machine)")
+    return gaps
+
+
+def summarise(verdicts: List[Dict[str, Any]], completed: bool, simulated: bool,
+              coverage_rows: Optional[List[Dict[str, Any]]] = None, level: str = "quick",
+              kind: str = "live") -> Dict[str, Any]:
+    """The run's result: it never claims more than was decided.
+
+    NON_CONFORMANT (any FAIL or ERROR) and UNDECIDED (INCONCLUSIVE, or nothing decided) whatever the scope;
+    CONFORMANT only for a run that covered the whole catalogue (see CERTIFICATION); a run that conforms in
+    what it decided but covered less is PARTIAL, and its reason names what it did not decide."""
     counts = {s: 0 for s in STATUSES}
     for v in verdicts:
         counts[v["status"]] += 1
+    scope = scope_of(coverage_rows, level, kind) if coverage_rows is not None else None
+    decided = (f"{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[WAIVED]} WAIVED, {counts[SKIP]} SKIP "
+               "(not applicable)")
     if simulated:
         result, why = "SIMULATED", "a simulated platform can never be reported as conformant"
     elif not completed:
@@ -49,11 +97,19 @@ def summarise(verdicts: List[Dict[str, Any]], completed: bool, simulated: bool) 
         result, why = "UNDECIDED", f"{counts[INCONCLUSIVE]} INCONCLUSIVE: measured but not decidable"
     elif not (counts[PASS] or counts[WARN] or counts[WAIVED]):
         result, why = "UNDECIDED", "every requirement was skipped"
+    elif scope is None or _scope_gaps(scope):
+        gaps = _scope_gaps(scope) if scope is not None else ["the scope of the run is unknown"]
+        n = len(scope["decided"]) + len(scope["skipped"]) if scope is not None else "?"
+        total = scope["catalogue"] if scope is not None else "?"
+        result, why = "PARTIAL", (f"conforms in what was decided ({n} of {total} requirements: {decided}); not "
+                                  f"decided: {', '.join(gaps)}")
     else:
         # SKIP means the hardware or feature is absent; a missing *expected* device fails INV-DEVICES.
-        result, why = "CONFORMANT", (f"{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[WAIVED]} WAIVED, "
-                                     f"{counts[SKIP]} SKIP (not applicable)")
-    return {"counts": counts, "result": result, "result_reason": why}
+        result, why = "CONFORMANT", f"every requirement of the catalogue decided: {decided}"
+    out = {"counts": counts, "result": result, "result_reason": why}
+    if scope is not None:
+        out["scope"] = scope
+    return out
 
 
 def coverage(verdicts: List[Dict[str, Any]], level: str, collected: Dict[str, str]) -> List[Dict[str, Any]]:
@@ -79,6 +135,7 @@ def coverage(verdicts: List[Dict[str, Any]], level: str, collected: Dict[str, st
 def build(*, run: Dict[str, Any], environment: Dict[str, Any], platform: Dict[str, Any],
           profile: Dict[str, Any], inventory: Dict[str, Any], verdicts: List[Dict[str, Any]],
           collected: Dict[str, str]) -> Dict[str, Any]:
+    rows = coverage(verdicts, run["level"], collected)
     return {
         "schema": "pytest-sits/report",
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -89,8 +146,8 @@ def build(*, run: Dict[str, Any], environment: Dict[str, Any], platform: Dict[st
         "profile": profile,
         "inventory": inventory,
         "verdicts": verdicts,
-        "coverage": coverage(verdicts, run["level"], collected),
-        "summary": summarise(verdicts, run["completed"], platform["simulated"]),
+        "coverage": rows,
+        "summary": summarise(verdicts, run["completed"], platform["simulated"], rows, run["level"], platform["kind"]),
         "status_meaning": STATUS_MEANING,
         "analytics": _analytics(verdicts, profile),
     }
