@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from . import check
 from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, Verdict
@@ -12,13 +12,23 @@ from .steady import SteadyDetector, rule_text
 @check("THERM-GPU-STEADY")
 def check_gpu_steady(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
     """THERM-GPU-STEADY.  evidence: ``trace`` (the calibration's samples), ``sensor`` (id, resolution_c, label)."""
-    return _steady("THERM-GPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject)
+    return _unreadable("THERM-GPU-STEADY", evidence, subject) or _steady(
+        "THERM-GPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject)
 
 
 @check("THERM-CPU-STEADY")
 def check_cpu_steady(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
     """THERM-CPU-STEADY, one verdict per package; evidence as for THERM-GPU-STEADY."""
-    return _steady("THERM-CPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject)
+    return _unreadable("THERM-CPU-STEADY", evidence, subject) or _steady(
+        "THERM-CPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject)
+
+
+def _unreadable(req: str, evidence: Dict[str, Any], subject: str) -> Optional[Verdict]:
+    """The device is there but its temperature cannot be read or steered: undecided, never a SKIP."""
+    if not evidence.get("unreadable"):
+        return None
+    return Verdict(req, INCONCLUSIVE, f"{evidence['unreadable']}; the requirement cannot be decided here",
+                   subject=subject, evidence=evidence)
 
 
 def _steady(req: str, trace: Dict[str, Any], sensor: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from ..checks.steady import MAX_NA_RUN, SteadyDetector
-from ..probes.sensors import NvmlTemperature, cpu_package_sensors, no_cpu_sensor_reason
+from ..probes.sensors import AmdsmiTemperature, NvmlTemperature, cpu_package_sensors, no_cpu_sensor_reason
 from ..probes.sysfs import parse_cpulist, read_text
 from .loads import CpuLoad
 
@@ -87,7 +87,15 @@ def calibrate(read: Callable[[], Dict[str, Any]], set_duty: Callable[[float], No
 
 
 class ThermalUnavailable(Exception):
-    """No sensor or no load here; the message is the SKIP reason."""
+    """No calibration can run; the message says why.
+
+    ``present``: the device is there (a CPU package, an accelerator the inventory found) but its sensor or
+    its load cannot be had, so the requirement cannot be decided (INCONCLUSIVE, never a SKIP that would let
+    a run conform without it); False when the platform itself measures nothing (a snapshot)."""
+
+    def __init__(self, reason: str, present: bool = True):
+        super().__init__(reason)
+        self.present = present
 
 
 class LiveRig:
@@ -131,25 +139,37 @@ def live_gpu_rig(acc: Dict[str, Any]) -> LiveRig:
     from .loads import LoadUnavailable, TorchMatmulLoad, torch_device_for_bdf
 
     mgmt = acc.get("management") or {}
-    if not acc["pci_id"].startswith("10de:"):
-        raise ThermalUnavailable(f"{acc['bdf']}: GPU temperature of {acc['vendor']} devices needs amdsmi/vendor "
-                                 "tools, not read by this version")
-    if "index" not in mgmt:
-        raise ThermalUnavailable(f"{acc['bdf']}: NVML unavailable, no GPU temperature sensor")
+    vendor = acc["pci_id"].split(":")[0]
+    if vendor == "10de":
+        if "index" not in mgmt:
+            raise ThermalUnavailable(f"{acc['bdf']}: the GPU temperature cannot be read: NVML gave no facts for "
+                                     "this device (driver not loaded, or nvidia-ml-py missing)")
+        make_sensor = lambda: NvmlTemperature(mgmt["index"], acc["bdf"])  # noqa: E731
+    elif vendor == "1002":
+        make_sensor = lambda: AmdsmiTemperature(acc["bdf"])  # noqa: E731
+    else:
+        raise ThermalUnavailable(f"{acc['bdf']}: the temperature of {acc['vendor']} devices is read through the "
+                                 "vendor's own tools, which this version does not read")
     try:
         device = torch_device_for_bdf(acc["bdf"])
     except LoadUnavailable as exc:
         raise ThermalUnavailable(f"{acc['bdf']}: no load to steer the temperature: {exc}") from None
-    sensor = NvmlTemperature(mgmt["index"], acc["bdf"])
+    try:
+        sensor = make_sensor()
+    except Exception as exc:  # the library would not open the device: the sensor cannot be read
+        raise ThermalUnavailable(f"{acc['bdf']}: the GPU temperature cannot be read: {type(exc).__name__}: "
+                                 f"{exc}") from None
     return LiveRig(sensor, acc["bdf"], lambda: TorchMatmulLoad(device, duty=0.5, size=8192))
 
 
 def thermal_rigs(platform: Any, kind: str, acc: Optional[Dict[str, Any]] = None) -> Any:
-    """The platform's rigs for ``kind`` ("cpu" or "gpu"), or ``{"absent": reason}`` evidence."""
+    """The platform's rigs for ``kind`` ("cpu" or "gpu"), or the evidence of why there are none:
+    ``{"unreadable": reason}`` when the device is there but cannot be calibrated (INCONCLUSIVE),
+    ``{"absent": reason}`` when the platform measures nothing (SKIP)."""
     try:
         return platform.thermal_rigs(kind, acc)
     except ThermalUnavailable as exc:
-        return {"absent": str(exc)}
+        return {"unreadable": str(exc)} if exc.present else {"absent": str(exc)}
 
 
 @contextmanager

@@ -110,10 +110,15 @@ class SnapshotPlatform(Platform):
 
     host_device_bandwidth = device_bandwidth
 
+    def inference_rig(self, acc: Optional[Dict[str, Any]], profile: Any, options: Dict[str, Any]) -> Any:
+        from ..conditions.inference import InferenceUnavailable
+
+        raise InferenceUnavailable("a snapshot cannot run an inference workload")
+
     def thermal_rigs(self, kind: str, acc: Optional[Dict[str, Any]] = None) -> List[Any]:
         from ..conditions.thermal import ThermalUnavailable
 
-        raise ThermalUnavailable("a snapshot cannot run a thermal calibration")
+        raise ThermalUnavailable("a snapshot cannot run a thermal calibration", present=False)
 
     @contextmanager
     def numa_binding(self, node: int, cpus: List[int]) -> Iterator[Dict[str, Any]]:

@@ -93,6 +93,47 @@ def no_cpu_sensor_reason(root: Path) -> str:
             "virtual machines usually expose none")
 
 
+class AmdsmiTemperature(Sensor):
+    """AMD GPU temperature from amdsmi (whole degrees): the junction (hotspot) sensor, else the edge sensor."""
+
+    def __init__(self, bdf: str, clock: Any = time.time):
+        import amdsmi  # type: ignore
+
+        amdsmi.amdsmi_init()
+        self._amd = amdsmi
+        self._h = amdsmi.amdsmi_get_processor_handle_from_bdf(bdf)
+        kinds = amdsmi.AmdSmiTemperatureType
+        self._type = None
+        for name in ("HOTSPOT", "JUNCTION", "EDGE"):
+            t = getattr(kinds, name, None)
+            if t is None:
+                continue
+            try:
+                amdsmi.amdsmi_get_temp_metric(self._h, t, amdsmi.AmdSmiTemperatureMetric.CURRENT)
+            except Exception:
+                continue
+            self._type, self._type_name = t, name.lower()
+            break
+        if self._type is None:
+            raise RuntimeError("amdsmi reports no readable temperature sensor (hotspot, junction or edge)")
+        super().__init__(sid=f"gpu-{bdf}", kind="gpu", resolution_c=1.0, label=bdf, clock=clock,
+                         source=f"amdsmi amdsmi_get_temp_metric({self._type_name}, CURRENT)")
+
+    def read(self) -> Dict[str, Any]:
+        t = self.clock()
+        try:
+            value = self._amd.amdsmi_get_temp_metric(self._h, self._type, self._amd.AmdSmiTemperatureMetric.CURRENT)
+            return {"t": t, "value_c": float(value), "error": None}
+        except Exception as exc:
+            return {"t": t, "value_c": None, "error": f"amdsmi: {exc}"}
+
+    def close(self) -> None:
+        try:
+            self._amd.amdsmi_shut_down()
+        except Exception:
+            pass
+
+
 class NvmlTemperature(Sensor):
     """GPU die temperature from NVML (whole degrees)."""
 

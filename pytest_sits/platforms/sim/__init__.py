@@ -45,12 +45,17 @@ class SimPlatform(Platform):
         return {"available": False, "reason": "simulated platform: no amdsmi", "devices": [], "errors": []}
 
     def host_measurement_reason(self) -> Optional[str]:
-        return "simulated platform: host DRAM measurements need the live machine"
+        return "a simulated platform has no machine to measure"
 
     def thermal_rigs(self, kind: str, acc: Optional[Dict[str, Any]] = None) -> List[Any]:
         from .thermal import sim_rigs
 
         return sim_rigs(kind, acc, self.faults, self.profile)
+
+    def inference_rig(self, acc: Optional[Dict[str, Any]], profile: Any, options: Dict[str, Any]) -> Any:
+        from .inference import SimInferenceRig
+
+        return SimInferenceRig(self.profile, self.faults, acc)
 
     def device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
         eff = 0.40 if "membw-low" in self.faults else 0.90
