@@ -8,10 +8,11 @@ from pytest_sits.conditions.topology import absent_accelerator
 
 
 @pytest.mark.sits_requirement("MEM-BW-HOLD")
-def test_dram_bandwidth_hold(sits_host_peak, sits_bandwidth_hold, sits_profile, sits_progress, sits_record):
+def test_dram_bandwidth_hold(sits_host_peak, sits_host_node, sits_bandwidth_hold, sits_profile, sits_progress,
+                             sits_record):
     th = sits_profile.check_thresholds("MEM-BW-HOLD")
-    sits_record(check_hold(acquire_hold(sits_host_peak, sits_bandwidth_hold, th["duration_s"], say=sits_progress),
-                           th, "host"))
+    sits_record(check_hold(acquire_hold(sits_host_peak, sits_bandwidth_hold, th["duration_s"], sits_host_node,
+                                        say=sits_progress), th, "host"))
 
 
 @pytest.mark.sits_requirement("MEM-BW-EFFICIENCY")

@@ -10,14 +10,16 @@ from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, WARN, Verdict
 
 
 def hold_series(ev: Dict[str, Any]) -> Dict[str, Any]:
+    rows = [r for r in ev["timeline"] if r.get("occupancy") is not None]
     return {"title": "host DRAM occupancy per window", "unit": "fraction of peak",
-            "x": [r["t"] for r in ev["timeline"]], "y": [r["occupancy"] for r in ev["timeline"]],
+            "x": [r["t"] for r in rows], "y": [r["occupancy"] for r in rows],
             "band": ev["band"], "mark_from": next((r["t"] for r in ev["timeline"] if r["phase"] == "hold"), None)}
 
 
-@check("MEM-BW-HOLD")
+@check("MEM-BW-HOLD", version=2)
 def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "host") -> Verdict:
-    """Share of the hold's windows whose occupancy lay inside the band."""
+    """Share of the hold's windows whose occupancy lay inside the band; INCONCLUSIVE when the reference (the
+    peak the occupancy is a share of) moved by more than the band's width under the measurement."""
     lo, hi = thresholds["band_low"], thresholds["band_high"]
     need = thresholds["min_in_band_share"]
     threshold = f">= {need:.0%} of {thresholds['window_ms']:.0f} ms windows in [{lo:.2f}, {hi:.2f}] of peak"
@@ -34,6 +36,19 @@ def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "h
     occ = [r["occupancy"] for r in ev["timeline"] if r["phase"] == "hold"]
     text = (f"{ev['windows_in_band']}/{ev['windows']} windows in band ({share:.1%}); occupancy "
             f"{min(occ):.3f}..{max(occ):.3f}")
+    ref = ev.get("reference")
+    if ref is None:
+        method += "; the peak was not re-measured after the hold"
+    else:
+        peaks = [ref["before_gbps"]] + [m["gbps"] for m in ref.get("during", [])] + [ref["after_gbps"]]
+        shown = ", ".join(f"{g:.1f}" for g in peaks)
+        method += f"; the peak re-measured during/after the hold: {shown} GB/s"
+        if ref["moved"] > hi - lo:
+            return Verdict("MEM-BW-HOLD", INCONCLUSIVE,
+                           f"{text}; but the machine moved under the measurement: the peak was {ref['before_gbps']:.1f} "
+                           f"GB/s before and {shown} GB/s when measured again ({ref['moved']:.0%} apart, more than "
+                           f"the band's width of {hi - lo:.0%}), so occupancy as a share of the peak is not known",
+                           measured=round(share, 4), threshold=threshold, unit="share", evidence=ev, method=method)
     if share >= need:
         return Verdict("MEM-BW-HOLD", PASS, text, measured=round(share, 4), threshold=threshold, unit="share",
                        evidence=ev, method=method)

@@ -62,15 +62,35 @@ def hold_factory(peak: Dict[str, Any], node: Dict[str, Any], th: Dict[str, Any])
     return make
 
 
+#: Re-measurements of the peak during one hold at most (each pauses the injectors for a second or two).
+MAX_REMEASURES = 3
+
+
+def remeasure_peak(node: Optional[Dict[str, Any]]) -> float:
+    """A short STREAM run on the node: the copy bandwidth the machine delivers now (GB/s, median)."""
+    from .stream import stream_peak
+
+    cpus = node["cpus"] if node else []
+    res = stream_peak(threads=max(1, len(cpus)), cpus=cpus, node=node["node"] if node else None, ntimes=4)
+    return float(res["kernels"]["copy"]["gbps_median"])
+
+
 def acquire_hold(peak: Dict[str, Any], factory: Optional[Callable[[], Any]], duration_s: float,
-                 body: Optional[Callable[[], None]] = None,
-                 say: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
+                 node: Optional[Dict[str, Any]] = None, body: Optional[Callable[[], None]] = None,
+                 say: Optional[Callable[[str], None]] = None,
+                 remeasure: Optional[Callable[[], float]] = None) -> Dict[str, Any]:
     """Hold the band for ``duration_s`` around ``body`` (default: wait); return the hold's evidence.
 
-    ``say`` receives a progress line every 5 s (share of windows in band so far)."""
+    The reference is checked, not assumed: the peak is re-measured after the hold, and during it whenever
+    the injectors run flat out below the band for several windows (they are paused meanwhile).  The
+    evidence's ``reference`` holds every measurement, so the check can tell a machine whose bandwidth moved
+    (INCONCLUSIVE) from one that held still and could not be held in band (FAIL).  ``say`` receives a
+    progress line every 5 s."""
     problem = peak_problem(peak)
     if problem or factory is None:
         return problem or {"absent": "no NUMA node to hold"}
+    remeasure = remeasure or (lambda: remeasure_peak(node))
+    during: List[Dict[str, Any]] = []
     with factory() as hold:
         start = time.monotonic()
         end = start + duration_s
@@ -79,11 +99,28 @@ def acquire_hold(peak: Dict[str, Any], factory: Optional[Callable[[], Any]], dur
         next_say = start + 5.0
         while time.monotonic() < end:
             time.sleep(0.05)
+            if hold.starved.is_set() and len(during) < MAX_REMEASURES:
+                hold.pause()
+                t_pause = time.monotonic()
+                try:
+                    during.append({"t": round(t_pause - start, 3), "gbps": remeasure(),
+                                   "why": f"injectors saturated below the band for {hold.saturated_windows} windows"})
+                finally:
+                    hold.resume()
+                during[-1]["pause_s"] = round(time.monotonic() - t_pause, 3)
+                end += during[-1]["pause_s"]  # the hold still gets its full duration of counted windows
             if say is not None and time.monotonic() >= next_say:
                 next_say += 5.0
                 say(f"[MEM-BW-HOLD] {time.monotonic() - start:.0f}/{duration_s:g} s: {hold.progress()}")
+    after = remeasure()
     ev = hold.evidence()
     ev["peak"] = {k: v for k, v in peak.items() if k != "bindings"}
+    before = ev["peak_gbps"]
+    measured = [m["gbps"] for m in during] + [after]
+    ev["reference"] = {"before_gbps": before, "during": during, "after_gbps": after,
+                       "moved": round(max(abs(g - before) / before for g in measured), 4),
+                       "method": "STREAM copy median on the node, before, after, and whenever the injectors "
+                                 "starved (paused meanwhile)"}
     return ev
 
 

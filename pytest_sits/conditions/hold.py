@@ -137,6 +137,11 @@ class BandwidthHold:
         self.clock = clock
         self._stop = threading.Event()
         self._settled = threading.Event()
+        self._paused = threading.Event()
+        #: Set by the monitor when the injectors ran flat out below the band for ``saturated_windows``
+        #: windows in a row: the machine may deliver less than the peak measured before (re-measure it).
+        self.starved = threading.Event()
+        self.saturated_windows = 5
         self._bytes = [0] * self.threads
         self._workers: List[threading.Thread] = []
         self._monitor: Optional[threading.Thread] = None
@@ -177,6 +182,11 @@ class BandwidthHold:
         # the catch-up after brief interruptions, a larger one spills into the next window), so the
         # level holds at a far finer grain than the window.
         while not self._stop.is_set():
+            if self._paused.is_set():  # the peak is being re-measured: move nothing, earn nothing
+                self._stop.wait(0.01)
+                last = self.clock()
+                credit = 0.0
+                continue
             rate = self.controller.duty * peak_bps
             now = self.clock()
             credit = min(credit + (now - last) * rate, max(rate * self.burst_s, 2 * chunk_bytes))
@@ -198,10 +208,19 @@ class BandwidthHold:
         last_b = sum(self._bytes)
         last_c = self.counter.read_bytes() if self.counter else None
         in_band_run = 0
+        starved_run = 0
         while not self._stop.wait(self.window_s):
             now = self.clock()
             b = sum(self._bytes)
             dt = now - last_t
+            if self._paused.is_set():
+                self.timeline.append({"t": now, "phase": "paused", "duty": round(self.controller.duty, 4),
+                                      "own_gbps": None, "own_occupancy": None, "occupancy": None,
+                                      "in_band": None, "saturated": None})
+                last_t, last_b = now, b
+                last_c = self.counter.read_bytes() if self.counter else None
+                starved_run = 0
+                continue
             own_gbps = (b - last_b) / dt / 1e9
             rec: Dict[str, Any] = {"t": now, "duty": round(self.controller.duty, 4),
                                    "own_gbps": round(own_gbps, 3), "own_occupancy": round(own_gbps / self.peak_gbps, 4),
@@ -228,6 +247,10 @@ class BandwidthHold:
                 self._settled.set()
             # Saturated: the token buckets delivered clearly less than commanded (no spare capacity).
             rec["saturated"] = rec["own_occupancy"] < 0.97 * self.controller.duty
+            starved = rec["saturated"] and occ < self.low and rec["phase"] == "hold"
+            starved_run = starved_run + 1 if starved else 0
+            if starved_run >= self.saturated_windows:
+                self.starved.set()
             self.controller.update(occ, saturated=rec["saturated"])
             last_t, last_b = now, b
 
@@ -258,6 +281,14 @@ class BandwidthHold:
             t.join(timeout=5)
         self.stop_latency_s = time.perf_counter() - t0
         self.alive_after_stop = [t.name for t in self._workers + [self._monitor] if t and t.is_alive()]
+
+    def pause(self) -> None:
+        """Stop injecting (the peak is re-measured meanwhile); paused windows are recorded, never counted."""
+        self._paused.set()
+
+    def resume(self) -> None:
+        self.starved.clear()
+        self._paused.clear()
 
     # -- evidence ---------------------------------------------------------
     def progress(self) -> str:

@@ -74,11 +74,19 @@ CAPTURE_GLOBS = [
     "sys/class/hwmon/hwmon*/temp*_label",
     "sys/class/thermal/thermal_zone*/type",
     "sys/class/thermal/thermal_zone*/temp",
+    "sys/module/module/parameters/sig_enforce",
+    "sys/module/nvidia/taint",
+    "sys/module/nvidia/version",
+    "sys/module/amdgpu/taint",
+    "sys/module/amdgpu/version",
+    "sys/module/kvm_amd/parameters/sev*",
+    "sys/module/kvm_intel/parameters/tdx",
 ]
 PCI_ATTRS = [
     "class", "vendor", "device", "subsystem_vendor", "subsystem_device", "revision",
     "numa_node", "local_cpulist", "current_link_speed", "current_link_width",
     "max_link_speed", "max_link_width", "config",
+    "aer_dev_correctable", "aer_dev_nonfatal", "aer_dev_fatal",
 ]
 
 
