@@ -19,6 +19,21 @@ from .verdict import apply_waiver
 COMPARED = ("status", "measured", "reason", "subject")
 
 
+_NON_FINITE = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
+
+
+def revive(value: Any) -> Any:
+    """Undo the report's JSON-safe encoding of non-finite numbers ("inf", "-inf", "nan" strings, which strict
+    JSON cannot hold as numbers), so a check sees the numbers it saw when it decided."""
+    if isinstance(value, str):
+        return _NON_FINITE.get(value, value)
+    if isinstance(value, dict):
+        return {k: revive(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [revive(v) for v in value]
+    return value
+
+
 def _waiver(waivers: List[Dict[str, Any]], req: str) -> Optional[str]:
     for w in waivers or []:
         if isinstance(w, dict) and w.get("id") == req:
@@ -45,7 +60,8 @@ def replay_verdict(stored: Dict[str, Any], profile: Any = None,
     thresholds = profile.check_thresholds(entry.requirement) if profile is not None else stored.get("thresholds")
     if not isinstance(thresholds, dict):
         return {"why": "the thresholds were not stored"}
-    evidence = {k: v for k, v in evidence.items() if k != "waived_status"}
+    evidence = revive({k: v for k, v in evidence.items() if k != "waived_status"})
+    thresholds = revive(thresholds)
     try:
         v = entry.fn(evidence, thresholds, stored.get("subject") or "")
     except Exception as exc:  # evidence edited into something the check cannot read

@@ -6,8 +6,8 @@ import threading
 import pytest
 
 from pytest_sits.checks.bandwidth import check_device_bw, check_hold, check_pcie_bw
-from pytest_sits.hold import BandwidthHold, DutyController, find_counter
-from pytest_sits.probes.bandwidth import cache_info, expected_values, llc_bytes, stream_peak
+from pytest_sits.conditions.hold import BandwidthHold, DutyController, find_counter
+from pytest_sits.conditions.stream import cache_info, expected_values, llc_bytes, stream_peak
 from pytest_sits.probes.device_bw import link_theoretical_gbps
 from pytest_sits.verdict import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
@@ -159,13 +159,14 @@ def test_hold_with_counters_counts_other_traffic():
 
 def test_device_bandwidth_checks():
     ev = {"gbps_median": 3000.0, "gbps_min": 2950.0, "gbps_max": 3020.0, "verified": True, "method": "m"}
-    assert check_device_bw(ev, 3350, {"min_efficiency": 0.8}, "0000:17:00.0").status == PASS
-    v = check_device_bw(dict(ev, gbps_median=1900.0), 3350, {"min_efficiency": 0.8}, "0000:17:00.0")
+    assert check_device_bw(ev, {"min_efficiency": 0.8, "datasheet_gbps": 3350}, "0000:17:00.0").status == PASS
+    v = check_device_bw(dict(ev, gbps_median=1900.0), {"min_efficiency": 0.8, "datasheet_gbps": 3350},
+                        "0000:17:00.0")
     assert v.status == FAIL and "56.7%" in v.reason
-    assert check_device_bw(ev, 3350, {"min_efficiency": None}, "x").status == WARN
-    assert check_device_bw(dict(ev, verified=False), 3350, {"min_efficiency": 0.8}, "x").status == FAIL
-    assert check_device_bw(None, 3350, {}, "x", absent="no GPU").status == SKIP
-    assert check_device_bw(ev, None, {"min_efficiency": 0.8}, "x").status == INCONCLUSIVE
+    assert check_device_bw(ev, {"min_efficiency": None, "datasheet_gbps": 3350}, "x").status == WARN
+    assert check_device_bw(dict(ev, verified=False), {"min_efficiency": 0.8, "datasheet_gbps": 3350}, "x").status == FAIL
+    assert check_device_bw({"absent": "no GPU"}, {"datasheet_gbps": 3350}, "x").status == SKIP
+    assert check_device_bw(ev, {"min_efficiency": 0.8, "datasheet_gbps": None}, "x").status == INCONCLUSIVE
 
 
 def test_pcie_bandwidth_checks():
@@ -173,11 +174,12 @@ def test_pcie_bandwidth_checks():
     assert link_theoretical_gbps(4, 16) == pytest.approx(31.5, rel=0.01)
     good = {"h2d": {"gbps_median": 53.0}, "d2h": {"gbps_median": 52.0}, "verified": True, "method": "m", "hold": "x"}
     link = {"gen": 5, "width": 16}
-    assert check_pcie_bw(good, link, {"min_efficiency": 0.7}, "d").status == PASS
+    assert check_pcie_bw({"bandwidth": good, "link": link}, {"min_efficiency": 0.7}, "d").status == PASS
     bad = dict(good, d2h={"gbps_median": 20.0})
-    v = check_pcie_bw(bad, link, {"min_efficiency": 0.7}, "d")
+    v = check_pcie_bw({"bandwidth": bad, "link": link}, {"min_efficiency": 0.7}, "d")
     assert v.status == FAIL and "d2h below 70%" in v.reason
-    assert check_pcie_bw(good, {"gen": None, "width": 16}, {"min_efficiency": 0.7}, "d").status == INCONCLUSIVE
+    v = check_pcie_bw({"bandwidth": good, "link": {"gen": None, "width": 16}}, {"min_efficiency": 0.7}, "d")
+    assert v.status == INCONCLUSIVE
 
 
 def test_device_probes_run_on_torch_cpu():

@@ -2,11 +2,10 @@
 
 import pytest
 
-from pytest_sits.checks.inventory import (GIB, absent_reason, check_capacity, check_devices, check_driver,
-                                          workload_need)
+from pytest_sits.checks.inventory import GIB, absent_reason, check_capacity, check_devices, check_driver, workload_need
+from pytest_sits.platforms import from_spec
 from pytest_sits.profiles import resolve
 from pytest_sits.session import SitsRun
-from pytest_sits.platform import from_spec
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, Verdict
 
 
@@ -26,52 +25,57 @@ NVML_OK = {"available": True, "driver_version": "560.35.03", "cuda_driver_versio
 
 def test_devices_pass_on_eight_h100():
     exp, prof = expected_of("h100")
-    v = check_devices(gpus(8), NVML_OK, exp, prof.thresholds("INV-DEVICES"))
+    v = check_devices({"accelerators": gpus(8), "nvml": NVML_OK}, dict(prof.thresholds("INV-DEVICES"), expected=exp))
     assert v.status == PASS and v.measured == pytest.approx(79.65, abs=0.01)
 
 
 def test_devices_fail_when_one_is_missing():
     exp, prof = expected_of("h100")
-    v = check_devices(gpus(7), NVML_OK, exp, prof.thresholds("INV-DEVICES"))
+    v = check_devices({"accelerators": gpus(7), "nvml": NVML_OK}, dict(prof.thresholds("INV-DEVICES"), expected=exp))
     assert v.status == FAIL and "7 of 8 expected" in v.reason and v.remediation
 
 
 def test_devices_fail_when_no_gpu():
     exp, prof = expected_of("h100")
-    v = check_devices([], {"available": False}, exp, prof.thresholds("INV-DEVICES"))
+    v = check_devices({"accelerators": [], "nvml": {"available": False}},
+                      dict(prof.thresholds("INV-DEVICES"), expected=exp))
     assert v.status == FAIL
     assert "profile expects 8 × H100 SXM5 (10de:2330); found no NVIDIA device" in v.reason
 
 
 def test_devices_fail_on_wrong_model():
     exp, prof = expected_of("h100")
-    v = check_devices(gpus(7) + gpus(1, "10de:2331"), NVML_OK, exp, prof.thresholds("INV-DEVICES"))
+    v = check_devices({"accelerators": gpus(7) + gpus(1, "10de:2331"), "nvml": NVML_OK},
+                      dict(prof.thresholds("INV-DEVICES"), expected=exp))
     assert v.status == FAIL and "unexpected: 1 ×" in v.reason and "10de:2331" in v.reason
 
 
 def test_devices_fail_on_small_memory():
     exp, prof = expected_of("h100")
-    v = check_devices(gpus(8, mem=40 * GIB), NVML_OK, exp, prof.thresholds("INV-DEVICES"))
+    v = check_devices({"accelerators": gpus(8, mem=40 * GIB), "nvml": NVML_OK},
+                      dict(prof.thresholds("INV-DEVICES"), expected=exp))
     assert v.status == FAIL and "less memory" in v.reason
 
 
 def test_devices_inconclusive_without_memory_reading():
     exp, prof = expected_of("h100")
-    v = check_devices(gpus(8, mem=None), {"available": False, "reason": "NVML missing"}, exp,
-                      prof.thresholds("INV-DEVICES"))
+    v = check_devices({"accelerators": gpus(8, mem=None), "nvml": {"available": False, "reason": "NVML missing"}},
+                      dict(prof.thresholds("INV-DEVICES"), expected=exp))
     assert v.status == INCONCLUSIVE and "NVML missing" in v.reason
 
 
 def test_l40s_with_ecc_memory_is_within_tolerance():
     exp, prof = expected_of("l40s")
-    v = check_devices(gpus(8, "10de:26b9", mem=46068 * 1024 ** 2), NVML_OK, exp, prof.thresholds("INV-DEVICES"))
+    v = check_devices({"accelerators": gpus(8, "10de:26b9", mem=46068 * 1024 ** 2), "nvml": NVML_OK},
+                      dict(prof.thresholds("INV-DEVICES"), expected=exp))
     assert v.status == PASS
 
 
 def test_host_profile():
     exp, prof = expected_of("host")
-    assert check_devices([], NVML_OK, exp, prof.thresholds("INV-DEVICES")).status == PASS
-    v = check_devices(gpus(2), NVML_OK, exp, prof.thresholds("INV-DEVICES"))
+    assert check_devices({"accelerators": [], "nvml": NVML_OK},
+                         dict(prof.thresholds("INV-DEVICES"), expected=exp)).status == PASS
+    v = check_devices({"accelerators": gpus(2), "nvml": NVML_OK}, dict(prof.thresholds("INV-DEVICES"), expected=exp))
     assert v.status == FAIL and "expects no accelerator" in v.reason
 
 
@@ -87,33 +91,33 @@ def test_workload_need_llama3_70b():
 def test_capacity_pass_fail_skip():
     _, prof = expected_of("h100")
     th = prof.thresholds("MEM-CAPACITY")
-    assert check_capacity(gpus(8), th).status == PASS
-    v = check_capacity(gpus(8, mem=48 * GIB), th)
+    assert check_capacity({"accelerators": gpus(8)}, th).status == PASS
+    v = check_capacity({"accelerators": gpus(8, mem=48 * GIB)}, th)
     assert v.status == FAIL and "tensor_parallel" in v.remediation
-    assert check_capacity([], th, absent="profile expects 8 × H100").status == SKIP
-    assert check_capacity(gpus(2, mem=None), th).status == INCONCLUSIVE
+    assert check_capacity({"absent": "profile expects 8 × H100"}, th, "accelerators").status == SKIP
+    assert check_capacity({"accelerators": gpus(2, mem=None)}, th).status == INCONCLUSIVE
 
 
 def test_capacity_need_can_exceed_the_floor():
     _, prof = expected_of("h200")
     th = prof.thresholds("MEM-CAPACITY")
     th["workload"]["tensor_parallel"] = 1  # the whole 70B model on one card: (141.1 + 1.3) × 1.1 = 156.7 GB
-    v = check_capacity(gpus(8, "10de:2335", mem=int(140.4 * GIB)), th)
+    v = check_capacity({"accelerators": gpus(8, "10de:2335", mem=int(140.4 * GIB))}, th)
     assert v.status == FAIL and "156.7 GB" in v.threshold
 
 
 def test_driver_floor():
     _, prof = expected_of("h100")
     th = prof.thresholds("DEP-DRIVER")
-    assert check_driver(NVML_OK, th, True).status == PASS
+    assert check_driver({"nvml": NVML_OK}, th).status == PASS
     old = {"available": True, "driver_version": "535.104.05", "cuda_driver_version": "12.2"}
-    v = check_driver(old, th, True)
+    v = check_driver({"nvml": old}, th)
     assert v.status == FAIL and "driver 535.104.05 < 550" in v.reason and "CUDA 12.2 < 12.6" in v.reason
-    assert check_driver({"available": False, "reason": "x"}, th, True).status == INCONCLUSIVE
-    assert check_driver({}, th, False).status == SKIP
+    assert check_driver({"nvml": {"available": False, "reason": "x"}}, th).status == INCONCLUSIVE
+    assert check_driver({"absent": "no NVIDIA device: the NVIDIA driver floor does not apply"}, th).status == SKIP
     # 12.10 is newer than 12.6: versions compare as numbers, not strings
-    assert check_driver({"available": True, "driver_version": "580.1", "cuda_driver_version": "12.10"},
-                        th, True).status == PASS
+    assert check_driver({"nvml": {"available": True, "driver_version": "580.1", "cuda_driver_version": "12.10"}},
+                        th).status == PASS
 
 
 def test_absent_reason_names_expectation_and_finding():
@@ -125,9 +129,9 @@ def test_absent_reason_names_expectation_and_finding():
 def test_checks_on_simulated_evidence():
     exp, prof = expected_of("h100")
     inv = from_spec("sim:h100+small-memory").inventory()
-    assert check_devices(inv["accelerators"], inv["management"]["nvml"], exp,
-                         prof.thresholds("INV-DEVICES")).status == FAIL
-    assert check_capacity(inv["accelerators"], prof.thresholds("MEM-CAPACITY")).status == FAIL
+    assert check_devices({"accelerators": inv["accelerators"], "nvml": inv["management"]["nvml"]},
+                         dict(prof.thresholds("INV-DEVICES"), expected=exp)).status == FAIL
+    assert check_capacity({"accelerators": inv["accelerators"]}, prof.thresholds("MEM-CAPACITY")).status == FAIL
 
 
 def test_fail_verdict_needs_remediation():

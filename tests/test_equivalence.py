@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from pytest_sits.checks.equivalence import check_golden_coverage, check_precision, check_ratio, check_throughput
+from pytest_sits.checks.equivalence import check_golden_coverage, check_latency_ratio, check_precision, check_throughput
 from pytest_sits.compare import compare
 from pytest_sits.equivalence.corpus import CORPUS
 from pytest_sits.equivalence.tolerance import resolve
@@ -42,50 +42,57 @@ def _gemm_fp16():
 
 def test_real_gemm_passes_and_perturbations_fail():
     out, ref, tol = _gemm_fp16()
-    ok = check_precision(compare(out, ref, rtol=tol["rtol"], atol=tol["atol"]), tol, "cpu gemm float16", "f64")
+    ok = check_precision({"comparison": compare(out, ref, rtol=tol["rtol"], atol=tol["atol"]), "reference": "f64"}, tol,
+                         "cpu gemm float16")
     assert ok.status == PASS
     # just over the tolerance on one element
     bad = out.copy()
     i = int(np.argmax(np.abs(ref)))
     bad.flat[i] = np.float16(float(ref.flat[i]) * (1 + 1.5 * tol["rtol"]) + np.sign(float(ref.flat[i])) * tol["atol"])
-    v = check_precision(compare(bad, ref, rtol=tol["rtol"], atol=tol["atol"]), tol, "cpu gemm float16", "f64")
+    v = check_precision({"comparison": compare(bad, ref, rtol=tol["rtol"], atol=tol["atol"]), "reference": "f64"}, tol,
+                        "cpu gemm float16")
     assert v.status == FAIL and "Mismatched elements: 1 / 65536" in v.reason
     assert f"at index ({i // 256}, {i % 256})" in v.reason
     # a single NaN
     bad = out.copy()
     bad[3, 7] = np.nan
-    v = check_precision(compare(bad, ref, rtol=tol["rtol"], atol=tol["atol"]), tol, "x", "f64")
+    v = check_precision({"comparison": compare(bad, ref, rtol=tol["rtol"], atol=tol["atol"]), "reference": "f64"}, tol,
+                        "x")
     assert v.status == FAIL and "NaN in one output only: 1" in v.reason
     # a swapped pair of rows
     bad = out.copy()
     bad[[5, 6]] = bad[[6, 5]]
     r = compare(bad, ref, rtol=tol["rtol"], atol=tol["atol"])
-    assert check_precision(r, tol, "x", "f64").status == FAIL and r["first_mismatch_index"][0] == 5
+    assert check_precision({"comparison": r, "reference": "f64"}, tol, "x").status == FAIL
+    assert r["first_mismatch_index"][0] == 5
     # an fp16 overflow to inf
     bad = out.copy()
     bad[0, 0] = np.float16(np.inf)
     r = compare(bad, ref, rtol=tol["rtol"], atol=tol["atol"])
-    assert check_precision(r, tol, "x", "f64").status == FAIL and r["inf_mismatching"] == 1
+    assert check_precision({"comparison": r, "reference": "f64"}, tol, "x").status == FAIL and r["inf_mismatching"] == 1
 
 
 def test_throughput_check():
     steady = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98]
-    assert check_throughput(steady, 0.01, {"max_cv": 0.05}, "cpu gemm", "m").status == PASS
+    v = check_throughput({"samples_s": steady, "control_cv": 0.01, "method": "m"}, {"max_cv": 0.05}, "cpu gemm")
+    assert v.status == PASS
     jumpy = [1.0, 1.3, 0.8, 1.1, 0.7, 1.2]
-    assert check_throughput(jumpy, 0.005, {"max_cv": 0.05}, "cpu gemm", "m").status == FAIL
-    v = check_throughput(jumpy, 0.08, {"max_cv": 0.05}, "cpu gemm", "m")
+    v = check_throughput({"samples_s": jumpy, "control_cv": 0.005, "method": "m"}, {"max_cv": 0.05}, "cpu gemm")
+    assert v.status == FAIL
+    v = check_throughput({"samples_s": jumpy, "control_cv": 0.08, "method": "m"}, {"max_cv": 0.05}, "cpu gemm")
     assert v.status == INCONCLUSIVE and "too noisy" in v.reason and v.evidence["median_s"] == pytest.approx(1.05)
 
 
 def test_ratio_and_coverage_checks():
     rows = [{"op": "gemm", "dtype": "float16", "ratio": 1.4}, {"op": "gelu", "dtype": "float16", "ratio": 0.9}]
-    assert check_ratio("EQ-LATENCY", rows, None, "cuda:0", "latency").status == WARN
-    assert check_ratio("EQ-LATENCY", rows, 1.2, "cuda:0", "latency").status == FAIL
-    assert check_ratio("EQ-LATENCY", rows, 2.0, "cuda:0", "latency").status == PASS
-    assert check_ratio("EQ-LATENCY", [], 2.0, "cuda:0", "latency").status == SKIP
-    v = check_golden_coverage(["gemm__float16"], ["gemm__float16", "gelu__float16"], "/g")
+    assert check_latency_ratio({"operators": rows}, {"max_ratio": None}, "cuda:0").status == WARN
+    assert check_latency_ratio({"operators": rows}, {"max_ratio": 1.2}, "cuda:0").status == FAIL
+    assert check_latency_ratio({"operators": rows}, {"max_ratio": 2.0}, "cuda:0").status == PASS
+    assert check_latency_ratio({"operators": []}, {"max_ratio": 2.0}, "cuda:0").status == SKIP
+    v = check_golden_coverage({"golden": ["gemm__float16"], "corpus": ["gemm__float16", "gelu__float16"],
+                               "source": "/g"}, {})
     assert v.status == INCONCLUSIVE and "gelu__float16" in v.reason
-    assert check_golden_coverage(["a"], ["a"], "/g").status == PASS
+    assert check_golden_coverage({"golden": ["a"], "corpus": ["a"], "source": "/g"}, {}).status == PASS
 
 
 def test_corpus_on_this_cpu(pytester, report_of):

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from pytest_sits.probes.load import LoadUnavailable, TorchMatmulLoad, torch_device_for_bdf
+from pytest_sits.conditions.loads import LoadUnavailable, TorchMatmulLoad, torch_device_for_bdf
 
 
 def test_torch_load_on_cpu_stops_and_records():

@@ -1,11 +1,13 @@
 """Platforms: the probes read live sysfs, snapshots and simulated trees alike."""
 
-import json
 import os
 
 import pytest
 
-from pytest_sits.platform import FAULTS, LivePlatform, PlatformError, SnapshotPlatform, capture, from_spec
+from pytest_sits.platforms import PlatformError, from_spec
+from pytest_sits.platforms.live import LivePlatform
+from pytest_sits.platforms.sim.faults import FAULTS
+from pytest_sits.platforms.snapshot import SnapshotPlatform, capture
 from pytest_sits.probes import pcie, sysfs
 
 

@@ -17,9 +17,9 @@ def test_lspci_tree_paths_and_switch_detection():
     assert set(paths) == {"0000:c3:00.0", "0000:c4:00.0", "0000:01:00.0"}  # the NIC and the NVMe are not GPUs
     behind = paths["0000:c4:00.0"]
     assert [h["bdf"] for h in behind["hops"]] == ["0000:c2:01.0", "0000:c1:00.0", "0000:c0:01.1"]
-    v = check_pcie_direct(behind, {"max_switch_ports": 0})
+    v = check_pcie_direct({"path": behind}, {"max_switch_ports": 0})
     assert v.status == FAIL and "inferred" in v.method
-    assert check_pcie_direct(paths["0000:01:00.0"], {"max_switch_ports": 0}).status == PASS
+    assert check_pcie_direct({"path": paths["0000:01:00.0"]}, {"max_switch_ports": 0}).status == PASS
 
 
 def test_lspci_with_numeric_ids():
@@ -31,10 +31,11 @@ def test_lspci_with_numeric_ids():
 
 def test_nvidia_smi_topo_partial_and_full_mesh():
     mesh = parse_nvidia_smi_topo((DATA / "nvidia-smi-topo-partial.txt").read_text())
-    v = check_peer_mesh(mesh, {"required": True}, 4, "nvlink")
+    v = check_peer_mesh({"mesh": mesh, "expected_devices": 4}, {"required": True})
     assert v.status == FAIL and "GPU0<->GPU2" in v.reason and v.measured == "5/6 pairs"
     full = (DATA / "nvidia-smi-topo-partial.txt").read_text().replace("PXB", "NV18")
-    assert check_peer_mesh(parse_nvidia_smi_topo(full), {"required": True}, 4, "nvlink").status == PASS
+    assert check_peer_mesh({"mesh": parse_nvidia_smi_topo(full), "expected_devices": 4},
+                           {"required": True}).status == PASS
 
 
 def test_not_the_claimed_output():

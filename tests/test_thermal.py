@@ -5,10 +5,13 @@ import time
 
 import pytest
 
-from pytest_sits.checks.thermal import check_steady
-from pytest_sits.thermal import (CpuLoad, PlantRig, SteadyDetector, ThermalController, ThermalPlant, calibrate,
-                                 device_lock)
-from pytest_sits.verdict import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP
+from pytest_sits.checks.steady import SteadyDetector
+from pytest_sits.checks.thermal import check_cpu_steady, check_gpu_steady
+from pytest_sits.conditions.loads import CpuLoad
+from pytest_sits.conditions.locks import exclusive
+from pytest_sits.conditions.thermal import ThermalController, calibrate
+from pytest_sits.platforms.sim.thermal import PlantRig, ThermalPlant
+from pytest_sits.verdict import ERROR, FAIL, INCONCLUSIVE, PASS
 
 GPU = {"band_low_c": 68, "band_high_c": 72, "window_s": 120, "tolerance_c": 0.3, "timeout_s": 1200}
 CPU = {"band_low_c": 62, "band_high_c": 66, "window_s": 120, "tolerance_c": 0.5, "timeout_s": 1200}
@@ -25,7 +28,7 @@ def run_plant(th, step, **kw):
     rig = PlantRig(ThermalPlant(step=step, **kw), "dev", "gpu")
     trace = calibrate(rig.read, rig.set_duty, rig.clock, rig.sleep, th, step)
     sensor = dict(NVML_SENSOR, resolution_c=step)
-    return trace, check_steady("THERM-GPU-STEADY", trace, sensor, th, "dev")
+    return trace, check_gpu_steady({"trace": trace, "sensor": sensor}, th, "dev")
 
 
 def test_settles_in_band_passes():
@@ -55,30 +58,30 @@ def test_drift_never_settles_fails_at_timeout():
 
 def test_quantised_sensor_flipping_between_69_and_70_passes_by_the_dither_rule():
     values = [69.0 if (i * 7) % 10 < 5 else 70.0 for i in range(130)]
-    v = check_steady("THERM-GPU-STEADY", trace_of(values), NVML_SENSOR, GPU, "gpu0")
+    v = check_gpu_steady({"trace": trace_of(values), "sensor": NVML_SENSOR}, GPU, "gpu0")
     assert v.status == PASS and v.evidence["steady_window"]["distinct_values"] == 2
     assert abs(v.measured - 69.5) < 0.1
 
 
 def test_constant_reading_on_a_coarse_sensor_is_inconclusive():
-    v = check_steady("THERM-GPU-STEADY", trace_of([70.0] * 130), NVML_SENSOR, GPU, "gpu0")
+    v = check_gpu_steady({"trace": trace_of([70.0] * 130), "sensor": NVML_SENSOR}, GPU, "gpu0")
     assert v.status == INCONCLUSIVE and "cannot resolve ±0.3 °C" in v.reason
 
 
 def test_constant_reading_on_a_fine_sensor_passes():
-    v = check_steady("THERM-CPU-STEADY", trace_of([64.0] * 130), K10_SENSOR, CPU, "cpu package 0")
+    v = check_cpu_steady({"trace": trace_of([64.0] * 130), "sensor": K10_SENSOR}, CPU, "cpu package 0")
     assert v.status == PASS and "coarser" not in v.reason
 
 
 def test_spread_beyond_the_tolerance_is_not_steady():
     values = [63.0 + (1.5 if i % 2 else 0.0) for i in range(300)]  # ±0.75 °C on a 1/8 °C sensor
-    v = check_steady("THERM-CPU-STEADY", trace_of(values), K10_SENSOR, CPU, "cpu package 0")
+    v = check_cpu_steady({"trace": trace_of(values), "sensor": K10_SENSOR}, CPU, "cpu package 0")
     assert v.status == FAIL and "spread 1.5" in v.reason
 
 
 def test_sensor_na_mid_run_is_inconclusive_and_never_a_number():
     values = [70.0, 69.0] * 30 + [None] * 10
-    v = check_steady("THERM-GPU-STEADY", trace_of(values), NVML_SENSOR, GPU, "gpu0")
+    v = check_gpu_steady({"trace": trace_of(values), "sensor": NVML_SENSOR}, GPU, "gpu0")
     assert v.status == INCONCLUSIVE and "stopped answering after 60 valid reading(s)" in v.reason
     assert v.evidence["trace"]["samples"][-1]["value_c"] is None
     trace, v = run_plant(GPU, 1.0, fail_after_s=200.0)
@@ -86,13 +89,13 @@ def test_sensor_na_mid_run_is_inconclusive_and_never_a_number():
 
 
 def test_sensor_never_answering_is_an_error():
-    v = check_steady("THERM-GPU-STEADY", trace_of([None] * 10), NVML_SENSOR, GPU, "gpu0")
+    v = check_gpu_steady({"trace": trace_of([None] * 10), "sensor": NVML_SENSOR}, GPU, "gpu0")
     assert v.status == ERROR
 
 
 def test_a_gap_restarts_the_window():
     values = [70.0, 69.0] * 50 + [None] + [70.0, 69.0] * 70
-    v = check_steady("THERM-GPU-STEADY", trace_of(values), NVML_SENSOR, GPU, "gpu0")
+    v = check_gpu_steady({"trace": trace_of(values), "sensor": NVML_SENSOR}, GPU, "gpu0")
     assert v.status == PASS and v.evidence["steady_window"]["start_s"] >= 101
     assert "1 failed reading(s) earlier" in v.reason
 
@@ -103,7 +106,7 @@ def test_cpu_traces_from_two_sockets():
         rig = PlantRig(ThermalPlant(p_idle=60, p_max=350, r=0.11, tau=25, step=0.125, noise=0.05, ambient=ambient,
                                     seed=sock), f"cpu package {sock}", "cpu")
         trace = calibrate(rig.read, rig.set_duty, rig.clock, rig.sleep, CPU, 0.125)
-        verdicts.append(check_steady("THERM-CPU-STEADY", trace, K10_SENSOR, CPU, rig.subject))
+        verdicts.append(check_cpu_steady({"trace": trace, "sensor": K10_SENSOR}, CPU, rig.subject))
     assert [v.status for v in verdicts] == [PASS, PASS]
     assert [v.subject for v in verdicts] == ["cpu package 0", "cpu package 1"]
     assert verdicts[0].evidence["trace"]["final_duty"] != verdicts[1].evidence["trace"]["final_duty"]
@@ -154,7 +157,7 @@ def test_device_lock_serialises_calibrations(tmp_path):
     a_holds = threading.Event()
 
     def worker(name, hold_s):
-        with device_lock("0000:17:00.0", str(tmp_path)):
+        with exclusive("device-0000:17:00.0", directory=tmp_path / "locks"):
             events.append(f"{name} in")
             a_holds.set()
             time.sleep(hold_s)
@@ -191,17 +194,17 @@ def test_full_level_on_sim(pytester, conformance_args, report_of):
 
 def test_a_second_calibration_starts_from_the_settled_duty(pytester, report_of):
     pytester.makepyfile("""
-from pytest_sits.thermal import PlantRig, ThermalPlant
+from pytest_sits.platforms.sim.thermal import PlantRig, ThermalPlant
 
 TH = "THERM-GPU-STEADY"
 
 def test_twice(sits_thermal_steady):
     rig = PlantRig(ThermalPlant(), "gpu0", "gpu")
-    with sits_thermal_steady(rig, TH) as first:
-        pass
+    with sits_thermal_steady(rig, TH) as evidence:
+        first = evidence["trace"]
     rig2 = PlantRig(ThermalPlant(), "gpu0", "gpu")
-    with sits_thermal_steady(rig2, TH) as second:
-        pass
+    with sits_thermal_steady(rig2, TH) as evidence:
+        second = evidence["trace"]
     assert first["stopped"] == second["stopped"] == "steady"
     assert second["samples"][0]["duty"] == round(first["final_duty"], 4)
     assert second["duration_s"] <= first["duration_s"]

@@ -2,11 +2,13 @@
 
 import os
 
-import pytest
 
 from pytest_sits.checks.topology import check_numa_bind, check_pcie_direct, check_pcie_link, check_peer_mesh
-from pytest_sits.platform import LivePlatform, add_pci_function, from_spec
-from pytest_sits.probes import numa, sysfs
+from pytest_sits.conditions import numa
+from pytest_sits.platforms import from_spec
+from pytest_sits.platforms.live import LivePlatform
+from pytest_sits.platforms.sim.tree import add_pci_function
+from pytest_sits.probes import sysfs
 from pytest_sits.probes.topology import link_capability, pcie_path, peer_mesh, sample_link
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
@@ -40,14 +42,14 @@ def tree(tmp_path, switches=0, dev_gen=4, dev_width=16, slot_gen=4, slot_width=1
 
 def test_direct_attach_passes(tmp_path):
     _, gpu, index = tree(tmp_path)
-    v = check_pcie_direct(pcie_path(gpu, index), TH_DIRECT)
+    v = check_pcie_direct({"path": pcie_path(gpu, index)}, TH_DIRECT)
     assert v.status == PASS and "exact" in v.method
     assert v.evidence["path"]["hops"][0]["port_type"] == "root_port"
 
 
 def test_one_switch_fails_and_names_the_path(tmp_path):
     _, gpu, index = tree(tmp_path, switches=1)
-    v = check_pcie_direct(pcie_path(gpu, index), TH_DIRECT)
+    v = check_pcie_direct({"path": pcie_path(gpu, index)}, TH_DIRECT)
     assert v.status == FAIL and v.measured == 2
     assert ("0000:03:00.0 <- 0000:02:00.0 (switch_downstream) <- 0000:01:00.0 (switch_upstream) <- "
             "0000:00:01.0 (root_port)") in v.reason
@@ -56,23 +58,23 @@ def test_one_switch_fails_and_names_the_path(tmp_path):
 
 def test_two_level_switch_tree_fails(tmp_path):
     _, gpu, index = tree(tmp_path, switches=2)
-    v = check_pcie_direct(pcie_path(gpu, index), TH_DIRECT)
+    v = check_pcie_direct({"path": pcie_path(gpu, index)}, TH_DIRECT)
     assert v.status == FAIL and v.measured == 4
 
 
 def test_switch_within_profile_allowance_passes(tmp_path):
     _, gpu, index = tree(tmp_path, switches=1)
-    assert check_pcie_direct(pcie_path(gpu, index), {"max_switch_ports": 2}).status == PASS
+    assert check_pcie_direct({"path": pcie_path(gpu, index)}, {"max_switch_ports": 2}).status == PASS
 
 
 def test_without_root_the_switch_is_inferred(tmp_path):
     _, gpu, index = tree(tmp_path, switches=1, config_size=64)
     path = pcie_path(gpu, index)
     assert path["method"] == "inferred"
-    v = check_pcie_direct(path, TH_DIRECT)
+    v = check_pcie_direct({"path": path}, TH_DIRECT)
     assert v.status == FAIL and "inferred" in v.method
     _, gpu, index = tree(tmp_path / "b", switches=0, config_size=64)
-    v = check_pcie_direct(pcie_path(gpu, index), TH_DIRECT)
+    v = check_pcie_direct({"path": pcie_path(gpu, index)}, TH_DIRECT)
     assert v.status == PASS and "inferred" in v.method
 
 
@@ -128,21 +130,29 @@ NODES2 = [{"node": 0, "cpulist": "0-31", "cpus": list(range(32))},
           {"node": 1, "cpulist": "32-63", "cpus": list(range(32, 64))}]
 
 
+def bind_evidence(device, nodes, binding):
+    """TOPO-NUMA-BIND's evidence: the device, the host's nodes (node, cpulist) and the binding read back."""
+    return {"device": device, "host_nodes": [{"node": n["node"], "cpulist": n["cpulist"]} for n in nodes],
+            "binding": binding}
+
+
 def test_numa_unknown_on_two_node_host_fails():
-    v = check_numa_bind({"bdf": "0000:17:00.0", "numa_node": -1}, NODES2, None, {"require_known_node": True})
+    v = check_numa_bind(bind_evidence({"bdf": "0000:17:00.0", "numa_node": -1}, NODES2, None),
+                        {"require_known_node": True})
     assert v.status == FAIL and "NUMA node -1 on a 2-node host" in v.reason
 
 
 def test_numa_binding_applied_passes_and_refused_fails():
     ok = {"node": 1, "applied": True, "cpus_in_force": list(range(32, 64)),
           "memory_policy_in_force": {"mode": "bind", "nodes": [1]}}
-    v = check_numa_bind({"bdf": "0000:97:00.0", "numa_node": 1}, NODES2, ok, {})
+    v = check_numa_bind(bind_evidence({"bdf": "0000:97:00.0", "numa_node": 1}, NODES2, ok), {})
     assert v.status == PASS and "on node 1" in v.reason
     refused = dict(ok, applied=False, errors=["set_mempolicy(bind, [1]): Operation not permitted"])
-    v = check_numa_bind({"bdf": "0000:97:00.0", "numa_node": 1}, NODES2, refused, {})
+    v = check_numa_bind(bind_evidence({"bdf": "0000:97:00.0", "numa_node": 1}, NODES2, refused), {})
     assert v.status == FAIL and "Operation not permitted" in v.reason
     snap = {"node": 1, "applied": None, "reason": "a snapshot cannot bind"}
-    assert check_numa_bind({"bdf": "0000:97:00.0", "numa_node": 1}, NODES2, snap, {}).status == INCONCLUSIVE
+    v = check_numa_bind(bind_evidence({"bdf": "0000:97:00.0", "numa_node": 1}, NODES2, snap), {})
+    assert v.status == INCONCLUSIVE
 
 
 def test_numa_binding_for_real_on_this_machine():
@@ -150,7 +160,7 @@ def test_numa_binding_for_real_on_this_machine():
     for n in nodes:
         with numa.bind(n["node"], n["cpus"]) as binding:
             assert os.sched_getaffinity(0) == set(n["cpus"])
-            v = check_numa_bind(None, nodes, dict(binding), {})
+            v = check_numa_bind(bind_evidence(None, nodes, dict(binding)), {})
         assert v.status == PASS, v.reason
         assert "memory policy bind" in v.reason
     assert numa.get_policy()["mode"] == "default"  # restored
@@ -160,27 +170,27 @@ def test_numa_binding_to_a_missing_node_fails_for_real():
     nodes = LivePlatform().inventory()["numa"]
     missing = max(n["node"] for n in nodes) + 7
     with numa.bind(missing, [0]) as binding:
-        v = check_numa_bind(None, nodes, dict(binding), {})
+        v = check_numa_bind(bind_evidence(None, nodes, dict(binding)), {})
     assert v.status == FAIL and "Invalid argument" in v.reason
 
 
 def test_full_nvlink_mesh_passes_and_partial_fails():
     full = from_spec("sim:h100").inventory()
     mesh = peer_mesh(full["accelerators"], full["management"]["nvml"])
-    v = check_peer_mesh(mesh, {"required": True}, 8, "nvlink")
+    v = check_peer_mesh({"mesh": mesh, "expected_devices": 8}, {"required": True})
     assert v.status == PASS and v.measured == "28/28 pairs"
     part = from_spec("sim:h100+nvlink-partial").inventory()
     mesh = peer_mesh(part["accelerators"], part["management"]["nvml"])
-    v = check_peer_mesh(mesh, {"required": True}, 8, "nvlink")
+    v = check_peer_mesh({"mesh": mesh, "expected_devices": 8}, {"required": True})
     assert v.status == FAIL and v.measured == "26/28 pairs" and "0000:11:00.0<->0000:21:00.0" in v.reason
-    assert check_peer_mesh(mesh, {"required": False}, 8, "nvlink").status == WARN
+    assert check_peer_mesh({"mesh": mesh, "expected_devices": 8}, {"required": False}).status == WARN
 
 
 def test_mesh_skip_and_inconclusive():
-    assert check_peer_mesh({"devices": []}, {"required": True}, 1, "nvlink").status == SKIP
+    assert check_peer_mesh({"mesh": {"devices": []}, "expected_devices": 1}, {"required": True}).status == SKIP
     nonvml = from_spec("sim:h100+no-nvml").inventory()
     mesh = peer_mesh(nonvml["accelerators"], nonvml["management"]["nvml"])
-    assert check_peer_mesh(mesh, {"required": True}, 8, "nvlink").status == INCONCLUSIVE
+    assert check_peer_mesh({"mesh": mesh, "expected_devices": 8}, {"required": True}).status == INCONCLUSIVE
 
 
 def test_pcie_path_checks_on_this_machines_sysfs():
@@ -190,7 +200,7 @@ def test_pcie_path_checks_on_this_machines_sysfs():
     assert index
     for dev in inv["pci"]:
         path = pcie_path(dev, index)
-        v = check_pcie_direct(path, TH_DIRECT)
+        v = check_pcie_direct({"path": path}, TH_DIRECT)
         assert v.status in (PASS, FAIL, INCONCLUSIVE)
         # the verdict agrees with the evidence it carries
         n_switch = sum(1 for h in path["hops"] if "switch" in h["port_type"])

@@ -81,6 +81,13 @@ class Platform:
         """Use an inventory built elsewhere (the xdist controller's) instead of probing again."""
         self._inventory = inventory
 
+    def inference_rig(self, acc: Optional[Dict[str, Any]], profile: Any, options: Dict[str, Any]) -> Any:
+        """The built-in model on ``acc`` (None: the CPU) with its power sources, for the inference-under-load
+        requirements; raises InferenceUnavailable with the reason."""
+        from ..conditions.inference import live_rig
+
+        return live_rig(acc, options, profile.hardware)
+
     def inventory(self) -> Dict[str, Any]:
         if self._inventory is None:
             self._inventory = build_inventory(self)
@@ -103,7 +110,13 @@ class Platform:
 
 def build_inventory(platform: Platform) -> Dict[str, Any]:
     inv = sysfs.collect(platform.root)
-    nv = platform.nvml()
+    # NVML is loaded only where sysfs shows an NVIDIA function (a GPU, or an NVSwitch bridge): importing and
+    # initialising it costs a tenth of a second at start-up on hosts that have none.
+    if platform.kind != "live" or any(d["vendor_id"] == "10de" for d in inv["pci"]):
+        nv = platform.nvml()
+    else:
+        nv = {"available": False, "reason": "no NVIDIA PCI function in sysfs: NVML not queried", "devices": [],
+              "errors": []}
     amd = platform.amdsmi() if any(d["vendor_id"] == "1002" and sysfs.is_accelerator(d) for d in inv["pci"]) else {
         "available": False, "reason": "no AMD accelerator", "devices": [], "errors": []}
     by_bus = {d.get("pci_bus_id"): d for d in nv.get("devices", []) if d.get("pci_bus_id")}
