@@ -1,0 +1,70 @@
+"""Locks between processes: a private directory, files opened without following links, a timeout that names
+the holder (and becomes an ERROR verdict), files removed on release."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pytest_sits.conditions.locks import LockDirError, LockTimeout, exclusive, lock_dir
+from pytest_sits.conditions.topology import acquire_numa_binding
+
+
+def test_lock_dir_is_private_and_created_0700(tmp_path):
+    d = lock_dir(tmp_path / "locks")
+    assert d.is_dir() and (d.stat().st_mode & 0o777) == 0o700
+
+
+def test_lock_dir_that_is_a_link_is_refused(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "locks").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(LockDirError, match="link"):
+        lock_dir(tmp_path / "locks")
+
+
+def test_planted_link_is_not_followed_nor_truncated(tmp_path):
+    d = lock_dir(tmp_path / "locks")
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (d / "device-x.lock").symlink_to(victim)
+    with pytest.raises(OSError):
+        with exclusive("device-x", directory=d, timeout_s=1):
+            pass
+    assert victim.read_text() == "precious"
+
+
+def test_timeout_names_the_holder(tmp_path):
+    d = tmp_path / "locks"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from pytest_sits.conditions.locks import exclusive\n"
+        f"with exclusive('dram-node0', purpose='DRAM bandwidth hold', directory={str(d)!r}):\n"
+        "    print('held', flush=True)\n"
+        "    time.sleep(30)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        with pytest.raises(LockTimeout) as exc:
+            with exclusive("dram-node0", directory=d, timeout_s=0.5, poll_s=0.05):
+                pass
+        assert time.monotonic() - t0 < 10
+        assert f"pid {holder.pid}" in str(exc.value) and "DRAM bandwidth hold" in str(exc.value)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_lock_file_removed_on_release(tmp_path):
+    d = lock_dir(tmp_path / "locks")
+    with exclusive("device-y", directory=d) as info:
+        assert os.path.exists(info["lock"])
+    assert not os.path.exists(info["lock"])
+
+
+def test_numa_binding_with_no_numa_nodes_is_skip_not_a_crash():
+    class P:
+        pass
+    [(ev, subject)] = acquire_numa_binding(P(), {"numa": [], "accelerators": []}, None)
+    assert "absent" in ev and "no NUMA node" in ev["absent"] and subject == "host"
