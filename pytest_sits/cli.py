@@ -7,7 +7,7 @@
     sits requirements               the SITS2026 catalogue
     sits inventory [--platform P]   what the platform has, as YAML
     sits capture DIR                store a snapshot of this machine's evidence
-    sits audit-text --lspci-tv F --nvidia-smi-topo F [--profile P]
+    sits audit-text --lspci-tv F --lspci-vv F [--under-load] --nvidia-smi-topo F --nvidia-smi-q F [--profile P]
                                     topology verdicts from submitted text
     sits report validate JSON       check a stored report against its schema
     sits report render JSON [--html OUT] [--markdown OUT]
@@ -19,6 +19,8 @@
     sits bundle create REPORT_DIR -o BUNDLE [--key KEY]
     sits verify BUNDLE --pubkey PUB signature, hashes, replayed verdicts (exit 1 naming what fails)
     sits keygen [PREFIX]            an Ed25519 key pair for bundles
+    sits compare A.json B.json ... [--class low-latency|batch] [--html OUT] [--markdown OUT]
+                                    decision matrix across platforms (A §4.1 tier weights)
 """
 
 from __future__ import annotations
@@ -141,33 +143,76 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit_pci_text(args: argparse.Namespace, prof, not_judged: list, check_pcie_direct, check_peer_mesh) -> list:
+    """TOPO-PCIE-DIRECT, LINK-NVLINK-MESH and TOPO-PCIE-LINK verdicts of `lspci -tv`, `lspci -vv` and
+    `nvidia-smi topo -m` texts (the rules: pytest_sits/probes/textimport.py)."""
+    from .checks.topology import check_pcie_link
+    from .probes import textimport as ti
+    from .untrusted import read_file
+
+    def text(path: str, parse, *a, **kw):
+        try:
+            return parse(read_file(path, ti.MAX_BYTES).decode("utf-8", "replace"), *a, **kw)
+        except ti.TextEvidenceError as exc:
+            raise ti.TextEvidenceError(f"{path}: {exc}") from None
+
+    known = list(getattr(prof, "pci_ids", None) or [])
+    verdicts = []
+    funcs = text(args.lspci_vv, ti.parse_lspci_vv) if args.lspci_vv else None
+    mesh = text(args.nvidia_smi_topo, ti.parse_nvidia_smi_topo) if args.nvidia_smi_topo else None
+    direct = prof.check_thresholds("TOPO-PCIE-DIRECT")
+    if args.lspci_tv:
+        tree = text(args.lspci_tv, ti.read_lspci_tv, classes=ti.classes_by_bdf(funcs) if funcs else None,
+                    known_ids=known)
+        not_judged.extend(tree["unidentified"])
+        for path in tree["accelerators"]:
+            verdicts.append(check_pcie_direct({"path": path}, direct, path["device"]))
+    elif mesh is not None:  # the matrix alone: PIX/PXB cells are the only evidence of switches
+        for path in ti.topo_pcie_paths(mesh):
+            verdicts.append(check_pcie_direct({"path": path}, direct, path["device"]))
+    if mesh is not None:
+        verdicts.append(check_peer_mesh({"mesh": mesh, "expected_devices": len(mesh["devices"])},
+                                        prof.check_thresholds("LINK-NVLINK-MESH"), "accelerators"))
+    if funcs is not None:
+        links = ti.link_evidence_vv(funcs, under_load=args.under_load, known_ids=known)
+        if not args.lspci_tv:
+            not_judged.extend(links["unidentified"])
+        for ev in links["links"]:
+            verdicts.append(check_pcie_link(ev, prof.check_thresholds("TOPO-PCIE-LINK"), ev["device"]))
+    return verdicts
+
+
 def cmd_audit_text(args: argparse.Namespace) -> int:
     """Topology verdicts from text evidence a vendor submitted."""
     from . import profiles
     from .checks.topology import check_pcie_direct, check_peer_mesh
     from .verdict import apply_waiver
-    from .probes.textimport import TextEvidenceError, parse_lspci_tv, parse_nvidia_smi_topo
+    from .probes.textimport import TextEvidenceError
 
-    if not args.lspci_tv and not args.nvidia_smi_topo:
-        return _err("give --lspci-tv FILE and/or --nvidia-smi-topo FILE")
+    if not args.lspci_tv and not args.lspci_vv and not args.nvidia_smi_topo and not args.nvidia_smi_q:
+        return _err("give --lspci-tv FILE, --lspci-vv FILE, --nvidia-smi-topo FILE and/or --nvidia-smi-q FILE")
+    if args.under_load and not args.lspci_vv:
+        return _err("--under-load declares that a load ran while the `lspci -vv` text was captured: give "
+                    "--lspci-vv FILE with it")
     try:
         prof = profiles.resolve(args.profile)
     except profiles.ProfileError as exc:
         return _err(str(exc))
-    verdicts = []
+    verdicts, not_judged = [], []
     try:
-        if args.lspci_tv:
-            for path in parse_lspci_tv(Path(args.lspci_tv).read_text(errors="replace")):
-                verdicts.append(check_pcie_direct({"path": path}, prof.check_thresholds("TOPO-PCIE-DIRECT"),
-                                                  path["device"]))
-        if args.nvidia_smi_topo:
-            mesh = parse_nvidia_smi_topo(Path(args.nvidia_smi_topo).read_text(errors="replace"))
-            verdicts.append(check_peer_mesh({"mesh": mesh, "expected_devices": len(mesh["devices"])},
-                                            prof.check_thresholds("LINK-NVLINK-MESH"), "accelerators"))
+        verdicts.extend(_audit_pci_text(args, prof, not_judged, check_pcie_direct, check_peer_mesh))
+        if args.nvidia_smi_q:
+            from .conditions.health import audit_nvidia_smi_q
+
+            verdicts.extend(audit_nvidia_smi_q(Path(args.nvidia_smi_q), prof))
     except OSError as exc:
         return _err(f"{exc.filename}: {exc.strerror}")
-    except TextEvidenceError as exc:
-        return _err(f"{args.lspci_tv or args.nvidia_smi_topo}: {exc}")
+    except TextEvidenceError as exc:  # the message names the file and the line
+        return _err(str(exc))
+    except ValueError as exc:  # NvsmiTextError, UntrustedInputError: the message names the line or the limit
+        return _err(f"{args.nvidia_smi_q}: {exc}")
+    for n in not_judged:
+        print(f"not judged: {n['device']} {n['name'] or ''} ({n['source']}): {n['why']}")
     if not verdicts:
         print("no accelerator found in the text evidence")
         return 1
@@ -239,7 +284,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 
     try:
         manifest = bundle.create(Path(args.report_dir), Path(args.output), Path(args.key) if args.key else None,
-                                 Path(args.snapshot) if args.snapshot else None)
+                                 Path(args.snapshot) if args.snapshot else None, capture=args.capture)
     except bundle.BundleError as exc:
         return _err(str(exc))
     signed = (f"signed (Ed25519, key {manifest['signature']['public_key_sha256'][:16]}…)" if manifest["signature"]
@@ -280,6 +325,31 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    """The decision matrix across platforms (A §4.1) from their stored reports."""
+    from . import decision
+    from .report import atomic_write
+
+    if len(args.reports) < 2:
+        return _err("`sits compare` needs two reports or more (one per platform), e.g. "
+                    "`sits compare h100/sits-report.json a100/sits-report.json`")
+    try:
+        reports = [decision.load_report(path) for path in args.reports]
+    except decision.ReportInputError as exc:
+        return _err(str(exc))
+    classes = [args.service_class] if args.service_class else list(decision.CLASSES)
+    matrix = decision.compare(args.reports, reports, classes)
+    try:
+        if args.html:
+            atomic_write(Path(args.html), decision.render_html(matrix))
+        if args.markdown:
+            atomic_write(Path(args.markdown), decision.render_markdown(matrix))
+    except OSError as exc:
+        return _err(f"{exc.filename}: cannot write ({exc.strerror}); choose a writable path")
+    print(decision.render_text(matrix), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="sits", description="pytest-sits: SITS2026 conformance tools")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -300,6 +370,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("audit-text", help="topology verdicts from submitted `lspci -tv` / `nvidia-smi topo -m` text")
     p.add_argument("--lspci-tv", metavar="FILE")
     p.add_argument("--nvidia-smi-topo", metavar="FILE")
+    p.add_argument("--lspci-vv", metavar="FILE", help="`lspci -vv` output: TOPO-PCIE-LINK from LnkCap/LnkSta (and "
+                   "the class of each function)")
+    p.add_argument("--under-load", action="store_true", help="declare that a load ran on the accelerators while "
+                   "the `lspci -vv` text was captured (recorded as declared, not observed)")
+    p.add_argument("--nvidia-smi-q", metavar="FILE", help="`nvidia-smi -q` output (current or older format): "
+                   "link, ECC, row remapping, persistence, power limit, firmware verdicts")
     p.add_argument("--profile", default="base", help="profile whose thresholds apply (default: base)")
     p.add_argument("--json", metavar="OUT", help="also write the verdicts as JSON")
     p.set_defaults(func=cmd_audit_text)
@@ -350,6 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("-o", "--output", required=True, metavar="BUNDLE")
     q.add_argument("--key", help="Ed25519 private key (PEM, from `sits keygen`); without it the bundle is unsigned")
     q.add_argument("--snapshot", metavar="DIR", help="a snapshot of the machine (`sits capture DIR`) to include")
+    q.add_argument("--capture", action="store_true", help="capture this machine's evidence now and include it")
     q.set_defaults(func=cmd_bundle)
     p = sub.add_parser("verify", help="check a bundle's signature and hashes, and replay every verdict")
     p.add_argument("bundle")
@@ -359,6 +436,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("keygen", help="make an Ed25519 key pair for signing bundles")
     p.add_argument("prefix", nargs="?", default="sits-ed25519", help="writes PREFIX.key and PREFIX.pub")
     p.set_defaults(func=cmd_keygen)
+    p = sub.add_parser("compare", help="decision matrix across platforms from their reports (A §4.1)")
+    p.add_argument("reports", nargs="+", metavar="REPORT.json", help="one report per platform")
+    p.add_argument("--class", dest="service_class", choices=["low-latency", "batch"],
+                   help="service class whose A §4.1 tier weights rank the platforms (default: both)")
+    p.add_argument("--html", metavar="OUT", help="also write the matrix as self-contained HTML")
+    p.add_argument("--markdown", metavar="OUT", help="also write the matrix as Markdown")
+    p.set_defaults(func=cmd_compare)
     return ap
 
 

@@ -6,7 +6,9 @@ GIL inside ufuncs), and computes: the mismatch count under
 ``|actual - expected| <= atol + rtol * |expected|`` (the rule of
 ``torch.testing.assert_close``; NaN equals NaN at the same place, infinities
 must match exactly), the greatest absolute and relative differences and
-where they are, the ULP distance (max and p99, exact below 1024 ULP), the
+where they are (the relative one exact: |actual - expected| / |expected| on
+rationals, rounded once, with |expected| = 0 giving 0 for an equal zero and inf
+otherwise; subnormals are not biased), the ULP distance (max and p99, exact below 1024 ULP), the
 cosine similarity, the SNR in dB, the KL divergence when the outputs are
 probabilities, NaN/inf agreement and signed-zero differences.  It never
 allocates a full-size temporary: its working memory is a few buffers per
@@ -18,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+from fractions import Fraction
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -108,11 +111,7 @@ def _chunk(a: np.ndarray, b: np.ndarray, off: int, acc: _Acc, rtol: float, atol:
             acc.first_mismatch = first
     if ad[i] > acc.max_abs:
         acc.max_abs, acc.max_abs_at = float(ad[i]), off + i
-    rel = buf["rel"][:m]
-    np.add(ab, buf["tiny"], out=rel)  # |expected| + the smallest subnormal: 0/0 -> 0, x/0 -> huge, no NaN
-    np.divide(ad, rel, out=rel)
-    j = int(np.argmax(rel))
-    rj = float(rel[j]) if ab[j] > 0 else (math.inf if ad[j] > 0 else 0.0)
+    rj, j = _greatest_rel(a32, b32, ad, ab, buf["rel"][:m], buf["mask"][:m])
     if rj > acc.max_rel:
         acc.max_rel, acc.max_rel_at = rj, off + j
     # energy terms for the cosine similarity and the SNR (float64 accumulators across chunks)
@@ -161,12 +160,63 @@ def _chunk(a: np.ndarray, b: np.ndarray, off: int, acc: _Acc, rtol: float, atol:
     acc.n += m
 
 
+#: Near-ties of the float64 estimate resolved exactly (rational arithmetic) per chunk; beyond that, the first.
+EXACT_CANDIDATES = 64
+
+
+def _exact_rel(a: float, b: float) -> float:
+    """|a - b| / |b| of two finite floats, computed on rationals and rounded once (0/0 = 0, x/0 = inf)."""
+    fa, fb = Fraction(a), Fraction(b)
+    if fb == 0:
+        return 0.0 if fa == 0 else math.inf
+    try:
+        return float(abs(fa - fb) / abs(fb))  # int/int true division: correctly rounded
+    except OverflowError:  # beyond the float64 range
+        return math.inf
+
+
+def _greatest_rel(a: np.ndarray, b: np.ndarray, ad: np.ndarray, ab: np.ndarray, rel: np.ndarray,
+                  mask: np.ndarray) -> "tuple[float, int]":
+    """The greatest relative difference |a - b| / |b| of a chunk and its first index, exactly.
+
+    |b| = 0 is explicit: 0 when a is 0 too (either sign), inf otherwise; nothing is added to |b|, so subnormal
+    expected values are judged on their own value.  A float64 estimate ranks the elements (|a - b| as the
+    chunk already has it, divided by |b|: for float16/float32 inputs it cannot overflow, since |a - b| <= 6.8e38
+    and |b| >= 1.4e-45); the elements within its error of the greatest are ranked again in float64 from a and
+    b, and at most :data:`EXACT_CANDIDATES` of those are compared on rationals (more than that: the first).
+    The value reported is the exact quotient rounded once to float64 (inf beyond its range)."""
+    np.divide(ad, ab, out=rel, dtype=np.float64)  # x/0 -> inf, 0/0 -> nan (both zero: no difference)
+    top = float(np.fmax.reduce(rel))  # fmax skips the nan of 0/0
+    if not top > 0:
+        return 0.0, 0
+    if math.isinf(top):
+        zero_b = np.flatnonzero(np.isinf(rel) & (ab == 0))
+        if zero_b.size:  # a non-zero value where zero was expected: infinitely far, exactly
+            return math.inf, int(zero_b[0])
+        cand = np.flatnonzero(np.isinf(rel))  # |a - b| overflowed (opposite huge values)
+    else:
+        np.greater_equal(rel, top * (1 - 2.0 ** -21), out=mask)  # |a - b| may be rounded to float32
+        cand = np.flatnonzero(mask)
+    if cand.size > EXACT_CANDIDATES:  # near-ties: rank again from a and b in float64
+        x, y = a[cand].astype(np.float64), np.abs(b[cand].astype(np.float64))
+        est = np.abs(x - b[cand].astype(np.float64)) / y
+        est = np.where(np.isinf(est), np.abs(x * 0.5 - b[cand] * 0.5) / y * 2, est)
+        cand = cand[est >= est.max() * (1 - 2.0 ** -48)]
+        if cand.size > EXACT_CANDIDATES:
+            cand = cand[:1]
+    best, at = -1.0, int(cand[0])
+    for k in cand:  # ascending: ties keep the first
+        v = _exact_rel(float(a[k]), float(b[k]))
+        if v > best:
+            best, at = v, int(k)
+    return best, at
+
+
 def _buffers(chunk: int, ftype: Any) -> Dict[str, np.ndarray]:
     return {"a": np.empty(chunk, ftype), "b": np.empty(chunk, ftype), "d": np.empty(chunk, ftype),
             "i": np.empty(chunk, np.int32),
             "ab": np.empty(chunk, ftype), "tol": np.empty(chunk, ftype),
-            "rel": np.empty(chunk, ftype), "mask": np.empty(chunk, bool),
-            "tiny": np.array(np.finfo(ftype).smallest_subnormal, ftype)}
+            "rel": np.empty(chunk, np.float64), "mask": np.empty(chunk, bool)}
 
 
 def _p99(hist: np.ndarray, big: Dict[int, int], n: int) -> Optional[float]:

@@ -160,3 +160,73 @@ def sits_benchmark(request: pytest.FixtureRequest) -> Any:
         return request.getfixturevalue("benchmark")
     except pytest.FixtureLookupError:
         return None
+
+
+# --------------------------------------------------------------------------
+# Health, security, compute-ready graph
+
+
+@pytest.fixture(scope="session")
+def sits_health_window(sits_platform: Any, sits_profile: Any) -> Callable[[Dict[str, Any]], Dict[str, Any]]:
+    """Factory: ``sits_health_window(acc)`` runs one health window on the accelerator (clock-event reasons sampled
+    under the suite's load, AER and replay counters before and after, XID events watched, the kernel log's XID
+    history) once per device per session, and returns its evidence; DEP-THROTTLE, DEP-PCIE-ERRORS and DEP-XID
+    share it."""
+    from .conditions.health import HealthWindows, reader_for
+
+    factory: Any = reader_for
+    if sits_platform.simulated:
+        from .platforms.sim.health import SimHealthReader
+
+        factory = SimHealthReader
+    return HealthWindows(sits_platform, sits_profile.thresholds("DEP-THROTTLE"), factory)
+
+
+@pytest.fixture(scope="session")
+def sits_crg(sits_platform: Any) -> Any:
+    """The compute-ready graph's acquirer: ``node(acc, th)``, ``edges(accs, th, absent)``,
+    ``sync(accs, expected_count, th, absent)``, ``jitter(acc, th)`` measure this machine (torch,
+    torch.distributed); on a simulated platform the figures come from the profile, labelled simulated."""
+    if sits_platform.simulated:
+        from .platforms.sim.health import SimCrg
+
+        return SimCrg(sits_platform.profile, sits_platform.faults)
+    from .conditions.crg import Crg
+
+    return Crg(sits_platform)
+
+
+# Inference under load
+
+
+@pytest.fixture(scope="session")
+def sits_inference_logs(sits_run: SitsRun, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Where LoadGen's logs and the Sample3D records go: ``<report dir>/inference`` (kept beside the report),
+    else a temporary folder."""
+    if sits_run.report_dir is not None:
+        path = sits_run.report_dir / "inference"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return tmp_path_factory.mktemp("sits-inference")
+
+
+@pytest.fixture(scope="session")
+def sits_inference_cache() -> Dict[str, Any]:
+    """Evidence of the inference runs already made in this session (the sweep serves four requirements)."""
+    return {}
+
+
+@pytest.fixture
+def sits_inference(sits_accelerator: Optional[Dict[str, Any]], sits_run: SitsRun, sits_inference_logs: Any,
+                   sits_inference_cache: Dict[str, Any]) -> Any:
+    """The inference-under-load runs of this test's accelerator (the CPU when the profile expects none):
+    ``.sweep()``, ``.sla()``, ``.coldstart()``, ``.frag()`` return evidence, each run once per session."""
+    from .conditions.inference import inference_for
+    from .conditions.topology import absent_accelerator
+
+    absent = None
+    if sits_accelerator is None and sits_run.profile.expected_count:
+        absent = absent_accelerator(sits_run.expected(), sits_run.platform.inventory())["absent"]
+    return inference_for(sits_run.platform, sits_run.profile, sits_accelerator, absent,
+                         sits_run.inference_options(), sits_inference_logs, sits_inference_cache,
+                         run_id=f"{sits_run.started_at!r}" if sits_run.report_dir is not None else None)

@@ -23,9 +23,10 @@ def check_pcie_direct(evidence: Dict[str, Any], thresholds: Dict[str, Any], subj
     limit = int(thresholds.get("max_switch_ports", 0))
     chain = " <- ".join([path["device"]] + [_hop_text(h) for h in path["hops"]]) or path["device"]
     found = switch_ports(path)
-    method = ("port types read from the PCI Express capability of each hop (exact)" if path["method"] == "exact"
-              else "port types inferred from class codes and bridge count: some config space was unreadable "
-                   "(run as root for an exact reading)")
+    method = path.get("method_text") or (
+        "port types read from the PCI Express capability of each hop (exact)" if path["method"] == "exact"
+        else "port types inferred from class codes and bridge count: some config space was unreadable "
+             "(run as root for an exact reading)")
     ev = {"path": path}
     if len(found) > limit:
         return Verdict("TOPO-PCIE-DIRECT", FAIL,
@@ -60,8 +61,9 @@ def check_pcie_link(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
     want_s, want_w = cap["achievable_speed_gts"], cap["achievable_width"]
     threshold = f">= {_fmt_link(want_s, want_w)} (device max {_fmt_link(cap['device_max_speed_gts'], cap['device_max_width'])}, " \
                 f"slot max {_fmt_link(cap['slot_max_speed_gts'], cap['slot_max_width'])})"
-    method = ("max of the readings of current_link_speed/width taken while a load ran on the device"
-              if any(s["under_load"] for s in samples) else "readings taken without load")
+    method = evidence.get("method_text") or (
+        "max of the readings of current_link_speed/width taken while a load ran on the device"
+        if any(s["under_load"] for s in samples) else "readings taken without load")
     if want_s is None or want_w is None:
         return Verdict("TOPO-PCIE-LINK", INCONCLUSIVE, "the device does not report its maximum link speed/width",
                        threshold=threshold, subject=subject, evidence=evidence, method=method)
@@ -71,12 +73,14 @@ def check_pcie_link(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
                        subject=subject, evidence=evidence, method=method)
     loaded = [s for s in valid if s["under_load"]]
     pool = loaded if loaded else valid
+    # Text evidence may declare that a load ran (the submitter's word): the verdict says it was declared.
+    under = "under declared load" if (evidence.get("load") or {}).get("kind") == "declared" else "under load"
     best_s = max(s["speed_gts"] for s in pool)
     best_w = max(s["width"] for s in pool)
     measured = _fmt_link(best_s, best_w)
     ok = best_s >= want_s and best_w >= want_w
     if ok:
-        how = f"under load ({len(loaded)} samples)" if loaded else "already at the achievable link while idle"
+        how = f"{under} ({len(loaded)} samples)" if loaded else "already at the achievable link while idle"
         return Verdict("TOPO-PCIE-LINK", PASS, f"link at {measured} {how}", measured=measured, threshold=threshold,
                        subject=subject, evidence=evidence, method=method)
     if not loaded and thresholds.get("require_load", True):
@@ -89,7 +93,7 @@ def check_pcie_link(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
         short.append(f"speed {best_s} GT/s < {want_s} GT/s")
     if best_w < want_w:
         short.append(f"width x{best_w} < x{want_w}")
-    return Verdict("TOPO-PCIE-LINK", FAIL, f"link trained at {measured} {'under load' if loaded else 'idle'}, "
+    return Verdict("TOPO-PCIE-LINK", FAIL, f"link trained at {measured} {under if loaded else 'idle'}, "
                    f"below the achievable {_fmt_link(want_s, want_w)}: {', '.join(short)}", measured=measured,
                    threshold=threshold, subject=subject, evidence=evidence, method=method,
                    remediation="reseat the card and check its riser/retimer and cable; check the BIOS slot speed "

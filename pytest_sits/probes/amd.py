@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict
 
+from . import health
 from .nvml import field_reader
 
 
@@ -39,6 +40,7 @@ def collect() -> Dict[str, Any]:
             get(dev, "vbios_version", lambda: amdsmi.amdsmi_get_gpu_vbios_info(h)["version"])
             get(dev, "serial", lambda: amdsmi.amdsmi_get_gpu_board_info(h)["product_serial"])
             get(dev, "driver_version", lambda: amdsmi.amdsmi_get_gpu_driver_info(h)["driver_version"])
+            health.read_amd_device(amdsmi, h, dev, get)
             out["devices"].append(dev)
         if out["devices"]:
             out["driver_version"] = out["devices"][0].get("driver_version")

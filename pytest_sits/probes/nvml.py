@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List
 
+from . import health
+
 
 def normalise_bus_id(bus_id: Any) -> str:
     """NVML writes '00000000:17:00.0'; sysfs writes '0000:17:00.0'."""
@@ -63,6 +65,7 @@ def collect() -> Dict[str, Any]:
             return f"{v // 1000}.{(v % 1000) // 10}"
 
         get(out, "cuda_driver_version", cuda)
+        health.read_nvml_system(pynvml, out, get)
         count = pynvml.nvmlDeviceGetCount()
         for i in range(count):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
@@ -82,6 +85,7 @@ def collect() -> Dict[str, Any]:
             get(dev, "power_limit_mw", lambda: pynvml.nvmlDeviceGetPowerManagementLimit(h))
             get(dev, "temperature_c", lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU))
             get(dev, "cc_mode", lambda: pynvml.nvmlSystemGetConfComputeState().ccFeature)
+            health.read_nvml_device(pynvml, h, dev, get)
             dev["nvlinks"] = _nvlinks(pynvml, h, out["errors"])
             out["devices"].append(dev)
         out["p2p_nvlink"] = _p2p(pynvml, count, out["errors"])

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ...probes.pcie import build_config
+from .health import sim_health
 
 
 def _write(path: Path, content: Any) -> None:
@@ -113,6 +114,7 @@ def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any
     # A NIC beside them, so that the accelerator filter is exercised.
     add_pci_function(root, "sys/devices/pci0000:00", "0000:00:03.0", 0x15B3, 0x1021, 0x020000, 0, 5, 16, 5, 16, 0,
                   "mlx5_core")
+    finish = sim_health(root, profile, faults, [a[0] for a in accel])  # health files; health fields of NVML
     # NVML
     if vendor != 0x10DE:
         return {"available": False, "reason": f"simulated {ident.get('vendor')} devices have no NVML",
@@ -145,8 +147,8 @@ def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any
         for a, b in ((0, 1), (2, 3)):
             p2p[a][b] = p2p[b][a] = False
     old = "old-driver" in faults
-    return {"available": True, "source": "nvml (simulated)", "collected_at": time.time(),
+    return finish({"available": True, "source": "nvml (simulated)", "collected_at": time.time(),
             "driver_version": "535.104.05" if old else "560.35.03",
             "cuda_driver_version": "12.2" if old else "12.6",
             "nvml_version": "12.535.104.05" if old else "12.560.35.03",
-            "devices": devices, "p2p_nvlink": p2p, "errors": []}
+            "devices": devices, "p2p_nvlink": p2p, "errors": []})

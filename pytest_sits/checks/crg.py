@@ -1,0 +1,179 @@
+"""The compute-ready graph of document B §2.5: CRG-NODE (GEMM TFLOPS per device), CRG-EDGE (device-to-device
+copy bandwidth per pair), CRG-SYNC (all-reduce bus bandwidth), CRG-JITTER (node latency jitter, or why a
+software timer cannot resolve the bound).
+
+B's figures are claims (128 TFLOPS per node "at most", 2 TB/s edges, 2 TB/s synchronisation, ±2.5 ns
+jitter): the checks apply whatever the profile states, and every verdict says which figure it applied.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ..verdict import FAIL, INCONCLUSIVE, PASS, WARN, Verdict
+from . import check
+
+
+def _simulated(evidence: Dict[str, Any]) -> str:
+    return " [simulated figures]" if evidence.get("simulated") else ""
+
+
+@check("CRG-NODE")
+def check_node(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Dense GEMM TFLOPS per dtype (fp16, bf16) against the profile's floor ``min_tflops`` and, where it keeps
+    one, B's ceiling ``max_tflops`` (B: a graph node is at most 128 TFLOPS-equivalent).
+
+    evidence: ``results`` [{dtype, tflops, size, iterations, verified}], ``method``."""
+    req = "CRG-NODE"
+    results = evidence.get("results") or []
+    lo, hi = thresholds.get("min_tflops"), thresholds.get("max_tflops")
+    parts = []
+    if lo is not None:
+        parts.append(f">= {lo:g} TFLOPS")
+    if hi is not None:
+        parts.append(f"<= {hi:g} TFLOPS (B §2.5 ceiling)")
+    threshold = " and ".join(parts) or "no bound in the profile"
+    common = dict(threshold=threshold, unit="TFLOPS", subject=subject, evidence=evidence,
+                  method=(evidence.get("method") or "torch matmul") + _simulated(evidence))
+    good = [r for r in results if r.get("tflops") is not None and r.get("verified")]
+    if not good:
+        why = "; ".join(f"{r.get('dtype')}: {r.get('error') or 'result not verified'}" for r in results) or "no result"
+        return Verdict(req, INCONCLUSIVE, f"no verified GEMM measurement ({why})", measured=None, **common)
+    shown = ", ".join(f"{r['dtype']} {r['tflops']:.1f}" for r in good)
+    low = min(r["tflops"] for r in good)
+    high = max(r["tflops"] for r in good)
+    measured = round(low, 2)
+    if hi is not None and high > hi:
+        return Verdict(req, FAIL, f"{high:.1f} TFLOPS exceeds the node ceiling of {hi:g} TFLOPS ({shown})",
+                       measured=round(high, 2), **common,
+                       remediation="B §2.5 bounds a graph node at this figure, which every current data-centre GPU "
+                                   "exceeds: state the bound that fits this device in the profile (CRG-NODE "
+                                   "max_tflops: null and a min_tflops floor, with the reason), or partition the "
+                                   "graph so that one node is a share of a device")
+    if lo is not None and low < lo:
+        return Verdict(req, FAIL, f"{low:.1f} TFLOPS is below the profile's floor of {lo:g} TFLOPS ({shown})",
+                       measured=measured, **common,
+                       remediation="check DEP-THROTTLE (clock events under load) and DEP-POWERCAP, that no other "
+                                   "process shares the device (`nvidia-smi`), and the application clocks")
+    if lo is None and hi is None:
+        return Verdict(req, WARN, f"measured {shown} TFLOPS; the profile sets no bound", measured=measured, **common)
+    return Verdict(req, PASS, f"dense GEMM {shown} TFLOPS", measured=measured, **common)
+
+
+@check("CRG-EDGE")
+def check_edge(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Device-to-device copy bandwidth of one pair (median of the runs, data verified) >= ``min_gbps``.
+
+    evidence: ``pair`` [src, dst], ``gbps_median``, ``samples_gbps``, ``verified``, ``peer_access`` (bool),
+    ``nvlink_bytes`` (NVLink counters' delta, when present)."""
+    req = "CRG-EDGE"
+    floor = thresholds.get("min_gbps")
+    g = evidence.get("gbps_median")
+    threshold = f">= {floor:g} GB/s" if floor is not None else "no floor in the profile"
+    path = "peer access" if evidence.get("peer_access") else "no peer access (staged through the host)"
+    nv = evidence.get("nvlink_bytes")
+    if nv is not None:
+        path += f", {nv} bytes counted on NVLink"
+    common = dict(threshold=threshold, unit="GB/s", subject=subject, evidence=evidence,
+                  method=(evidence.get("method") or "torch copy between devices, median") + _simulated(evidence))
+    if g is None or not evidence.get("verified"):
+        return Verdict(req, INCONCLUSIVE, f"no verified copy measurement ({evidence.get('reason') or 'data differed'})",
+                       measured=g, **common)
+    text = f"{g:.1f} GB/s ({path})"
+    if floor is None:
+        return Verdict(req, WARN, f"{text}; the profile sets no floor", measured=round(g, 2), **common)
+    if g < floor:
+        return Verdict(req, FAIL, f"{text} is below {floor:g} GB/s", measured=round(g, 2), **common,
+                       remediation="check `nvidia-smi topo -m` and `nvidia-smi nvlink --status` (inactive links, "
+                                   "a pair routed over PCIe), that peer access is enabled (IOMMU/ACS settings can "
+                                   "block P2P: `lspci -vvv` ACSCtl), and LINK-NVLINK-MESH")
+    return Verdict(req, PASS, text, measured=round(g, 2), **common)
+
+
+@check("CRG-SYNC")
+def check_sync(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """All-reduce bus bandwidth (nccl-tests' definition: algorithm bandwidth × 2(n-1)/n), median of the runs,
+    result verified, >= ``min_tbps``.
+
+    evidence: ``backend`` (nccl/gloo), ``world_size``, ``bytes``, ``busbw_gbps``, ``algbw_gbps``, ``verified``."""
+    req = "CRG-SYNC"
+    floor = thresholds.get("min_tbps")
+    bus = evidence.get("busbw_gbps")
+    threshold = f">= {floor:g} TB/s" if floor is not None else "no floor in the profile"
+    how = f"{evidence.get('backend')} all-reduce of {evidence.get('bytes')} bytes across {evidence.get('world_size')} " \
+          f"{evidence.get('participants', 'processes')}"
+    common = dict(threshold=threshold, unit="GB/s", subject=subject, evidence=evidence,
+                  method=how + ", bus bandwidth = algorithm bandwidth × 2(n-1)/n (nccl-tests)" + _simulated(evidence))
+    if bus is None or not evidence.get("verified"):
+        return Verdict(req, INCONCLUSIVE, f"no verified all-reduce measurement ({evidence.get('reason') or 'result differed'})",
+                       measured=bus, **common)
+    text = f"bus bandwidth {bus:.2f} GB/s ({how})"
+    if floor is None:
+        return Verdict(req, WARN, f"{text}; the profile sets no floor", measured=round(bus, 3), **common)
+    if bus < floor * 1000:
+        return Verdict(req, FAIL, f"{text} is below {floor:g} TB/s", measured=round(bus, 3), **common,
+                       remediation="check CRG-EDGE and LINK-NVLINK-MESH for a slow pair, NCCL's chosen transport "
+                                   "(NCCL_DEBUG=INFO: NVLS/P2P vs SHM/NET), and that fabric manager is running on "
+                                   "NVSwitch systems")
+    return Verdict(req, PASS, text, measured=round(bus, 3), **common)
+
+
+#: The timer step must fit this many times into the ± interval (2 × max_ns) for the bound to be decidable.
+STEPS_PER_INTERVAL = 4
+
+
+@check("CRG-JITTER")
+def check_jitter(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Node latency jitter (max of p99 - median and median - p1 of a fixed operation's latency) within
+    ± ``max_ns``.  Decidable only when the timer's step (the larger of its reported resolution and its
+    measured granularity, the smallest non-zero difference of two back-to-back readings) fits
+    STEPS_PER_INTERVAL times into the ± interval; otherwise INCONCLUSIVE with the timer's figures, never a pass.
+
+    evidence: ``timer`` {clock, implementation, resolution_ns, granularity_ns, read_cost_ns},
+    ``latency_ns`` {n, p1, p50, p99, max}, ``workload``."""
+    req = "CRG-JITTER"
+    bound = float(thresholds.get("max_ns", 2.5))
+    timer = evidence.get("timer") or {}
+    lat = evidence.get("latency_ns") or {}
+    res, gran = timer.get("resolution_ns"), timer.get("granularity_ns")
+    steps = [x for x in (res, gran) if x is not None]
+    threshold = f"within ±{bound:g} ns"
+    common = dict(threshold=threshold, unit="ns", subject=subject, evidence=evidence,
+                  method=f"{timer.get('clock', 'timer')} around {evidence.get('workload') or 'a fixed operation'}")
+    if not steps:
+        return Verdict(req, INCONCLUSIVE, "the timer's resolution could not be measured", measured=None, **common)
+    step = max(steps)
+    timer_text = (f"{timer.get('clock')} ({timer.get('implementation')}): reported resolution {res:g} ns, measured "
+                  f"granularity {gran:g} ns, one reading costs {timer.get('read_cost_ns', float('nan')):g} ns")
+    jitter = None
+    if lat.get("n"):
+        jitter = max(lat["p99"] - lat["p50"], lat["p50"] - lat["p1"])
+    if 2 * bound < STEPS_PER_INTERVAL * step:
+        seen = f"; measured jitter ±{jitter:g} ns over {lat['n']} runs" if jitter is not None else ""
+        return Verdict(req, INCONCLUSIVE, f"not measurable here: ±{bound:g} ns needs a timer step of at most "
+                       f"{2 * bound / STEPS_PER_INTERVAL:g} ns; {timer_text}{seen}", measured=jitter, **common)
+    if jitter is None:
+        return Verdict(req, INCONCLUSIVE, f"no latency sample; {timer_text}", measured=None, **common)
+    text = (f"jitter ±{jitter:g} ns (p1 {lat['p1']:g}, median {lat['p50']:g}, p99 {lat['p99']:g} ns over "
+            f"{lat['n']} runs); {timer_text}")
+    if jitter > bound:
+        return Verdict(req, FAIL, f"{text} exceeds ±{bound:g} ns", measured=jitter, **common,
+                       remediation="isolate the measurement CPU (isolcpus/nohz_full), pin it (TOPO-NUMA-BIND), fix "
+                                   "the clocks (persistence mode, locked application clocks), and stop competing "
+                                   "work on the device")
+    return Verdict(req, PASS, text, measured=jitter, **common)
+
+
+def busbw(algbw_gbps: float, world_size: int) -> float:
+    """nccl-tests' all-reduce bus bandwidth: algorithm bandwidth × 2(n-1)/n."""
+    return algbw_gbps * 2 * (world_size - 1) / world_size if world_size > 0 else 0.0
+
+
+def percentiles(values: List[float]) -> Dict[str, Any]:
+    """{n, p1, p50, p99, max, min} of ``values`` (nearest-rank)."""
+    xs = sorted(values)
+    n = len(xs)
+    if not n:
+        return {"n": 0}
+    pick = lambda q: xs[min(n - 1, max(0, int(round(q * (n - 1)))))]  # noqa: E731
+    return {"n": n, "min": xs[0], "p1": pick(0.01), "p50": pick(0.5), "p99": pick(0.99), "max": xs[-1]}

@@ -1,0 +1,394 @@
+"""Deployment health, one verdict per device: DEP-ECC, DEP-ROWREMAP, DEP-THROTTLE, DEP-PERSIST, DEP-POWERCAP,
+DEP-PCIE-ERRORS, DEP-XID (suite extensions: what DCGM's deployment level and node health checks look at).
+
+Every rule is stated in its verdict.  A field the device could not report is
+never read as "fine": a limit that cannot be checked makes the verdict
+INCONCLUSIVE with the reason the probe recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ..probes.health import CLOCK_EVENT_BITS, decode_reasons
+from ..verdict import FAIL, INCONCLUSIVE, PASS, WARN, Verdict
+from . import check
+
+COUNT_KEYS = ("volatile_uncorrected", "aggregate_uncorrected", "volatile_corrected", "aggregate_corrected")
+
+#: Clock-event reasons that mean the hardware is protecting itself (DEP-THROTTLE fails on them).
+FAULT_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
+
+
+def _errors_text(evidence: Dict[str, Any], fields: List[str]) -> str:
+    errs = [f"{e['field']}: {e['error']}" for e in evidence.get("errors") or [] if e.get("field") in fields]
+    return "; ".join(errs) or "not reported"
+
+
+@check("DEP-ECC")
+def check_ecc(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """ECC on where the profile requires it; each error count within its limit (None: reported, not judged).
+
+    evidence: ``ecc_mode_current``/``ecc_mode_pending`` (bool or None), ``counts`` {volatile|aggregate}_
+    {corrected|uncorrected} (int or None), ``source``, ``errors`` (fields the probe could not read)."""
+    req = "DEP-ECC"
+    counts = evidence.get("counts") or {}
+    required = bool(thresholds.get("require_enabled", True))
+    limits = {k: thresholds.get(f"max_{k}") for k in COUNT_KEYS}
+    shown = ", ".join(f"{k.replace('_', ' ')} {counts.get(k) if counts.get(k) is not None else 'n/a'}"
+                      for k in COUNT_KEYS)
+    threshold = ("ECC enabled; " if required else "") + ", ".join(
+        f"{k.replace('_', ' ')} <= {limits[k]}" for k in COUNT_KEYS if limits[k] is not None)
+    measured = counts.get("volatile_uncorrected")
+    mode = evidence.get("ecc_mode_current")
+    pending = evidence.get("ecc_mode_pending")
+    common = dict(measured=measured, threshold=threshold, unit="errors", subject=subject, evidence=evidence,
+                  method=f"{evidence.get('source') or 'management library'}: ECC mode and total error counts")
+    if mode is None and required:
+        return Verdict(req, INCONCLUSIVE, "the ECC mode could not be read: "
+                       + _errors_text(evidence, ["ecc_mode_current"]), **common)
+    if mode is False and required:
+        if pending:
+            return Verdict(req, FAIL, "ECC is disabled now; enabling is pending a GPU reset", **common,
+                           remediation="reset the GPU (`nvidia-smi -r -i <index>` with no process on it) or reboot "
+                                       "so the pending ECC mode takes effect")
+        return Verdict(req, FAIL, "ECC is disabled and the profile requires it", **common,
+                       remediation="enable ECC (`nvidia-smi -e 1`), then reset the GPU or reboot; the suite only "
+                                   "reads the setting")
+    over = [f"{k.replace('_', ' ')} {counts[k]} > {limits[k]}" for k in COUNT_KEYS
+            if limits[k] is not None and counts.get(k) is not None and counts[k] > limits[k]]
+    if over:
+        return Verdict(req, FAIL, f"ECC error counts over the profile's limits: {'; '.join(over)} ({shown})",
+                       **common, remediation="drain the node; reset the GPU and watch whether the volatile count "
+                                             "returns (`nvidia-smi -q -d ECC,ROW_REMAPPER`); check DEP-ROWREMAP; an "
+                                             "uncorrectable error that recurs after a reset means an RMA")
+    unread = [k for k in COUNT_KEYS if limits[k] is not None and counts.get(k) is None]
+    if unread and mode is not False:
+        return Verdict(req, INCONCLUSIVE, f"limited count(s) not readable: {', '.join(unread)} ("
+                       + _errors_text(evidence, [f"ecc_{k}" for k in unread]) + ")", **common)
+    notes = []
+    if mode is False:
+        notes.append("ECC is disabled (the profile does not require it)")
+    if pending is not None and mode is not None and pending != mode:
+        notes.append(f"ECC mode change pending a reset ({'on' if pending else 'off'} after reset)")
+    unc = [k for k in ("volatile_uncorrected", "aggregate_uncorrected")
+           if limits[k] is None and (counts.get(k) or 0) > 0]
+    if unc:
+        notes.append("uncorrected errors, not limited by the profile: "
+                     + ", ".join(f"{k.replace('_', ' ')} {counts[k]}" for k in unc))
+    if notes:
+        return Verdict(req, WARN, f"{'; '.join(notes)} ({shown})", **common)
+    return Verdict(req, PASS, f"ECC {'enabled' if mode else 'state n/a'}; {shown}", **common)
+
+
+@check("DEP-ROWREMAP")
+def check_rowremap(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """No pending row remap or page retirement (both need a reset), no remap failure, counts within limits.
+
+    evidence: ``remapped_rows`` {correctable, uncorrectable, pending, failure} or None (pre-Ampere parts),
+    ``retired_pages`` {sbe, dbe, total, pending} or None (Ampere and later remap rows instead)."""
+    req = "DEP-ROWREMAP"
+    rows = evidence.get("remapped_rows")
+    pages = evidence.get("retired_pages")
+    lim_unc = thresholds.get("max_uncorrectable_remaps")
+    lim_cor = thresholds.get("max_correctable_remaps")
+    lim_pages = thresholds.get("max_retired_pages")
+    parts = []
+    if rows:
+        parts.append(f"remapped rows: {rows.get('correctable')} correctable, {rows.get('uncorrectable')} "
+                     f"uncorrectable, pending {'yes' if rows.get('pending') else 'no'}, failure "
+                     f"{'yes' if rows.get('failure') else 'no'}")
+    total_pages = None
+    if pages:
+        total_pages = pages.get("total")
+        if total_pages is None and (pages.get("sbe") is not None or pages.get("dbe") is not None):
+            total_pages = (pages.get("sbe") or 0) + (pages.get("dbe") or 0)
+        parts.append(f"retired pages: {total_pages if total_pages is not None else 'n/a'}, pending "
+                     f"{'yes' if pages.get('pending') else 'no' if pages.get('pending') is False else 'n/a'}")
+    shown = "; ".join(parts)
+    threshold = "no pending remap or retirement, no remap failure" + "".join(
+        f", {name} <= {lim}" for name, lim in (("uncorrectable remaps", lim_unc), ("correctable remaps", lim_cor),
+                                               ("retired pages", lim_pages)) if lim is not None)
+    common = dict(threshold=threshold, subject=subject, evidence=dict(evidence, retired_pages_total=total_pages),
+                  method=evidence.get("source") or "management library")
+    if not rows and not pages:
+        return Verdict(req, INCONCLUSIVE, "neither remapped rows nor retired pages could be read: "
+                       + _errors_text(evidence, ["remapped_rows", "retired_pages_sbe", "retired_pages_dbe",
+                                                 "retired_pages_pending", "bad_pages"]),
+                       measured=None, **common)
+    measured = (rows or {}).get("uncorrectable") if rows else total_pages
+    reset = ("reset the GPU (`nvidia-smi -r -i <index>` with no process on it, or reboot) so the pending "
+             "remap/retirement takes effect; until then the bad memory stays in use")
+    if rows and rows.get("failure"):
+        return Verdict(req, FAIL, f"row remapping failed: a bank ran out of spare rows ({shown})", measured=measured,
+                       **common, remediation="drain the node and RMA the GPU: a remapping failure is not "
+                                             "recoverable in the field")
+    if rows and rows.get("pending"):
+        return Verdict(req, FAIL, f"a row remap is pending ({shown})", measured=measured, **common,
+                       remediation=reset)
+    if pages and pages.get("pending"):
+        return Verdict(req, FAIL, f"a page retirement is pending ({shown})", measured=measured, **common,
+                       remediation=reset)
+    over = []
+    if rows and lim_unc is not None and (rows.get("uncorrectable") or 0) > lim_unc:
+        over.append(f"uncorrectable remaps {rows['uncorrectable']} > {lim_unc}")
+    if rows and lim_cor is not None and (rows.get("correctable") or 0) > lim_cor:
+        over.append(f"correctable remaps {rows['correctable']} > {lim_cor}")
+    if lim_pages is not None and total_pages is not None and total_pages > lim_pages:
+        over.append(f"retired pages {total_pages} > {lim_pages}")
+    if over:
+        return Verdict(req, FAIL, f"{'; '.join(over)} ({shown})", measured=measured, **common,
+                       remediation="drain the node; the memory has used up the spares the profile allows: RMA "
+                                   "the GPU (attach `nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT`)")
+    return Verdict(req, PASS, shown, measured=measured, **common)
+
+
+def _share(samples: List[Dict[str, Any]], name: str) -> float:
+    bit = CLOCK_EVENT_BITS[name]
+    return sum(1 for s in samples if int(s["reasons"]) & bit) / len(samples)
+
+
+@check("DEP-THROTTLE")
+def check_throttle(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Clock-event reasons sampled while the suite's load runs: the share of loaded samples in which HW
+    slowdown, HW thermal, HW power brake or SW thermal slowdown was active stays within ``max_fault_share``
+    (default 0); SW power cap is reported, and judged when the profile sets ``max_sw_power_cap_share``.  A
+    sample with the GPU-idle reason set does not count as loaded, and an idle reading never decides.
+
+    evidence: ``samples`` [{t, reasons (bitmask or None), under_load}], ``load`` (what the load did)."""
+    req = "DEP-THROTTLE"
+    samples = evidence.get("samples") or []
+    max_fault = float(thresholds.get("max_fault_share", 0.0))
+    max_cap = thresholds.get("max_sw_power_cap_share")
+    valid = [s for s in samples if s.get("reasons") is not None]
+    loaded = [s for s in valid if s.get("under_load") and not int(s["reasons"]) & CLOCK_EVENT_BITS["gpu_idle"]]
+    threshold = (f"share of loaded samples with {', '.join(FAULT_REASONS)} <= {max_fault:g}"
+                 + (f"; SW power cap <= {max_cap:g}" if max_cap is not None else ""))
+    rule = ("clock-event reasons read while the suite's load ran; samples with the GPU-idle reason are not "
+            "loaded; shares are over loaded samples")
+    shares = {name: round(_share(loaded, name), 4) for name in CLOCK_EVENT_BITS} if loaded else {}
+    ev = dict(evidence, loaded_samples=len(loaded), shares=shares)
+    common = dict(threshold=threshold, unit="share of samples", subject=subject, evidence=ev, method=rule)
+    if not valid:
+        why = (evidence.get("errors") or [{}])[0].get("error") if evidence.get("errors") else None
+        return Verdict(req, INCONCLUSIVE, f"no clock-event reading ({why or 'the field is not reported'})",
+                       measured=None, **common)
+    if not loaded:
+        seen = sorted({n for s in valid for n in decode_reasons(s["reasons"]) or []})
+        load = evidence.get("load") or {}
+        why = load.get("reason") or load.get("error") or ("the GPU reported itself idle in every sample"
+                                                         if any(s.get("under_load") for s in valid) else "no load")
+        return Verdict(req, INCONCLUSIVE, f"no reading under load ({why}); idle readings showed "
+                       f"{', '.join(seen) or 'no reason'}, and an idle reading never decides", measured=None,
+                       **common)
+    fault_share = sum(1 for s in loaded if any(int(s["reasons"]) & CLOCK_EVENT_BITS[n] for n in FAULT_REASONS)) \
+        / len(loaded)
+    ev["fault_share"] = round(fault_share, 4)
+    active = ", ".join(f"{n} {shares[n]:.0%}" for n in CLOCK_EVENT_BITS if shares.get(n)) or "none"
+    text = f"{len(loaded)} loaded samples; active: {active}"
+    if fault_share > max_fault:
+        fixes = []
+        if shares.get("hw_power_brake_slowdown"):
+            fixes.append("power brake is asserted by the board or chassis: check PSU redundancy and input power, "
+                         "BMC power capping, and the baseboard's power-brake signal")
+        if shares.get("hw_thermal_slowdown") or shares.get("sw_thermal_slowdown"):
+            fixes.append("thermal slowdown: check inlet temperature, fan profile, airflow and heatsink contact")
+        if shares.get("hw_slowdown") and not fixes:
+            fixes.append("HW slowdown without a thermal or brake cause: check the power supply and the board's "
+                         "external slowdown signal (`nvidia-smi -q -d PERFORMANCE`)")
+        return Verdict(req, FAIL, f"the hardware slowed its clocks under load in {fault_share:.0%} of samples: "
+                       f"{text}", measured=round(fault_share, 4), **common, remediation="; ".join(fixes))
+    if max_cap is not None and shares.get("sw_power_cap", 0) > float(max_cap):
+        return Verdict(req, FAIL, f"SW power cap active in {shares['sw_power_cap']:.0%} of loaded samples (> "
+                       f"{float(max_cap):.0%}): {text}", measured=shares["sw_power_cap"], **common,
+                       remediation="the enforced power limit holds the clocks down: see DEP-POWERCAP and "
+                                   "`nvidia-smi -q -d POWER`")
+    return Verdict(req, PASS, text, measured=round(fault_share, 4), **common)
+
+
+@check("DEP-PERSIST")
+def check_persistence(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Persistence mode is what the profile expects (``expected``, default on).
+
+    evidence: ``persistence_mode`` (bool or None), ``errors``."""
+    req = "DEP-PERSIST"
+    want = bool(thresholds.get("expected", True))
+    got = evidence.get("persistence_mode")
+    threshold = "enabled" if want else "disabled"
+    common = dict(threshold=threshold, subject=subject, evidence=evidence, method="nvmlDeviceGetPersistenceMode")
+    if got is None:
+        return Verdict(req, INCONCLUSIVE, "persistence mode could not be read: "
+                       + _errors_text(evidence, ["persistence_mode"]), measured=None, **common)
+    state = "enabled" if got else "disabled"
+    if bool(got) != want:
+        fix = ("run the persistence daemon: `systemctl enable --now nvidia-persistenced` (the suite only reads the "
+               "setting); without it the driver tears the GPU state down whenever no client holds it, adding "
+               "seconds to every start and losing clocks/ECC state" if want else
+               "stop nvidia-persistenced, or set DEP-PERSIST expected: true in the profile")
+        return Verdict(req, FAIL, f"persistence mode is {state}; the profile expects it {threshold}",
+                       measured=state, **common, remediation=fix)
+    return Verdict(req, PASS, f"persistence mode {state}", measured=state, **common)
+
+
+def _w(mw: Optional[float]) -> Optional[float]:
+    return round(mw / 1000.0, 1) if mw is not None else None
+
+
+@check("DEP-POWERCAP")
+def check_powercap(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """The enforced power limit is the profile's TDP within ``tolerance`` (read only: the suite never sets it).
+
+    evidence: ``enforced_mw``, ``requested_mw``, ``default_mw``, ``constraints_mw`` [min, max]; thresholds:
+    ``tdp_w`` (profile fact), ``tolerance`` (share)."""
+    req = "DEP-POWERCAP"
+    tdp = thresholds.get("tdp_w")
+    tol = float(thresholds.get("tolerance", 0.03))
+    enforced, requested, default = (_w(evidence.get(k)) for k in ("enforced_mw", "requested_mw", "default_mw"))
+    cons = evidence.get("constraints_mw") or [None, None]
+    lo, hi = _w(cons[0]), _w(cons[1])
+    shown = (f"enforced {enforced} W (requested {requested} W, default {default} W, settable "
+             f"{lo}-{hi} W)")
+    threshold = f">= {tdp} W × (1 - {tol:g})" if tdp else "the profile's TDP"
+    common = dict(threshold=threshold, unit="W", subject=subject, evidence=evidence,
+                  method="nvmlDeviceGetEnforcedPowerLimit against the profile's hardware.tdp_w")
+    if enforced is None:
+        return Verdict(req, INCONCLUSIVE, "the enforced power limit could not be read: "
+                       + _errors_text(evidence, ["power_limit_enforced_mw"]), measured=None, **common)
+    if not tdp:
+        return Verdict(req, WARN, f"the profile gives no TDP to compare with; {shown}", measured=enforced, **common)
+    if enforced < tdp * (1 - tol):
+        if requested is not None and default is not None and requested < default * (1 - tol):
+            why = f"someone lowered the limit to {requested} W (default {default} W)"
+            fix = f"restore the default limit (`nvidia-smi -i <index> -pl {default:g}`, as root) and find what set it"
+        elif hi is not None and hi < tdp * (1 - tol):
+            why = f"the board allows at most {hi} W: a lower-power SKU or a baseboard cap"
+            fix = "check the SKU and the baseboard/OEM power configuration, or set hardware.tdp_w for this board"
+        else:
+            why = "an external cap is in force (BMC or chassis power capping, or a module limit)"
+            fix = "check the BMC/chassis power policy (Redfish PowerControl, `ipmitool dcmi power get_limit`)"
+        return Verdict(req, FAIL, f"enforced limit {enforced} W is below the profile's TDP {tdp} W: {why}; {shown}",
+                       measured=enforced, **common, remediation=fix)
+    if enforced > tdp * (1 + tol):
+        return Verdict(req, WARN, f"enforced limit {enforced} W is above the profile's TDP {tdp} W; {shown}",
+                       measured=enforced, **common)
+    return Verdict(req, PASS, shown, measured=enforced, **common)
+
+
+def _delta(before: Optional[Dict[str, Any]], after: Optional[Dict[str, Any]], key: str) -> Optional[int]:
+    if not before or not after or before.get(key) is None or after.get(key) is None:
+        return None
+    return int(after[key]) - int(before[key])
+
+
+@check("DEP-PCIE-ERRORS")
+def check_pcie_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """No new fatal or non-fatal AER errors and no new PCIe replays during the run (limits from the profile);
+    errors counted since boot are reported, and make the verdict WARN.
+
+    evidence: ``aer_before``/``aer_after`` (totals per kind, or None with ``aer_reason``), ``replay_before``/
+    ``replay_after`` (NVML replay counter, or None with ``replay_reason``), ``window_s``."""
+    req = "DEP-PCIE-ERRORS"
+    before, after = evidence.get("aer_before"), evidence.get("aer_after")
+    limits = {"fatal": thresholds.get("max_new_fatal", 0), "nonfatal": thresholds.get("max_new_nonfatal", 0),
+              "correctable": thresholds.get("max_new_correctable")}
+    max_replays = thresholds.get("max_new_replays", 0)
+    new = {k: _delta(before, after, k) for k in limits}
+    rb, ra = evidence.get("replay_before"), evidence.get("replay_after")
+    new_replays = ra - rb if ra is not None and rb is not None else None
+    ev = dict(evidence, new_aer=new, new_replays=new_replays)
+    threshold = ", ".join([f"new {k} <= {v}" for k, v in limits.items() if v is not None]
+                          + ([f"new replays <= {max_replays}"] if max_replays is not None else []))
+    common = dict(threshold=threshold, unit="errors", subject=subject, evidence=ev,
+                  method=f"AER counters (sysfs) and the NVML replay counter before and after a "
+                         f"{evidence.get('window_s', '?')} s loaded window")
+    if all(v is None for v in new.values()) and new_replays is None:
+        return Verdict(req, INCONCLUSIVE, f"no PCIe error counter readable: AER: {evidence.get('aer_reason')}; "
+                       f"replay counter: {evidence.get('replay_reason')}", measured=None, **common)
+    shown = ", ".join(f"{k} +{v}" for k, v in new.items() if v is not None)
+    shown += (", " if shown else "") + (f"replays +{new_replays}" if new_replays is not None else "replays n/a")
+    over = [f"{k} +{new[k]} > {lim}" for k, lim in limits.items() if lim is not None and new[k] is not None
+            and new[k] > lim]
+    if max_replays is not None and new_replays is not None and new_replays > max_replays:
+        over.append(f"replays +{new_replays} > {max_replays}")
+    if over:
+        return Verdict(req, FAIL, f"PCIe errors during the run: {'; '.join(over)} (new: {shown})",
+                       measured=sum(v for v in new.values() if v) + (new_replays or 0), **common,
+                       remediation="reseat the card and its riser/retimer cables, check the slot's signal integrity "
+                                   "settings in the BIOS; `lspci -vvv -s <bdf>` shows the AER status, and the "
+                                   "kernel log names the failing TLPs")
+    since_boot = after or before or {}
+    serious = {k: since_boot.get(k) for k in ("fatal", "nonfatal") if since_boot.get(k)}
+    missing = [] if after else [f"AER ({evidence.get('aer_reason')})"]
+    if new_replays is None:
+        missing.append(f"replays ({evidence.get('replay_reason')})")
+    tail = f"; not read: {', '.join(missing)}" if missing else ""
+    if serious:
+        return Verdict(req, WARN, f"no new errors during the run (new: {shown}), but since boot: "
+                       + ", ".join(f"{k} {v}" for k, v in serious.items()) + tail, measured=0, **common)
+    return Verdict(req, PASS, f"no PCIe errors during the run (new: {shown}){tail}", measured=0, **common)
+
+
+XID_HINTS = {
+    79: "the GPU fell off the bus: reseat it, check its power cables and slot; drain and RMA if it recurs",
+    48: "double-bit ECC error: see DEP-ECC and DEP-ROWREMAP, reset the GPU",
+    63: "a row remap or page retirement was recorded: reset the GPU (DEP-ROWREMAP)",
+    64: "a row remap or page retirement failed: drain the node and RMA the GPU",
+    74: "NVLink error: check `nvidia-smi nvlink -e`, the baseboard and fabric manager",
+    92: "high single-bit ECC error rate: watch DEP-ECC, plan an RMA",
+    94: "contained ECC error: the application was stopped; reset the GPU",
+    95: "uncontained ECC error: reset the GPU (or reboot) before any further use",
+    119: "GSP firmware timeout: update the driver, reset the GPU",
+    120: "GSP firmware error: update the driver, reset the GPU",
+}
+
+
+@check("DEP-XID")
+def check_xid(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """No critical XID during the run (NVML events while the load ran); the kernel log's history since boot is
+    reported (WARN on a critical XID there, FAIL when the profile says ``fail_on_history``).  Either source
+    alone can pass the run: the kernel log since boot also covers the run.
+
+    evidence: ``watch`` {source, reason, events [{xid}]}; ``history`` {readable, source, reason, xids [{xid}]}."""
+    req = "DEP-XID"
+    critical = set(int(x) for x in thresholds.get("critical_xids", []))
+    limit = int(thresholds.get("max_critical_events", 0))
+    watch = evidence.get("watch") or {}
+    hist = evidence.get("history") or {}
+    events = watch.get("events") if watch.get("source") else None
+    hist_xids = hist.get("xids") if hist.get("readable") else None
+    threshold = f"<= {limit} critical XID(s) during the run (critical: {', '.join(map(str, sorted(critical)))})"
+    common = dict(threshold=threshold, unit="events", subject=subject, evidence=evidence,
+                  method=f"{watch.get('source') or 'no event watch'}; kernel log: {hist.get('source') or 'unreadable'}")
+    if events is None and hist_xids is None:
+        return Verdict(req, INCONCLUSIVE, f"no XID source: event watch: {watch.get('reason')}; kernel log: "
+                       f"{hist.get('reason')}", measured=None, **common)
+    during = [e for e in events or [] if int(e["xid"]) in critical]
+    if len(during) > limit:
+        xids = sorted({int(e["xid"]) for e in during})
+        hint = "; ".join(XID_HINTS.get(x, f"XID {x}: see NVIDIA's XID catalogue") for x in xids)
+        return Verdict(req, FAIL, f"{len(during)} critical XID event(s) during the run: "
+                       f"{', '.join(f'XID {x}' for x in xids)}", measured=len(during), **common, remediation=hint)
+    past = [x for x in hist_xids or [] if int(x["xid"]) in critical]
+    other = sorted({int(e["xid"]) for e in events or [] if int(e["xid"]) not in critical})
+    if past:
+        xids = sorted({int(x["xid"]) for x in past})
+        text = (f"no critical XID during the run, but the kernel log since boot holds {len(past)}: "
+                f"{', '.join(f'XID {x}' for x in xids)} (first: {past[0].get('line', '')[:160]})")
+        if thresholds.get("fail_on_history"):
+            return Verdict(req, FAIL, text, measured=len(past), **common,
+                           remediation="; ".join(XID_HINTS.get(x, f"XID {x}: see NVIDIA's XID catalogue")
+                                                 for x in xids))
+        return Verdict(req, WARN, text, measured=0, **common)
+    sources = []
+    if events is not None:
+        sources.append(f"NVML events during {watch.get('window_s', '?')} s: {len(events)} XID(s)")
+    else:
+        sources.append(f"no event watch ({watch.get('reason')})")
+    if hist_xids is not None:
+        sources.append(f"kernel log since boot: {len(hist_xids)} XID line(s) for this device, none critical")
+    else:
+        sources.append(f"kernel log unreadable ({hist.get('reason')})")
+    if other:
+        return Verdict(req, WARN, f"non-critical XID(s) during the run: {', '.join(map(str, other))}; "
+                       + "; ".join(sources), measured=0, **common)
+    return Verdict(req, PASS, "no critical XID: " + "; ".join(sources), measured=0, **common)

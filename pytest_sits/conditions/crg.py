@@ -1,0 +1,406 @@
+"""Acquire the compute-ready graph's evidence (document B §2.5) on this machine.
+
+* CRG-NODE: dense GEMM TFLOPS per device in float16 and bfloat16 (torch; a block of the product is checked
+  against a float32 product of the same inputs).
+* CRG-EDGE: device-to-device copy bandwidth of every ordered pair (torch copies; peer access recorded; NVLink
+  data counters read before and after when NVML offers them).
+* CRG-SYNC: all-reduce bus bandwidth through ``torch.distributed``: NCCL with one spawned process per GPU,
+  or gloo with two forked processes on the CPU when the host has no accelerator (nothing of a device context
+  is inherited, and forking saves re-importing torch).  Processes meet through a file store in a private
+  temporary folder (no network port), are joined with a timeout and killed if they hang.
+* CRG-JITTER: the timer's reported resolution (``time.get_clock_info``) and measured granularity (smallest
+  non-zero step between back-to-back ``perf_counter_ns`` readings), and the latency distribution of a fixed
+  small operation on the node.
+
+Every function returns evidence, or ``{"absent": reason}`` when the thing to measure is not there.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..checks.crg import busbw, percentiles
+from .loads import LoadUnavailable, torch_device_for_bdf
+
+GEMM_DTYPES = ("float16", "bfloat16")
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise LoadUnavailable("torch is not installed (pip install torch): nothing can be measured") from None
+    return torch
+
+
+def _sync(torch: Any, dev: Any) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def gemm_tflops(device: str, dtype: str, size: int = 8192, iterations: int = 20, repeats: int = 3) -> Dict[str, Any]:
+    """Dense ``size``³ GEMM throughput on ``device`` (median of ``repeats`` timed loops of ``iterations``)."""
+    torch = _torch()
+    dev = torch.device(device)
+    dt = getattr(torch, dtype)
+    out: Dict[str, Any] = {"dtype": dtype, "size": size, "iterations": iterations, "repeats": repeats,
+                           "device": device, "tflops": None, "verified": False}
+    try:
+        gen = torch.Generator(device=dev).manual_seed(1234)
+        a = torch.randn(size, size, device=dev, dtype=dt, generator=gen)
+        b = torch.randn(size, size, device=dev, dtype=dt, generator=gen)
+        c = a @ b  # warm-up (kernel selection)
+        _sync(torch, dev)
+        k = min(64, size)
+        ref = a[:k].float() @ b[:, :k].float()
+        err = (c[:k, :k].float() - ref).abs().max().item()
+        scale = ref.abs().max().item() or 1.0
+        tol = {"float16": 2e-2, "bfloat16": 6e-2}.get(dtype, 1e-3)
+        out["max_rel_error"] = err / scale
+        out["verified"] = bool(err / scale <= tol)
+        rates = []
+        for _ in range(repeats):
+            _sync(torch, dev)
+            t0 = time.perf_counter()
+            for _ in range(iterations):
+                c = a @ b
+            _sync(torch, dev)
+            dt_s = time.perf_counter() - t0
+            rates.append(2.0 * size ** 3 * iterations / dt_s / 1e12)
+        out["samples_tflops"] = [round(r, 6) for r in rates]
+        out["tflops"] = round(statistics.median(rates), 6)
+        del a, b, c, ref
+    except Exception as exc:  # out of memory, a dtype the device lacks: recorded, never a number
+        out["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    finally:
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    return out
+
+
+def acquire_node(acc: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
+    try:
+        device = torch_device_for_bdf(acc["bdf"])
+    except LoadUnavailable as exc:
+        return {"absent": f"{acc['bdf']}: {exc}"}
+    size, iters = int(th.get("size", 8192)), int(th.get("iterations", 20))
+    return {"device": acc["bdf"], "torch_device": device,
+            "results": [gemm_tflops(device, d, size, iters) for d in th.get("dtypes") or GEMM_DTYPES],
+            "method": f"torch matmul {size}×{size}×{size}, {iters} per timed loop, median of 3, 2·n³ flops each"}
+
+
+def _nvlink_kib(bdf: str) -> Optional[int]:
+    """Sum of NVLink data TX counters (KiB) of the device over its links, or None when NVML has none."""
+    try:
+        import pynvml  # type: ignore
+
+        from ..probes.health import nvml_handle_for_bdf
+    except ImportError:
+        return None
+    field = getattr(pynvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", None)
+    if field is None:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        h = nvml_handle_for_bdf(pynvml, bdf)
+        total, seen = 0, False
+        values = pynvml.nvmlDeviceGetFieldValues(h, [(field, link) for link in range(18)])
+        for v in values:
+            if v.nvmlReturn == pynvml.NVML_SUCCESS:
+                total += int(v.value.ullVal)
+                seen = True
+        return total if seen else None
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def peer_copy(src: Tuple[str, str], dst: Tuple[str, str], nbytes: int, runs: int = 7) -> Dict[str, Any]:
+    """Copy ``nbytes`` from device ``src`` to ``dst`` ((bdf, torch device) each); median GB/s, data verified."""
+    torch = _torch()
+    s, d = torch.device(src[1]), torch.device(dst[1])
+    out: Dict[str, Any] = {"pair": [src[0], dst[0]], "bytes": nbytes, "runs": runs, "gbps_median": None,
+                           "verified": False, "peer_access": None}
+    try:
+        if s.type == "cuda" and d.type == "cuda":
+            out["peer_access"] = bool(torch.cuda.can_device_access_peer(s.index, d.index))
+        x = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device=s)
+        y = torch.empty(nbytes, dtype=torch.uint8, device=d)
+        y.copy_(x)
+        _sync(torch, s)
+        _sync(torch, d)
+        before = _nvlink_kib(src[0]) if s.type == "cuda" else None
+        rates = []
+        for _ in range(runs):
+            _sync(torch, s)
+            _sync(torch, d)
+            t0 = time.perf_counter()
+            y.copy_(x)
+            _sync(torch, d)
+            _sync(torch, s)
+            rates.append(nbytes / (time.perf_counter() - t0) / 1e9)
+        after = _nvlink_kib(src[0]) if before is not None else None
+        out["nvlink_bytes"] = (after - before) * 1024 if before is not None and after is not None else None
+        out["verified"] = bool(torch.equal(y, x.to(d)))
+        out["samples_gbps"] = [round(r, 3) for r in rates]
+        out["gbps_median"] = round(statistics.median(rates), 3)
+        del x, y
+    except Exception as exc:
+        out["reason"] = f"{type(exc).__name__}: {exc}"[:300]
+    finally:
+        for dev in (s, d):
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+    out["method"] = f"torch tensor copy {src[1]} -> {dst[1]}, median of {runs}, data compared afterwards"
+    return out
+
+
+def _devices(accs: List[Dict[str, Any]]) -> Tuple[List[Tuple[str, str]], Optional[str]]:
+    out = []
+    for a in accs:
+        try:
+            out.append((a["bdf"], torch_device_for_bdf(a["bdf"])))
+        except LoadUnavailable as exc:
+            return [], f"{a['bdf']}: {exc}"
+    return out, None
+
+
+def acquire_edges(accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Optional[str] = None
+                  ) -> List[Tuple[Dict[str, Any], str]]:
+    """(evidence, subject) for every pair of the accelerators, both directions measured."""
+    if absent:
+        return [({"absent": absent}, "accelerators")]
+    if len(accs) < 2:
+        return [({"absent": f"a device-to-device edge needs 2 accelerators; found {len(accs)}"}, "accelerators")]
+    devs, why = _devices(accs)
+    if why:
+        return [({"absent": why}, "accelerators")]
+    nbytes = int(th.get("bytes", 1 << 28))
+    out = []
+    for i, a in enumerate(devs):
+        for b in devs[i + 1:]:
+            fwd, rev = peer_copy(a, b, nbytes), peer_copy(b, a, nbytes)
+            both = [x["gbps_median"] for x in (fwd, rev) if x["gbps_median"] is not None]
+            out.append(({"pair": [a[0], b[0]], "forward": fwd, "reverse": rev,
+                         "gbps_median": min(both) if len(both) == 2 else None,
+                         "verified": fwd["verified"] and rev["verified"],
+                         "peer_access": fwd["peer_access"] and rev["peer_access"],
+                         "nvlink_bytes": fwd.get("nvlink_bytes"),
+                         "reason": fwd.get("reason") or rev.get("reason"),
+                         "method": "torch tensor copy each way, median of 7 each, data compared; the slower "
+                                   "direction decides"}, f"{a[0]}<->{b[0]}"))
+    return out
+
+
+# --------------------------------------------------------------------------
+# All-reduce
+
+
+def _allreduce_worker(rank: int, world: int, backend: str, init: str, nbytes: int, iters: int,
+                      devices: List[str], queue: Any) -> None:
+    """One rank of the all-reduce (runs in its own process)."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
+                                timeout=timedelta(seconds=120))
+        dev = torch.device(devices[rank]) if devices else torch.device("cpu")
+        if dev.type == "cuda":
+            torch.cuda.set_device(dev)
+        n = max(1, nbytes // 4)
+        x = torch.empty(n, dtype=torch.float32, device=dev)
+        times = []
+        ok = True
+        for i in range(iters + 2):  # two warm-up rounds
+            x.fill_(float(rank + 1))
+            _sync(torch, dev)
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(x)
+            _sync(torch, dev)
+            dt = time.perf_counter() - t0
+            ok = ok and bool(torch.all(x == world * (world + 1) / 2).item())
+            if i >= 2:
+                times.append(dt)
+        queue.put({"rank": rank, "times": times, "verified": ok})
+    except Exception as exc:
+        queue.put({"rank": rank, "error": f"{type(exc).__name__}: {exc}"[:300]})
+    finally:
+        try:
+            dist.destroy_process_group()
+        except Exception:
+            pass
+
+
+def allreduce(backend: str, world: int, nbytes: int, iters: int = 5, devices: Optional[List[str]] = None,
+              timeout_s: float = 180.0) -> Dict[str, Any]:
+    """All-reduce ``nbytes`` of float32 across ``world`` spawned processes; bus bandwidth of the median run
+    (each run's time is the slowest rank's)."""
+    import multiprocessing as mp
+
+    _torch()
+    ctx = mp.get_context("spawn" if devices else "fork")
+    queue = ctx.Queue()
+    out: Dict[str, Any] = {"backend": backend, "world_size": world, "bytes": nbytes, "iterations": iters,
+                           "participants": "GPUs" if devices else "processes on the CPU",
+                           "busbw_gbps": None, "verified": False}
+    with tempfile.TemporaryDirectory(prefix="sits-allreduce-") as tmp:
+        init = f"file://{os.path.join(tmp, 'store')}"
+        procs = [ctx.Process(target=_allreduce_worker, args=(r, world, backend, init, nbytes, iters,
+                                                             list(devices or []), queue), daemon=True)
+                 for r in range(world)]
+        t0 = time.monotonic()
+        for p in procs:
+            p.start()
+        results: List[Dict[str, Any]] = []
+        try:
+            while len(results) < world and time.monotonic() - t0 < timeout_s:
+                try:
+                    results.append(queue.get(timeout=1.0))
+                except Exception:
+                    if all(not p.is_alive() for p in procs) and queue.empty():
+                        break
+        finally:
+            for p in procs:
+                p.join(timeout=max(1.0, timeout_s - (time.monotonic() - t0)) if len(results) == world else 1.0)
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=5)
+        out["wall_s"] = round(time.monotonic() - t0, 3)
+    errors = [r["error"] for r in results if "error" in r]
+    if errors or len(results) < world:
+        out["reason"] = "; ".join(errors) or f"{world - len(results)} rank(s) gave no result within {timeout_s:g} s"
+        return out
+    per_iter = [max(r["times"][i] for r in results) for i in range(iters)]
+    t = statistics.median(per_iter)
+    alg = nbytes / t / 1e9
+    out.update(samples_s=[round(x, 6) for x in per_iter], algbw_gbps=round(alg, 3),
+               busbw_gbps=round(busbw(alg, world), 3), verified=all(r["verified"] for r in results))
+    return out
+
+
+def acquire_sync(accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, Any],
+                 absent: Optional[str] = None) -> Dict[str, Any]:
+    """NCCL across the accelerators (one process each), or gloo with 2 processes on a host without any."""
+    iters = int(th.get("iterations", 5))
+    if absent:
+        return {"absent": absent}
+    if not accs and not expected_count:
+        return allreduce("gloo", 2, int(th.get("host_bytes", 32 << 20)), iters)
+    if len(accs) < 2:
+        return {"absent": f"an all-reduce between devices needs 2 accelerators; found {len(accs)}"}
+    devs, why = _devices(accs)
+    if why:
+        return {"absent": why}
+    torch = _torch()
+    if not torch.distributed.is_available() or not torch.distributed.is_nccl_available():
+        return {"absent": f"torch {torch.__version__} has no NCCL backend"}
+    out = allreduce("nccl", len(devs), int(th.get("bytes", 1 << 28)), iters, [d for _, d in devs])
+    out["devices"] = [b for b, _ in devs]
+    return out
+
+
+# --------------------------------------------------------------------------
+# Timer and jitter
+
+
+def timer_info(reads: int = 200_000) -> Dict[str, Any]:
+    """perf_counter's reported resolution and its measured granularity (smallest non-zero step between two
+    back-to-back ``perf_counter_ns`` readings) and cost (median non-zero step)."""
+    info = time.get_clock_info("perf_counter")
+    f = time.perf_counter_ns
+    steps = []
+    prev = f()
+    for _ in range(reads):
+        now = f()
+        if now != prev:
+            steps.append(now - prev)
+        prev = now
+    return {"clock": "time.perf_counter_ns", "implementation": info.implementation,
+            "resolution_ns": info.resolution * 1e9, "monotonic": info.monotonic, "reads": reads,
+            "granularity_ns": float(min(steps)) if steps else None,
+            "read_cost_ns": float(statistics.median(steps)) if steps else None,
+            "zero_steps": reads - len(steps)}
+
+
+def acquire_jitter(acc: Optional[Dict[str, Any]], th: Dict[str, Any]) -> Dict[str, Any]:
+    """The timer's figures and the latency distribution of a fixed small operation on the node (the device, or
+    the host CPU when there is no accelerator)."""
+    n = int(th.get("samples", 2000))
+    timer = timer_info()
+    f = time.perf_counter_ns
+    lat: List[float] = []
+    if acc is None:
+        import numpy as np
+
+        a = np.random.default_rng(0).random((64, 64))
+        for _ in range(20):
+            a @ a
+        for _ in range(n):
+            t0 = f()
+            a @ a
+            lat.append(float(f() - t0))
+        workload = "a 64×64 float64 matmul on the host CPU (numpy)"
+        subject_dev = "host"
+    else:
+        try:
+            device = torch_device_for_bdf(acc["bdf"])
+        except LoadUnavailable as exc:
+            return {"absent": f"{acc['bdf']}: {exc}"}
+        torch = _torch()
+        dev = torch.device(device)
+        x = torch.ones(1024, device=dev)
+        for _ in range(50):
+            x.add_(1.0)
+        _sync(torch, dev)
+        for _ in range(n):
+            t0 = f()
+            x.add_(1.0)
+            _sync(torch, dev)
+            lat.append(float(f() - t0))
+        workload = f"a 1024-element add on {device} with synchronize (torch)"
+        subject_dev = acc["bdf"]
+    return {"device": subject_dev, "timer": timer, "latency_ns": percentiles(lat), "workload": workload}
+
+
+class Crg:
+    """The compute-ready graph's acquire functions on the platform's machine (a snapshot has none to measure;
+    the simulated platform brings its own figures)."""
+
+    def __init__(self, platform: Any):
+        self.platform = platform
+
+    def _absent(self) -> Optional[str]:
+        why = self.platform.host_measurement_reason()
+        return f"{why}: the compute-ready graph is measured on the machine itself" if why else None
+
+    def node(self, acc: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
+        why = self._absent()
+        return {"absent": why} if why else acquire_node(acc, th)
+
+    def edges(self, accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Optional[str] = None
+              ) -> List[Tuple[Dict[str, Any], str]]:
+        return acquire_edges(accs, th, absent or self._absent())
+
+    def sync(self, accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, Any],
+             absent: Optional[str] = None) -> Dict[str, Any]:
+        return acquire_sync(accs, expected_count, th, absent or self._absent())
+
+    def jitter(self, acc: Optional[Dict[str, Any]], th: Dict[str, Any]) -> Dict[str, Any]:
+        why = self._absent()
+        return {"absent": why} if why else acquire_jitter(acc, th)

@@ -1,0 +1,420 @@
+"""Acquire the evidence of DEP-ECC, DEP-ROWREMAP, DEP-THROTTLE, DEP-PERSIST, DEP-POWERCAP, DEP-PCIE-ERRORS,
+DEP-XID, SEC-FIRMWARE and SEC-TEE.
+
+Static facts (ECC, remapped rows, persistence, power limits, firmware) come
+from the device's management facts in the inventory (live NVML/amdsmi, a
+snapshot's captured facts, the simulated ones, or ``nvidia-smi -q`` text).
+The rest needs a *health window*: one loaded period per device in which the
+clock-event reasons are sampled while the suite's load runs, AER and replay
+counters are read before and after, and XID events are watched.  The window
+runs once per device per session (a lock per device keeps xdist workers from
+loading one device twice) and serves DEP-THROTTLE, DEP-PCIE-ERRORS and DEP-XID.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from ..probes import health as hp
+from .loads import LoadUnavailable
+
+NVIDIA, AMD = "10de:", "1002:"
+
+
+# --------------------------------------------------------------------------
+# Static facts
+
+
+def _facts(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    """The device's management facts and the library's field errors, or the reason there are none."""
+    pci = str(acc.get("pci_id", ""))
+    lib = "nvml" if pci.startswith(NVIDIA) else "amdsmi" if pci.startswith(AMD) else None
+    if lib is None:
+        return {"absent": f"{acc['bdf']}: {acc.get('vendor')} devices' health fields are read by no management "
+                          "library in this version (NVML and amdsmi only)"}
+    top = (inventory.get("management") or {}).get(lib) or {}
+    errors = [e for e in top.get("errors") or [] if isinstance(e, dict)]
+    m = acc.get("management")
+    if not m:
+        errors = errors + [{"field": "management", "error": top.get("reason") or f"{lib} reported no facts "
+                                                                                    f"for {acc['bdf']}"}]
+        m = {}
+    return {"facts": m, "errors": errors, "source": top.get("source") or lib, "library": lib, "top": top}
+
+
+def _relevant(errors: List[Dict[str, Any]], fields: List[str]) -> List[Dict[str, Any]]:
+    out = [e for e in errors if e.get("field") in fields]
+    out += [dict(e, field=f) for e in errors if e.get("field") == "management" for f in fields]
+    return out
+
+
+ECC_FIELDS = ["ecc_mode_current", "ecc_mode_pending", "ecc_volatile_corrected", "ecc_volatile_uncorrected",
+              "ecc_aggregate_corrected", "ecc_aggregate_uncorrected"]
+
+
+def acquire_ecc(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    f = _facts(inventory, acc)
+    if "absent" in f:
+        return f
+    m = f["facts"]
+    return {"device": acc["bdf"], "source": f["source"], "ecc_mode_current": m.get("ecc_mode_current"),
+            "ecc_mode_pending": m.get("ecc_mode_pending"),
+            "counts": {k: m.get(f"ecc_{k}") for k in ("volatile_uncorrected", "aggregate_uncorrected",
+                                                     "volatile_corrected", "aggregate_corrected")},
+            "errors": _relevant(f["errors"], ECC_FIELDS)}
+
+
+def acquire_rowremap(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    f = _facts(inventory, acc)
+    if "absent" in f:
+        return f
+    m = f["facts"]
+    pages = {"sbe": m.get("retired_pages_sbe"), "dbe": m.get("retired_pages_dbe"),
+             "total": m.get("retired_pages_total"), "pending": m.get("retired_pages_pending")}
+    fields = ["remapped_rows", "retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending", "bad_pages"]
+    return {"device": acc["bdf"], "source": f["source"], "remapped_rows": m.get("remapped_rows"),
+            "retired_pages": pages if any(v is not None for v in pages.values()) else None,
+            "errors": _relevant(f["errors"], fields)}
+
+
+def acquire_persistence(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    f = _facts(inventory, acc)
+    if "absent" in f:
+        return f
+    if f["library"] != "nvml":
+        return {"absent": f"{acc['bdf']}: persistence mode is an NVIDIA driver setting; {acc.get('vendor')} "
+                          "devices have none"}
+    return {"device": acc["bdf"], "source": f["source"], "persistence_mode": f["facts"].get("persistence_mode"),
+            "errors": _relevant(f["errors"], ["persistence_mode"])}
+
+
+def acquire_powercap(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    f = _facts(inventory, acc)
+    if "absent" in f:
+        return f
+    if f["library"] != "nvml":
+        return {"absent": f"{acc['bdf']}: the power cap of {acc.get('vendor')} devices is not read by this version"}
+    m = f["facts"]
+    return {"device": acc["bdf"], "source": f["source"], "enforced_mw": m.get("power_limit_enforced_mw"),
+            "requested_mw": m.get("power_limit_mw"), "default_mw": m.get("power_limit_default_mw"),
+            "constraints_mw": m.get("power_limit_constraints_mw"),
+            "errors": _relevant(f["errors"], ["power_limit_enforced_mw", "power_limit_default_mw",
+                                              "power_limit_constraints_mw"])}
+
+
+DRIVER_MODULES = {"nvml": "nvidia", "amdsmi": "amdgpu"}
+
+
+def acquire_firmware(inventory: Dict[str, Any], acc: Dict[str, Any], root: Optional[Path]) -> Dict[str, Any]:
+    """Driver, VBIOS, InfoROM and GSP versions; the driver module's signature state when ``root`` is given
+    (None: text evidence, no kernel to read)."""
+    f = _facts(inventory, acc)
+    if "absent" in f:
+        return f
+    m, top = f["facts"], f["top"]
+    versions = {"driver": m.get("driver_version") or top.get("driver_version"), "vbios": m.get("vbios_version"),
+                "inforom": m.get("inforom_image_version"), "gsp": m.get("gsp_firmware_version")}
+    sig = hp.module_signature(root, DRIVER_MODULES[f["library"]]) if root is not None else \
+        {"state": "unknown", "reason": "text evidence: no kernel to read the module's signature state from"}
+    return {"device": acc["bdf"], "source": f["source"], "versions": versions, "module_signature": sig,
+            "errors": _relevant(f["errors"], ["driver_version", "vbios_version", "inforom_image_version",
+                                              "gsp_firmware_version"])}
+
+
+def acquire_tee(root: Path, inventory: Dict[str, Any]) -> Dict[str, Any]:
+    from ..probes import tee
+
+    return tee.collect(root, (inventory.get("management") or {}).get("nvml") or {}, inventory["accelerators"])
+
+
+# --------------------------------------------------------------------------
+# The health window
+
+
+class XidWatch:
+    """XID events seen while a window ran: ``events`` [{xid, t}], or ``source`` None with the reason."""
+
+    def __init__(self, source: Optional[str], reason: Optional[str] = None):
+        self.source, self.reason = source, reason
+        self.events: List[Dict[str, Any]] = []
+        self.started = time.monotonic()
+        self.window_s: Optional[float] = None
+
+    def evidence(self) -> Dict[str, Any]:
+        return {"source": self.source, "reason": self.reason, "events": list(self.events) if self.source else None,
+                "window_s": self.window_s}
+
+
+class HealthReader:
+    """What a health window reads from one device.  This base serves snapshots: the captured facts (one
+    reading, no load), the captured AER files and kernel log, and no event watch."""
+
+    kind = "captured facts"
+
+    def __init__(self, platform: Any, acc: Dict[str, Any]):
+        self.platform, self.acc = platform, acc
+
+    def __enter__(self) -> "HealthReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def fields(self) -> Dict[str, Any]:
+        """The sampled fields now: ``clock_event_reasons``, ``pcie_replay_counter`` (None when unread)."""
+        m = self.acc.get("management") or {}
+        return {"clock_event_reasons": m.get("clock_event_reasons"),
+                "pcie_replay_counter": m.get("pcie_replay_counter"), "error": None if m else "no management facts"}
+
+    def aer(self) -> Dict[str, Any]:
+        return hp.read_aer(self.platform.root, self.acc["bdf"])
+
+    def load(self) -> Any:
+        return self.platform.accelerator_load(self.acc)
+
+    def sleep(self, seconds: float) -> None:
+        """Wait between samples (a simulated reader's time passes at once)."""
+        time.sleep(seconds)
+
+    @contextmanager
+    def xid_watch(self) -> Iterator[XidWatch]:
+        yield XidWatch(None, f"{self.platform.kind} platform: no device to watch for events")
+
+    def xid_history(self) -> Dict[str, Any]:
+        return hp.xid_history(self.platform.root)
+
+
+class LiveNvmlReader(HealthReader):
+    """This machine through NVML: fields read at each sample, XID events registered for the window."""
+
+    kind = "NVML"
+
+    def __enter__(self) -> "LiveNvmlReader":
+        import pynvml  # type: ignore
+
+        self.nvml = pynvml
+        pynvml.nvmlInit()
+        try:
+            self.handle = hp.nvml_handle_for_bdf(pynvml, self.acc["bdf"])
+        except Exception:
+            pynvml.nvmlShutdown()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+    def fields(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"error": None}
+        errors: List[Dict[str, Any]] = []
+        from ..probes.nvml import field_reader
+
+        get = field_reader(errors)
+        get(out, "clock_event_reasons", lambda: hp.clock_event_reasons(self.nvml, self.handle))
+        get(out, "pcie_replay_counter", lambda: int(self.nvml.nvmlDeviceGetPcieReplayCounter(self.handle)))
+        if errors:
+            out["error"] = "; ".join(f"{e['field']}: {e['error']}" for e in errors)
+        return out
+
+    @contextmanager
+    def xid_watch(self) -> Iterator[XidWatch]:
+        nv = self.nvml
+        try:
+            evset = nv.nvmlEventSetCreate()
+            nv.nvmlDeviceRegisterEvents(self.handle, nv.nvmlEventTypeXidCriticalError, evset)
+        except Exception as exc:
+            yield XidWatch(None, f"NVML XID events cannot be registered: {exc}")
+            return
+        watch = XidWatch("NVML XID events (nvmlDeviceRegisterEvents)")
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.is_set():
+                try:
+                    data = nv.nvmlEventSetWait_v2(evset, 200)
+                except nv.NVMLError as exc:
+                    if getattr(exc, "value", None) == getattr(nv, "NVML_ERROR_TIMEOUT", -1):
+                        continue
+                    watch.reason = f"event wait failed: {exc}"
+                    return
+                watch.events.append({"xid": int(data.eventData), "t": round(time.monotonic() - watch.started, 3)})
+
+        t = threading.Thread(target=poll, name="sits-xid-watch", daemon=True)
+        t.start()
+        try:
+            yield watch
+        finally:
+            stop.set()
+            t.join(timeout=5)
+            watch.window_s = round(time.monotonic() - watch.started, 3)
+            try:
+                nv.nvmlEventSetFree(evset)
+            except Exception:
+                pass
+
+
+def reader_for(platform: Any, acc: Dict[str, Any]) -> HealthReader:
+    """The reader of a live or snapshot platform (the sim platform brings its own)."""
+    if platform.kind == "live" and str(acc.get("pci_id", "")).startswith(NVIDIA) and acc.get("management"):
+        try:
+            import pynvml  # type: ignore  # noqa: F401
+
+            return LiveNvmlReader(platform, acc)
+        except ImportError:
+            pass
+    return HealthReader(platform, acc)
+
+
+def _wait_running(load: Any, timeout_s: float) -> Optional[str]:
+    """Wait until the load has done work (its first iteration); the reason when it did not."""
+    if not hasattr(load, "iterations"):
+        return None
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if getattr(load, "errors", None):
+            return "; ".join(load.errors)
+        if load.iterations > 0:
+            return None
+        time.sleep(0.05)
+    return f"the load did no work within {timeout_s:g} s"
+
+
+def run_window(reader: HealthReader, th: Dict[str, Any]) -> Dict[str, Any]:
+    """One health window on one device: AER and replay before, clock-event reasons sampled under load, XID
+    events watched, AER and replay after, kernel-log XID history."""
+    n = int(th.get("samples", 20))
+    interval = float(th.get("interval_s", 0.25))
+    warmup = float(th.get("warmup_s", 1.0))
+    t0 = time.monotonic()
+    with reader:
+        aer_before = reader.aer()
+        f0 = reader.fields()
+        samples: List[Dict[str, Any]] = []
+        errors: List[Dict[str, Any]] = []
+        with reader.xid_watch() as watch:
+            load_ev: Dict[str, Any]
+            try:
+                load = reader.load()
+            except LoadUnavailable as exc:
+                load, load_ev = None, {"kind": None, "reason": str(exc)}
+            with load if load is not None else nullcontext():
+                problem = _wait_running(load, 60.0) if load is not None else None
+                if load is not None and problem is None and warmup > 0:
+                    reader.sleep(warmup)
+                for k in range(n if load is not None and problem is None else 1):
+                    f = reader.fields()
+                    if f.get("error"):
+                        errors.append({"sample": k, "error": f["error"]})
+                    samples.append({"t": round(time.monotonic() - t0, 3), "reasons": f.get("clock_event_reasons"),
+                                    "under_load": load is not None and problem is None})
+                    if k < n - 1 and load is not None:
+                        reader.sleep(interval)
+            if load is not None:
+                load_ev = load.evidence()
+                if problem:
+                    load_ev = dict(load_ev, reason=problem)
+        f1 = reader.fields()
+        aer_after = reader.aer()
+        history = reader.xid_history()
+    bdf = reader.acc["bdf"]
+    prefix = bdf.rsplit(".", 1)[0]
+    if history.get("readable"):
+        history = dict(history, xids=[x for x in history["xids"] if x["bdf_prefix"] == prefix],
+                       all_devices=len(history["xids"]))
+    return {"device": bdf, "reader": reader.kind, "window_s": round(time.monotonic() - t0, 3),
+            "samples": samples, "sample_errors": errors, "load": load_ev,
+            "aer_before": aer_before, "aer_after": aer_after,
+            "replay_before": f0.get("pcie_replay_counter"), "replay_after": f1.get("pcie_replay_counter"),
+            "replay_error": f1.get("error") if f1.get("pcie_replay_counter") is None else None,
+            "xid_watch": watch.evidence(), "xid_history": history}
+
+
+class HealthWindows:
+    """One health window per device per session, run on first request (``windows(acc)``), under a lock per
+    device so that no two processes load one device at once."""
+
+    def __init__(self, platform: Any, thresholds: Dict[str, Any],
+                 reader_factory: Callable[[Any, Dict[str, Any]], HealthReader] = reader_for):
+        self.platform, self.th, self.make = platform, thresholds, reader_factory
+        self.cache: Dict[str, Dict[str, Any]] = {}
+
+    def __call__(self, acc: Dict[str, Any]) -> Dict[str, Any]:
+        bdf = acc["bdf"]
+        if bdf not in self.cache:
+            from .locks import exclusive
+
+            with exclusive(f"device-{bdf}", "health window"):
+                try:
+                    self.cache[bdf] = run_window(self.make(self.platform, acc), self.th)
+                except Exception as exc:  # a broken reader is an ERROR of the three checks, with the cause
+                    self.cache[bdf] = {"device": bdf, "broken": f"{type(exc).__name__}: {exc}"}
+        return self.cache[bdf]
+
+
+def _broken(window: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    return {"error": f"the health window failed: {window['broken']}"} if window.get("broken") else None
+
+
+def throttle_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
+    return _broken(window) or {"device": window["device"], "samples": window["samples"], "load": window["load"],
+                               "errors": [{"field": "clock_event_reasons", "error": e["error"]}
+                                          for e in window["sample_errors"]], "reader": window["reader"]}
+
+
+def _aer_totals(aer: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    return aer.get("totals") if aer.get("available") else None
+
+
+def pcie_errors_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
+    if _broken(window):
+        return _broken(window)
+    before, after = window["aer_before"], window["aer_after"]
+    replay_reason = None
+    if window["replay_after"] is None:
+        replay_reason = window.get("replay_error") or "the replay counter is not reported"
+    return {"device": window["device"], "aer_before": _aer_totals(before), "aer_after": _aer_totals(after),
+            "aer_reason": None if after.get("available") else after.get("reason"), "aer_detail_after": after,
+            "replay_before": window["replay_before"], "replay_after": window["replay_after"],
+            "replay_reason": replay_reason, "window_s": window["window_s"], "load": window["load"]}
+
+
+def xid_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
+    return _broken(window) or {"device": window["device"], "watch": window["xid_watch"],
+                               "history": window["xid_history"], "load": window["load"]}
+
+
+# --------------------------------------------------------------------------
+# Submitted `nvidia-smi -q` text
+
+
+def audit_nvidia_smi_q(path: Path, profile: Any) -> List[Any]:
+    """Verdicts of TOPO-PCIE-LINK, DEP-ECC, DEP-ROWREMAP, DEP-PERSIST, DEP-POWERCAP and SEC-FIRMWARE for every GPU
+    of a submitted ``nvidia-smi -q`` text, decided by the checks that judge live NVML."""
+    from ..checks.health import check_ecc, check_persistence, check_powercap, check_rowremap
+    from ..checks.security import check_firmware
+    from ..checks.topology import check_pcie_link
+    from ..probes.nvsmi_q import MAX_BYTES, inventory_view, link_evidence, parse
+    from ..untrusted import read_file
+
+    facts = parse(read_file(path, MAX_BYTES).decode("utf-8", "replace"))
+    inv = inventory_view(facts)
+    verdicts = []
+    for acc in inv["accelerators"]:
+        bdf = acc["bdf"]
+        verdicts.append(check_pcie_link(link_evidence(acc["management"]),
+                                        profile.check_thresholds("TOPO-PCIE-LINK"), bdf))
+        verdicts.append(check_ecc(acquire_ecc(inv, acc), profile.check_thresholds("DEP-ECC"), bdf))
+        verdicts.append(check_rowremap(acquire_rowremap(inv, acc), profile.check_thresholds("DEP-ROWREMAP"), bdf))
+        verdicts.append(check_persistence(acquire_persistence(inv, acc), profile.check_thresholds("DEP-PERSIST"),
+                                          bdf))
+        verdicts.append(check_powercap(acquire_powercap(inv, acc), profile.check_thresholds("DEP-POWERCAP"), bdf))
+        verdicts.append(check_firmware(acquire_firmware(inv, acc, None), profile.check_thresholds("SEC-FIRMWARE"),
+                                       bdf))
+    return verdicts

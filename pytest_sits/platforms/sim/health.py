@@ -1,0 +1,258 @@
+"""The simulated machine's health: NVML health fields, AER files, the kernel log, the driver module's
+signature state, the health window's reader and the compute-ready graph's figures, with the faults' effects.
+
+Defaults describe a healthy machine of the profile; each fault below breaks one thing on the first
+accelerator (or all, where it says so).  Figures of the compute-ready graph come from the profile's datasheet
+facts, scaled by fixed factors, and are labelled simulated.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from ...conditions.health import HealthReader, XidWatch
+from ...probes.health import CLOCK_EVENT_BITS
+
+#: The faults this module implements (their one-line descriptions are in ``faults.FAULTS``).
+HEALTH_FAULTS = ("ecc-uncorrectable", "row-remap-pending", "throttle-power-brake", "persistence-off",
+                 "powercap-low", "aer-fatal", "xid-79", "firmware-unlisted", "crg-slow")
+
+SIM_VBIOS = "96.00.00.00.01"
+SIM_VBIOS_UNLISTED = "96.00.00.00.99"
+SIM_INFOROM = "G520.0200.00.05"
+
+AER_CORRECTABLE = ("RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF")
+AER_UNCORRECTABLE = ("Undefined", "DLP", "SDES", "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF",
+                     "MalfTLP", "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP", "AtomicOpBlocked",
+                     "TLPBlockedErr", "PoisonTLPBlocked")
+
+
+def aer_text(names: Tuple[str, ...], total_key: str, counts: Optional[Dict[str, int]] = None) -> str:
+    """The text of one ``aer_dev_*`` file, as the kernel writes it."""
+    counts = counts or {}
+    lines = [f"{n} {counts.get(n, 0)}" for n in names]
+    lines.append(f"{total_key} {sum(counts.values())}")
+    return "\n".join(lines)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n", encoding="utf-8")
+
+
+def device_fields(profile: Any, faults: List[str], i: int) -> Dict[str, Any]:
+    """The NVML health fields of simulated device ``i`` (the probe's keys), faults applied."""
+    hw = profile.hardware
+    tdp_mw = int(float(hw.get("tdp_w", 0)) * 1000)
+    first = i == 0
+    f: Dict[str, Any] = {
+        "ecc_mode_current": True, "ecc_mode_pending": True,
+        "ecc_volatile_corrected": 0, "ecc_volatile_uncorrected": 0,
+        "ecc_aggregate_corrected": 3, "ecc_aggregate_uncorrected": 0,
+        "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
+        "retired_pages_sbe": None, "retired_pages_dbe": None, "retired_pages_pending": None,
+        "clock_event_reasons": CLOCK_EVENT_BITS["gpu_idle"], "persistence_mode": True,
+        "power_limit_enforced_mw": tdp_mw, "power_limit_default_mw": tdp_mw,
+        "power_limit_constraints_mw": [tdp_mw // 3, tdp_mw], "pcie_replay_counter": 0,
+        "inforom_image_version": SIM_INFOROM, "inforom_ecc_version": "7.16",
+        "gsp_firmware_version": "560.35.03", "gsp_firmware_mode": {"enabled": True, "default": True},
+    }
+    if first and "ecc-uncorrectable" in faults:
+        f.update(ecc_volatile_uncorrected=2, ecc_aggregate_uncorrected=2)
+    if first and "row-remap-pending" in faults:
+        f["remapped_rows"] = {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False}
+    if "persistence-off" in faults:
+        f["persistence_mode"] = False
+    if first and "powercap-low" in faults:
+        f["power_limit_enforced_mw"] = int(tdp_mw * 0.7)
+        f["power_limit_mw"] = int(tdp_mw * 0.7)
+    if first and "firmware-unlisted" in faults:
+        f["vbios_version"] = SIM_VBIOS_UNLISTED
+    return f
+
+
+def sim_health(root: Path, profile: Any, faults: List[str],
+               bdfs: List[str]) -> Callable[[Dict[str, Any]], Dict[str, Any]]:
+    """Write the health files of the simulated tree (AER per accelerator, kernel log, driver module) and return
+    the function that adds the health fields to the NVML facts."""
+    root = Path(root)
+    for i, bdf in enumerate(bdfs):
+        base = root / "sys/bus/pci/devices" / bdf
+        _write(base / "aer_dev_correctable", aer_text(AER_CORRECTABLE, "TOTAL_ERR_COR"))
+        _write(base / "aer_dev_nonfatal", aer_text(AER_UNCORRECTABLE, "TOTAL_ERR_NONFATAL"))
+        _write(base / "aer_dev_fatal", aer_text(AER_UNCORRECTABLE, "TOTAL_ERR_FATAL"))
+    log = ["6,1,0,-;Linux version 6.8.0-sim (simulated)"]
+    if bdfs and "xid-79" in faults:
+        prefix = bdfs[0].rsplit(".", 1)[0]
+        log.append(f"4,812,912345678,-;NVRM: Xid (PCI:{prefix}): 79, pid='<unknown>', name=<unknown>, "
+                   "GPU has fallen off the bus.")
+    _write(root / "dev/kmsg", "\n".join(log))
+    vendor = (profile.pci_ids or ["10de:0000"])[0][:4]
+    module = {"10de": "nvidia", "1002": "amdgpu"}.get(vendor)
+    if module:
+        _write(root / "sys/module" / module / "taint", "PO")
+        _write(root / "sys/module" / module / "version", "560.35.03" if module == "nvidia" else "6.8.5")
+    _write(root / "sys/module/module/parameters/sig_enforce", "N")
+
+    def finish(nvml: Dict[str, Any]) -> Dict[str, Any]:
+        if not nvml.get("available"):
+            return nvml
+        for i, dev in enumerate(nvml.get("devices", [])):
+            dev.update(device_fields(profile, faults, i))
+        nvml["conf_compute"] = {"state": {"environment": 0, "cc_feature": 0, "devtools_mode": 0},
+                                "capabilities": {"cpu_caps": 0, "gpus_caps": 1},
+                                "settings": {"multi_gpu_mode": 0}, "gpus_ready": 0}
+        return nvml
+    return finish
+
+
+class SimHealthReader(HealthReader):
+    """The health window on a simulated device: the clock-event reasons follow the stand-in load, and the
+    faults add a power brake under load, a fatal AER error or an XID 79 during the window."""
+
+    kind = "simulated"
+
+    def __init__(self, platform: Any, acc: Dict[str, Any]):
+        super().__init__(platform, acc)
+        self.faults = list(getattr(platform, "faults", []))
+        self.first = bool(platform.inventory()["accelerators"]) and \
+            platform.inventory()["accelerators"][0]["bdf"] == acc["bdf"]
+        self.loaded = False
+        self.aer_reads = 0
+
+    def sleep(self, seconds: float) -> None:
+        return None
+
+    def load(self) -> Any:
+        inner = super().load()
+        reader = self
+
+        class Tracked:
+            def __enter__(self) -> Any:
+                inner.__enter__()
+                reader.loaded = True
+                return inner
+
+            def __exit__(self, *exc: Any) -> None:
+                reader.loaded = False
+                inner.__exit__(*exc)
+
+            def evidence(self) -> Dict[str, Any]:
+                return inner.evidence()
+        return Tracked()
+
+    def fields(self) -> Dict[str, Any]:
+        out = super().fields()
+        if out.get("clock_event_reasons") is None:
+            return out
+        if self.loaded:
+            mask = 0
+            if self.first and "throttle-power-brake" in self.faults:
+                mask |= CLOCK_EVENT_BITS["hw_slowdown"] | CLOCK_EVENT_BITS["hw_power_brake_slowdown"]
+            out["clock_event_reasons"] = mask
+        return out
+
+    def aer(self) -> Dict[str, Any]:
+        out = super().aer()
+        self.aer_reads += 1
+        if self.aer_reads > 1 and self.first and "aer-fatal" in self.faults and out.get("available"):
+            out = dict(out, fatal=dict(out["fatal"] or {}, SDES=1), totals=dict(out["totals"], fatal=1))
+        return out
+
+    @contextmanager
+    def xid_watch(self) -> Iterator[XidWatch]:
+        if not (self.acc.get("management") or {}):
+            yield XidWatch(None, "simulated: no NVML, no event watch")
+            return
+        watch = XidWatch("simulated NVML XID events")
+        try:
+            yield watch
+        finally:
+            if self.first and "xid-79" in self.faults:
+                watch.events.append({"xid": 79, "t": 0.5})
+            watch.window_s = 1.0
+
+
+class SimCrg:
+    """Compute-ready graph figures of a simulated machine, from the profile's datasheet facts."""
+
+    NODE_SHARE = {"float16": 0.70, "bfloat16": 0.68}
+
+    def __init__(self, profile: Any, faults: List[str]):
+        self.profile, self.faults = profile, list(faults)
+        self.slow = "crg-slow" in self.faults
+
+    def node(self, acc: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
+        peak = self.profile.hardware.get("fp16_dense_tflops")
+        if not peak:
+            return {"absent": f"{acc['bdf']}: simulated, and the profile gives no fp16_dense_tflops to "
+                              "simulate the GEMM from"}
+        k = 0.3 if self.slow else 1.0
+        results = [{"dtype": d, "tflops": round(float(peak) * share * k, 2), "size": int(th.get("size", 8192)),
+                    "iterations": int(th.get("iterations", 20)), "verified": True}
+                   for d, share in self.NODE_SHARE.items()]
+        return {"device": acc["bdf"], "results": results, "simulated": True,
+                "method": f"simulated: {', '.join(f'{s:.0%}' for s in self.NODE_SHARE.values())} of the "
+                          f"datasheet's {peak} dense FP16 TFLOPS" + (" × 0.3 (fault crg-slow)" if self.slow else "")}
+
+    def _edge_gbps(self) -> float:
+        link = self.profile.hardware.get("peer_link") or {}
+        if link.get("type") == "nvlink":
+            g = float(link.get("bandwidth_gbps", 0)) / 2 * 0.85  # each way, through NVSwitch or a bridge
+        elif link.get("type") in ("xgmi", "hccs"):
+            g = float(link.get("bandwidth_gbps", 0)) / max(1, int(link.get("links", 1))) / 2 * 0.85
+        else:
+            from ...probes.device_bw import link_theoretical_gbps
+
+            g = link_theoretical_gbps(int(self.profile.hardware.get("pcie_gen", 4)),
+                                      int(self.profile.hardware.get("pcie_width", 16))) * 0.8
+        return g * (0.02 if self.slow else 1.0)
+
+    def edges(self, accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Optional[str] = None
+              ) -> List[Tuple[Dict[str, Any], str]]:
+        if absent:
+            return [({"absent": absent}, "accelerators")]
+        if len(accs) < 2:
+            return [({"absent": f"a device-to-device edge needs 2 accelerators; found {len(accs)}"}, "accelerators")]
+        g = round(self._edge_gbps(), 2)
+        out = []
+        for i, a in enumerate(accs):
+            for b in accs[i + 1:]:
+                out.append(({"pair": [a["bdf"], b["bdf"]], "bytes": int(th.get("bytes", 1 << 28)), "runs": 7,
+                             "gbps_median": g, "samples_gbps": [g] * 7, "verified": True,
+                             "peer_access": (self.profile.hardware.get("peer_link") or {}).get("type") != "none",
+                             "nvlink_bytes": None, "simulated": True,
+                             "method": "simulated from the profile's peer link"
+                                       + (" × 0.02 (fault crg-slow)" if self.slow else "")},
+                            f"{a['bdf']}<->{b['bdf']}"))
+        return out
+
+    def sync(self, accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, Any],
+             absent: Optional[str] = None) -> Dict[str, Any]:
+        if absent:
+            return {"absent": absent}
+        if len(accs) < 2:
+            return {"absent": f"an all-reduce between devices needs 2 accelerators; found {len(accs)}"}
+        link = self.profile.hardware.get("peer_link") or {}
+        if link.get("type") in ("nvlink", "xgmi", "hccs"):
+            bus = float(link.get("bandwidth_gbps", 0)) / 2 * 0.8  # the whole fabric, each way
+        else:
+            from ...probes.device_bw import link_theoretical_gbps
+
+            bus = link_theoretical_gbps(int(self.profile.hardware.get("pcie_gen", 4)),
+                                        int(self.profile.hardware.get("pcie_width", 16))) * 0.7
+        bus = round(bus * (0.02 if self.slow else 1.0), 3)
+        n = len(accs)
+        return {"backend": "nccl (simulated)", "world_size": n, "bytes": int(th.get("bytes", 1 << 28)),
+                "participants": "GPUs", "busbw_gbps": bus, "algbw_gbps": round(bus * n / (2 * (n - 1)), 3),
+                "verified": True, "simulated": True, "devices": [a["bdf"] for a in accs]}
+
+    def jitter(self, acc: Optional[Dict[str, Any]], th: Dict[str, Any]) -> Dict[str, Any]:
+        return {"device": acc["bdf"] if acc else "host", "simulated": True,
+                "timer": {"clock": "time.perf_counter_ns", "implementation": "simulated", "resolution_ns": 1.0,
+                          "granularity_ns": 30.0, "read_cost_ns": 35.0},
+                "latency_ns": {"n": 2000, "min": 9000.0, "p1": 9100.0, "p50": 9400.0, "p99": 11800.0,
+                               "max": 30000.0},
+                "workload": "simulated 1024-element add with synchronize"}

@@ -1,0 +1,136 @@
+"""CRG-NODE, CRG-EDGE, CRG-SYNC, CRG-JITTER: checks on data, the simulated figures and their fault, and the
+measurements that run on a CPU (gloo all-reduce between two processes, the timer)."""
+
+import json
+
+import pytest
+
+from pytest_sits.checks.crg import busbw, check_edge, check_jitter, check_node, check_sync, percentiles
+from pytest_sits.conditions.crg import Crg, acquire_edges, acquire_sync, gemm_tflops, timer_info
+from pytest_sits.platforms import from_spec
+from pytest_sits.platforms.sim.health import SimCrg
+from pytest_sits.profiles import resolve
+from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
+
+H100 = resolve("h100")
+NODE = {"results": [{"dtype": "float16", "tflops": 702.0, "verified": True},
+                    {"dtype": "bfloat16", "tflops": 688.5, "verified": True}]}
+EDGE = {"pair": ["a", "b"], "gbps_median": 381.0, "verified": True, "peer_access": True, "nvlink_bytes": None}
+SYNC = {"backend": "nccl", "world_size": 8, "bytes": 1 << 28, "busbw_gbps": 455.0, "verified": True}
+TIMER = {"clock": "time.perf_counter_ns", "implementation": "clock_gettime(CLOCK_MONOTONIC)", "resolution_ns": 1.0,
+         "granularity_ns": 24.0, "read_cost_ns": 30.0}
+LAT = {"n": 2000, "min": 9000.0, "p1": 9100.0, "p50": 9400.0, "p99": 9900.0, "max": 30000.0}
+
+CASES = {
+    "node-above-floor": (check_node, NODE, H100.check_thresholds("CRG-NODE"), PASS),
+    "node-below-floor": (check_node, {"results": [{"dtype": "float16", "tflops": 210.0, "verified": True}]},
+                         H100.check_thresholds("CRG-NODE"), FAIL),
+    "node-b-ceiling": (check_node, NODE, resolve("base").check_thresholds("CRG-NODE"), FAIL),
+    "node-no-bound": (check_node, NODE, {"max_tflops": None, "min_tflops": None}, WARN),
+    "node-unverified": (check_node, {"results": [{"dtype": "float16", "tflops": 700.0, "verified": False}]},
+                        H100.check_thresholds("CRG-NODE"), INCONCLUSIVE),
+    "edge-ok": (check_edge, EDGE, H100.check_thresholds("CRG-EDGE"), PASS),
+    "edge-slow": (check_edge, dict(EDGE, gbps_median=24.0), H100.check_thresholds("CRG-EDGE"), FAIL),
+    "edge-b-figure": (check_edge, EDGE, resolve("base").check_thresholds("CRG-EDGE"), FAIL),
+    "edge-unverified": (check_edge, dict(EDGE, verified=False), H100.check_thresholds("CRG-EDGE"), INCONCLUSIVE),
+    "sync-ok": (check_sync, SYNC, H100.check_thresholds("CRG-SYNC"), PASS),
+    "sync-slow": (check_sync, dict(SYNC, busbw_gbps=40.0), H100.check_thresholds("CRG-SYNC"), FAIL),
+    "sync-host-no-floor": (check_sync, dict(SYNC, backend="gloo", world_size=2, busbw_gbps=0.6),
+                           resolve("host").check_thresholds("CRG-SYNC"), WARN),
+    "jitter-unresolvable": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, {"max_ns": 2.5}, INCONCLUSIVE),
+    "jitter-within-loose-bound": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, {"max_ns": 1000.0}, PASS),
+    "jitter-over-bound": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, {"max_ns": 200.0}, FAIL),
+}
+
+
+#: The cases in the form of tests/test_replayable.py's SAMPLES (check name -> [(id, builder, status)]).
+REPLAY_SAMPLES = {}
+for _name, (_fn, _ev, _th, _want) in sorted(CASES.items()):
+    REPLAY_SAMPLES.setdefault({check_node: "CRG-NODE", check_edge: "CRG-EDGE", check_sync: "CRG-SYNC",
+                               check_jitter: "CRG-JITTER"}[_fn], []).append(
+        (_name, (lambda ev=_ev, th=_th: (ev, th, "d")), _want))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_check_decides_and_replays(name):
+    fn, ev, th, want = CASES[name]
+    v = fn(ev, th, "d")
+    assert v.status == want, v.reason
+    if want == FAIL:
+        assert v.remediation
+    stored = json.loads(json.dumps(v.to_json()))
+    again = fn(stored["evidence"], stored["thresholds"], stored["subject"])
+    assert (again.status, again.measured, again.reason) == (v.status, v.measured, v.reason)
+
+
+def test_jitter_never_passes_the_document_bound_on_a_software_timer():
+    v = check_jitter({"timer": TIMER, "latency_ns": dict(LAT, p1=9400.0, p99=9400.0)}, {"max_ns": 2.5}, "host")
+    assert v.status == INCONCLUSIVE and "not measurable here" in v.reason and "granularity 24 ns" in v.reason
+
+
+def test_busbw_and_percentiles():
+    assert busbw(100.0, 8) == pytest.approx(175.0)
+    assert busbw(1.0, 2) == pytest.approx(1.0)
+    p = percentiles([float(x) for x in range(1, 101)])
+    assert (p["n"], p["p50"], p["max"]) == (100, 51.0, 100.0)
+
+
+@pytest.mark.parametrize("profile", ["h100", "h200", "h100-pcie", "a100", "l40s", "h20", "mi300x"])
+def test_sim_figures_pass_the_bundled_bounds_and_fail_with_crg_slow(profile):
+    prof = resolve(profile)
+    accs = [{"bdf": f"0000:{0x10 * (i + 1):02x}:00.0"} for i in range(4)]
+    for faults, want in (([], PASS), (["crg-slow"], FAIL)):
+        sim = SimCrg(prof, faults)
+        th_n, th_e, th_s = (prof.check_thresholds(r) for r in ("CRG-NODE", "CRG-EDGE", "CRG-SYNC"))
+        assert check_node(sim.node(accs[0], th_n), th_n, "a").status == want, profile
+        assert {check_edge(e, th_e, s).status for e, s in sim.edges(accs, th_e)} == {want}, profile
+        assert check_sync(sim.sync(accs, 4, th_s), th_s, "accelerators").status == want, profile
+
+
+def test_edges_and_sync_skip_with_one_device_and_say_why():
+    one = [{"bdf": "0000:17:00.0"}]
+    (ev, subject), = acquire_edges(one, {"bytes": 1 << 20})
+    assert check_edge(ev, {"min_gbps": 300}, subject).status == SKIP and "found 1" in ev["absent"]
+    ev = acquire_sync(one, 8, {})
+    assert check_sync(ev, {"min_tbps": 0.3}, "accelerators").status == SKIP
+
+
+def test_no_cuda_device_is_a_skip_with_the_reason():
+    accs = [{"bdf": "0000:17:00.0"}, {"bdf": "0000:18:00.0"}]
+    (ev, _), = acquire_edges(accs, {"bytes": 1 << 20})
+    assert "absent" in ev and "0000:17:00.0" in ev["absent"]
+
+
+def test_snapshot_like_platform_measures_nothing():
+    class Frozen:
+        def host_measurement_reason(self):
+            return "a snapshot holds captured files, not a machine to measure"
+    crg = Crg(Frozen())
+    assert "snapshot" in crg.jitter(None, {})["absent"]
+    assert "snapshot" in crg.sync([], 0, {})["absent"]
+
+
+def test_gloo_allreduce_between_two_processes_runs_for_real():
+    ev = acquire_sync([], 0, {"host_bytes": 4 << 20, "iterations": 3})
+    assert ev["backend"] == "gloo" and ev["world_size"] == 2 and ev["verified"], ev
+    assert ev["busbw_gbps"] > 0 and len(ev["samples_s"]) == 3
+    assert check_sync(ev, {"min_tbps": None}, "host").status == WARN
+    assert check_sync(ev, {"min_tbps": 2.0}, "host").status == FAIL  # B's 2 TB/s is not a CPU figure
+
+
+def test_timer_is_measured():
+    t = timer_info(20000)
+    assert t["resolution_ns"] > 0 and t["granularity_ns"] and t["granularity_ns"] >= 1
+    assert t["implementation"]
+
+
+def test_gemm_on_cpu_is_verified():
+    r = gemm_tflops("cpu", "bfloat16", size=128, iterations=2, repeats=1)
+    assert r["verified"] and r["tflops"] > 0
+
+
+def test_sim_platform_jitter_is_labelled_and_inconclusive():
+    plat = from_spec("sim:h100")
+    ev = SimCrg(plat.profile, plat.faults).jitter(None, {})
+    v = check_jitter(ev, plat.profile.check_thresholds("CRG-JITTER"), "host")
+    assert ev["simulated"] and v.status == INCONCLUSIVE and "simulated" in v.method

@@ -1,0 +1,485 @@
+"""Fleet runs on Slurm, the fleet report, `sits health` (pytest_sits/fleet.py).
+
+The tests marked by the ``cluster`` fixture run on a real Slurm: the local three-node cluster of
+tools/slurm/local-cluster.sh (n1, n2, n3 on 127.0.0.1).  Without it they skip, naming the commands that
+install and start it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_sits import fleet
+from pytest_sits.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = ROOT / "tools" / "slurm" / "local-cluster.sh"
+SLURM_DIR = Path(os.environ.get("SITS_SLURM_DIR", "/tmp/sits-slurm"))
+START = "bash tools/slurm/install.sh && bash tools/slurm/local-cluster.sh start"
+NODES = ("n1", "n2", "n3")
+
+
+def run_suite(dest: Path, platform: str) -> Path:
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-q", "-p", "no:cacheprovider",
+           "--sits-platform", platform, "--sits-report-dir", str(dest), "--junitxml", str(dest / "junit.xml")]
+    proc = subprocess.run(cmd, cwd=str(dest.parent), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=600)
+    assert (dest / "sits-report.json").is_file(), proc.stdout[-3000:]
+    return dest
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """Real reports: a conforming simulated node and one with a PCIe switch in every accelerator's path."""
+    base = tmp_path_factory.mktemp("reports")
+    return {"pass": run_suite(base / "pass", "sim:h100"), "switch": run_suite(base / "switch", "sim:h100+switch")}
+
+
+def node_dir(out: Path, node: str, src: Path = None, started: bool = True) -> Path:
+    d = out / node
+    d.mkdir(parents=True)
+    if started:
+        (d / "node.json").write_text(json.dumps({"node": node, "started_at": "2026-01-01T00:00:00Z",
+                                                 "job_nodelist": None}))
+    if src is not None:
+        for f in src.iterdir():
+            shutil.copy(f, d / f.name)
+        (d / "node-exit.json").write_text(json.dumps({"node": node, "exit_code": 0}))
+    return d
+
+
+# ------------------------------------------------------------------------------------------ pure parts
+
+@pytest.mark.parametrize("spec,names", [
+    ("n1", ["n1"]), ("n[1-3]", ["n1", "n2", "n3"]), ("n[1-2,5],gpu7", ["n1", "n2", "n5", "gpu7"]),
+    ("r[1-2]n[08-09]", ["r1n08", "r1n09", "r2n08", "r2n09"]), ("a,a", ["a"])])
+def test_expand_hostlist(spec, names):
+    assert fleet.expand_hostlist(spec) == names
+
+
+@pytest.mark.parametrize("spec", ["n[1-3", "n1-3]", "n[3-1]", "n[a-b]"])
+def test_bad_hostlist_names_the_fix(spec):
+    with pytest.raises(fleet.FleetError, match="fix:"):
+        fleet.expand_hostlist(spec)
+
+
+def _nodes(values, profile="h100-sxm5"):
+    return [{"node": f"n{i}", "profile": profile,
+             "_report": {"verdicts": [{"requirement": "MEM-BW-EFFICIENCY", "subject": "gpu0", "unit": "GB/s",
+                                       "status": "PASS", "measured": v}]}}
+            for i, v in enumerate(values, 1)]
+
+
+def test_outlier_rule_median_and_mad():
+    values = [3000, 3010, 2990, 3005, 2995, 3000, 2400]
+    got = fleet.outliers(_nodes(values), k=3.5)
+    assert [o["node"] for o in got["flagged"]] == ["n7"]
+    o = got["flagged"][0]
+    assert o["median"] == 3000 and o["mad"] == 5
+    assert o["low"] == pytest.approx(3000 - 3.5 * 1.4826 * 5) and o["high"] == pytest.approx(3000 + 3.5 * 1.4826 * 5)
+    assert "1.4826 x MAD" in got["rule"] and got["k"] == 3.5 and got["groups_judged"] == 1
+    # a wide k accepts the same value; a node within the spread is never flagged
+    assert fleet.outliers(_nodes(values), k=200)["flagged"] == []
+    assert fleet.outliers(_nodes(values[:6] + [3012]))["flagged"] == []
+
+
+def test_outlier_rule_zero_mad_small_groups_and_profiles():
+    # MAD = 0: every value that differs from the median stands out
+    assert [o["node"] for o in fleet.outliers(_nodes([0, 0, 0, 2]))["flagged"]] == ["n4"]
+    # fewer than 3 nodes: not judged
+    small = fleet.outliers(_nodes([1, 100]))
+    assert small["flagged"] == [] and small["groups_too_small"] == 1 and small["groups_judged"] == 0
+    # nodes of different profiles are never compared
+    mixed = _nodes([1, 1]) + [dict(n, node=f"m{i}", profile="mi300x") for i, n in enumerate(_nodes([50, 50]))]
+    assert fleet.outliers(mixed)["flagged"] == []
+    # booleans and strings are not measured numbers
+    nodes = _nodes([True, True, False])
+    assert fleet.outliers(nodes)["groups_judged"] == 0
+
+
+# ------------------------------------------------------------------------------------------ merge
+
+def test_merge_pass_fail_and_no_result(reports, tmp_path, capsys):
+    out = tmp_path / "fleet"
+    node_dir(out, "n1", reports["pass"])
+    node_dir(out, "n2", reports["switch"])
+    node_dir(out, "n3")                       # started, then nothing: died mid-run
+    (out / "fleet-run.json").write_text(json.dumps({"run_id": "x", "mode": "srun", "requested_nodes": 4,
+                                                    "expected_nodes": ["n1", "n2", "n3", "n4"]}))
+    assert main(["fleet", "merge", str(out)]) == 1
+    text = capsys.readouterr().out
+    fl = json.loads((out / "fleet-report.json").read_text())
+    assert fleet.validate(fl) == []
+    by = {n["node"]: n for n in fl["nodes"]}
+    assert by["n1"]["result"] == "PASS" and by["n1"]["report_result"] == "SIMULATED"
+    assert by["n2"]["result"] == "FAIL" and by["n2"]["counts"]["FAIL"] > 0
+    assert by["n3"]["result"] == "ERROR" and by["n3"]["reason"].startswith("no result: started at")
+    assert by["n4"]["result"] == "ERROR" and "never started" in by["n4"]["reason"]
+    assert fl["summary"] == dict(fl["summary"], result="FAIL", nodes=4, pass_rate=0.25, simulated=True,
+                                 counts={"PASS": 1, "FAIL": 1, "UNDECIDED": 0, "ERROR": 2})
+    direct = next(r for r in fl["requirements"] if r["requirement"] == "TOPO-PCIE-DIRECT")
+    assert direct["by_status"] == {"PASS": ["n1"], "FAIL": ["n2"], "ERROR": ["n3", "n4"]}
+    assert direct["pass_rate"] == 0.25 and "no report counts as ERROR" in fl["pass_rate_rule"]
+    assert "n3  ERROR      no result" in text and "SIMULATED" in text
+    html = (out / "fleet-report.html").read_text()
+    assert "SIMULATED" in html and "no result" in html and "1.4826" in html
+
+
+def test_merged_junit_has_every_node(reports, tmp_path):
+    junitparser = pytest.importorskip("junitparser", reason="pip install 'pytest-sits[fleet]'")
+    out = tmp_path / "fleet"
+    node_dir(out, "n1", reports["pass"])
+    node_dir(out, "n2", reports["switch"])
+    node_dir(out, "n3")
+    fl = fleet.merge(out)
+    xml = junitparser.JUnitXml.fromfile(str(out / "fleet-junit.xml"))
+    suites = {s.name: s for s in xml}
+    assert set(suites) == {"n1", "n2", "n3"}
+    one = junitparser.JUnitXml.fromfile(str(reports["switch"] / "junit.xml"))
+    assert suites["n2"].failures == sum(s.failures for s in one) > 0
+    assert suites["n1"].failures == 0 and suites["n1"].tests == sum(s.tests for s in one)
+    assert suites["n3"].errors == 1
+    case = next(iter(suites["n3"]))
+    assert case.result[0].type == "no result"
+    assert all(c.classname.startswith("n2.") for c in suites["n2"])
+    assert fl["junit"]["errors"] == 1 and fl["junit"]["failures"] == suites["n2"].failures
+
+
+def test_merge_without_junitparser_says_how_to_install(reports, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "junitparser", None)
+    out = tmp_path / "fleet"
+    node_dir(out, "n1", reports["pass"])
+    fl = fleet.merge(out)
+    assert fl["junit"]["path"] is None and "pip install" in fl["junit"]["absent"]
+    assert not (out / "fleet-junit.xml").exists()
+
+
+def test_outliers_in_a_merged_fleet(reports, tmp_path):
+    out = tmp_path / "fleet"
+    for n in ("n1", "n2", "n3"):
+        node_dir(out, n, reports["pass"])
+    d = node_dir(out, "n4", reports["pass"])
+    rep = json.loads((d / "sits-report.json").read_text())
+    v = next(v for v in rep["verdicts"] if v["requirement"] == "INV-DEVICES")
+    v["measured"] = v["measured"] - 8
+    (d / "sits-report.json").write_text(json.dumps(rep))
+    fl = fleet.merge(out, k=3.5)
+    flagged = [(o["node"], o["requirement"]) for o in fl["outliers"]["flagged"]]
+    assert flagged == [("n4", "INV-DEVICES")]
+    assert fl["outliers"]["k"] == 3.5 and "MAD" in fl["outliers"]["rule"]
+
+
+def test_untrusted_node_reports(reports, tmp_path):
+    out = tmp_path / "fleet"
+    node_dir(out, "n1", reports["pass"])
+    (node_dir(out, "n2") / "sits-report.json").write_text("{not json")
+    d = node_dir(out, "n3")
+    (d / "sits-report.json").write_text(json.dumps({"schema": "pytest-sits/report"}))
+    d = node_dir(out, "n4")
+    os.symlink(reports["pass"] / "sits-report.json", d / "sits-report.json")
+    (out / "evil").mkdir()
+    os.symlink("/etc", out / "n5")             # a linked node folder is not followed
+    fl = fleet.merge(out)
+    by = {n["node"]: n for n in fl["nodes"]}
+    assert set(by) == {"n1", "n2", "n3", "n4"}
+    assert by["n2"]["result"] == "ERROR" and "not valid JSON" in by["n2"]["reason"]
+    assert by["n3"]["result"] == "ERROR" and "not a valid report" in by["n3"]["reason"]
+    assert by["n4"]["result"] == "ERROR" and "symbolic link" in by["n4"]["reason"]
+    assert all(by[n]["reason"].startswith("no result") for n in ("n2", "n3", "n4"))
+
+
+def test_fleet_usage_errors_exit_4(tmp_path, capsys):
+    assert main(["fleet", "merge", str(tmp_path / "nowhere")]) == 4
+    assert "fix:" in capsys.readouterr().err
+    assert main(["fleet", "merge", str(tmp_path)]) == 4
+    assert "no node folder" in capsys.readouterr().err
+    assert main(["fleet", "run", "--out", str(tmp_path / "o"), "--", "-q"]) == 4
+    assert "--nodes N" in capsys.readouterr().err
+    assert main(["fleet", "run", "--array", "--nodelist", "n[1-2]", "--out", str(tmp_path / "o")]) == 4
+    assert "drop --array" in capsys.readouterr().err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    assert main(["fleet", "run", "--nodes", "2", "--out", str(tmp_path / "full")]) == 4
+    assert "not empty" in capsys.readouterr().err
+
+
+def test_fleet_run_without_slurm_names_the_install(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["fleet", "run", "--nodes", "2", "--out", str(tmp_path / "o")]) == 4
+    assert "`srun` not found" in capsys.readouterr().err and "apt-get install slurm-client" in fleet.SLURM_INSTALL
+
+
+def test_node_entry_writes_its_folder_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu07")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[07-08]")
+    out = tmp_path / "fleet"
+    assert fleet.node_main(["node", str(out), "--", "--sits-platform", "sim:h100"]) == 0
+    d = out / "gpu07"
+    marker = json.loads((d / "node.json").read_text())
+    assert marker["node"] == "gpu07" and marker["job_nodelist"] == "gpu[07-08]"
+    assert "--pyargs" in marker["command"] and str(d) in marker["command"]
+    assert json.loads((d / "node-exit.json").read_text())["exit_code"] == 0
+    assert (d / "sits-report.json").is_file() and (d / "junit.xml").is_file() and (d / "pytest.log").is_file()
+    # a second task on the same node (two array elements placed together) must not overwrite the first
+    before = (d / "sits-report.json").read_bytes()
+    assert fleet.node_main(["node", str(out), "--", "--sits-platform", "sim:h100+switch"]) == 3
+    assert (d / "sits-report.json").read_bytes() == before
+    # gpu08 was in the allocation but never wrote anything: the merge counts it
+    fl = fleet.merge(out)
+    assert {n["node"]: n["result"] for n in fl["nodes"]} == {"gpu07": "PASS", "gpu08": "ERROR"}
+
+
+# ------------------------------------------------------------------------------------------ health
+
+def fake_scontrol(tmp_path: Path) -> Path:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "scontrol"
+    script.write_text(f"#!{sys.executable}\nimport json, sys\n"
+                      f"open({str(tmp_path / 'scontrol.args')!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return bindir
+
+
+def test_health_healthy_and_unhealthy_with_drain(tmp_path, monkeypatch, capsys):
+    bindir = fake_scontrol(tmp_path)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu3")
+    assert main(["health", "--platform", "sim:h100", "--drain"]) == 0
+    assert "gpu3: healthy" in capsys.readouterr().out
+    assert not (tmp_path / "scontrol.args").exists()
+    assert main(["health", "--platform", "sim:h100+switch", "--drain"]) == 1
+    text = capsys.readouterr().out
+    assert "gpu3: unhealthy" in text and "TOPO-PCIE-DIRECT FAIL" in text
+    args = json.loads((tmp_path / "scontrol.args").read_text())
+    assert args[:3] == ["update", "nodename=gpu3", "state=drain"]
+    assert args[3].startswith("reason=sits health: TOPO-PCIE-DIRECT FAIL")
+
+
+def test_health_without_drain_changes_nothing(tmp_path, monkeypatch, capsys):
+    bindir = fake_scontrol(tmp_path)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    assert main(["health", "--platform", "sim:h100+missing-device", "--node", "x1",
+                 "--report-dir", str(tmp_path / "r")]) == 1
+    assert not (tmp_path / "scontrol.args").exists()
+    assert (tmp_path / "r" / "sits-report.json").is_file()
+    assert "x1: unhealthy" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------ real Slurm
+
+def _sinfo(env) -> dict:
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=30)
+    if out.returncode:
+        raise RuntimeError(out.stderr.strip())
+    return dict(line.split() for line in out.stdout.splitlines() if line.strip())
+
+
+def _all_idle(env, timeout: float = 60) -> dict:
+    """Bring every node of the local cluster back to idle (restart a killed slurmd, resume a drained node)."""
+    deadline = time.monotonic() + timeout
+    states = {}
+    while time.monotonic() < deadline:
+        states = _sinfo(env)
+        if all(states.get(n) == "idle" for n in NODES):
+            return states
+        if any(not (SLURM_DIR / "run" / f"slurmd-{n}.pid").exists() or "*" in states.get(n, "*") for n in NODES):
+            subprocess.run(["bash", str(CLUSTER), "start"], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=120)
+        stuck = [n for n in NODES if states.get(n, "").rstrip("*~#") in ("drain", "drng", "down", "fail")]
+        if stuck:
+            subprocess.run(["scontrol", "update", f"nodename={','.join(stuck)}", "state=resume"], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+        time.sleep(1)
+    return states
+
+
+@pytest.fixture(scope="module")
+def slurm_env():
+    missing = [c for c in ("srun", "sbatch", "sinfo", "scontrol") if not shutil.which(c)]
+    if missing:
+        pytest.skip(f"Slurm is not installed ({', '.join(missing)} not on PATH); install and start the local "
+                    f"cluster: {START}")
+    conf = SLURM_DIR / "slurm.conf"
+    if not conf.is_file():
+        pytest.skip(f"no local Slurm cluster ({conf} missing); start it: {START}")
+    env = dict(os.environ, SLURM_CONF=str(conf))
+    try:
+        states = _sinfo(env)
+    except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
+        pytest.skip(f"the local Slurm cluster does not answer ({exc}); start it: {START}")
+    if set(states) != set(NODES):
+        pytest.skip(f"the Slurm cluster at {conf} has nodes {sorted(states)}, not n1..n3; start the local one: "
+                    f"{START}")
+    return env
+
+
+@pytest.fixture
+def cluster(slurm_env):
+    """The local cluster with n1..n3 idle (a node an earlier test killed or drained is brought back first)."""
+    states = _all_idle(slurm_env)
+    if not all(states.get(n) == "idle" for n in NODES):
+        pytest.skip(f"local Slurm nodes not idle ({states}); restart them: bash tools/slurm/local-cluster.sh stop "
+                    "&& bash tools/slurm/local-cluster.sh start")
+    yield slurm_env
+    _all_idle(slurm_env)
+
+
+HARNESS = '''
+"""Test-only pytest plugin loaded on every node of a fleet run (-p sits_fleet_harness).
+
+* SITS_HARNESS_PLATFORMS="n3=sim:h100+switch": that node runs that simulated platform (set before the
+  suite's plugin reads SITS_PLATFORM), so one node of the fleet carries a fault.
+* SITS_HARNESS_DIE_NODE=n2: that node dies before its fifth test: SIGKILL to its slurmd, to the job
+  step's slurmstepd, to the fleet task and to this pytest, all at once. Nothing of the node survives to
+  write a report; Slurm sees the node stop answering.
+"""
+import os
+import signal
+
+NODE = os.environ.get("SLURMD_NODENAME", "")
+for item in filter(None, os.environ.get("SITS_HARNESS_PLATFORMS", "").split(",")):
+    name, _, spec = item.partition("=")
+    if name == NODE:
+        os.environ["SITS_PLATFORM"] = spec
+_seen = [0]
+
+
+def _comm(pid):
+    with open(f"/proc/{pid}/comm") as fh:
+        return fh.read().strip()
+
+
+def _ppid(pid):
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+
+def pytest_runtest_setup(item):
+    _seen[0] += 1
+    if NODE != os.environ.get("SITS_HARNESS_DIE_NODE") or _seen[0] < 5:
+        return
+    with open(os.environ["SITS_HARNESS_SLURMD_PIDFILE"].format(node=NODE)) as fh:
+        victims = [int(fh.read().strip())]
+    pid = os.getppid()                      # the fleet task, then slurmstepd
+    for _ in range(3):
+        victims.append(pid)
+        if _comm(pid) == "slurmstepd":
+            break
+        pid = _ppid(pid)
+    with open(os.path.join(os.environ["SITS_HARNESS_LOG"], NODE + ".died"), "w") as fh:
+        fh.write(f"{_seen[0] - 1} tests run; killed {victims} and {os.getpid()}\\n")
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+def _harness_env(env, tmp_path: Path, **extra) -> dict:
+    hdir = tmp_path / "harness"
+    hdir.mkdir(exist_ok=True)
+    (hdir / "sits_fleet_harness.py").write_text(textwrap.dedent(HARNESS))
+    return dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(hdir), env.get("PYTHONPATH")])),
+                SITS_HARNESS_LOG=str(tmp_path), SITS_HARNESS_SLURMD_PIDFILE=str(SLURM_DIR / "run" / "slurmd-{node}.pid"),
+                **extra)
+
+
+def sits(args, env, cwd, timeout=600):
+    return subprocess.run([sys.executable, "-m", "pytest_sits.cli", *args], env=env, cwd=str(cwd),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def test_fleet_run_on_slurm_faulty_node_fails_dead_node_has_no_result(cluster, tmp_path):
+    env = _harness_env(cluster, tmp_path, SITS_PLATFORM="sim:h100", SITS_HARNESS_PLATFORMS="n3=sim:h100+switch",
+                       SITS_HARNESS_DIE_NODE="n2")
+    out = tmp_path / "fleet"
+    proc = sits(["fleet", "run", "--nodelist", "n[1-3]", "--out", str(out), "--", "-p", "sits_fleet_harness"],
+                env, tmp_path)
+    assert proc.returncode == 1, proc.stdout
+    # n2 really died mid-run (after some of its tests), killed with its slurmd and job step
+    assert "tests run; killed" in (tmp_path / "n2.died").read_text()
+    assert (out / "n2" / "node.json").is_file() and not (out / "n2" / "sits-report.json").exists()
+    fl = json.loads((out / "fleet-report.json").read_text())
+    assert fleet.validate(fl) == []
+    by = {n["node"]: n for n in fl["nodes"]}
+    assert by["n1"]["result"] == "PASS", by["n1"]
+    assert by["n3"]["result"] == "FAIL" and by["n3"]["platform"] == "SIMULATED sim:h100+switch"
+    assert by["n2"]["result"] == "ERROR" and by["n2"]["reason"].startswith("no result")
+    assert fl["run"]["mode"] == "srun" and fl["summary"]["counts"] == {"PASS": 1, "FAIL": 1, "UNDECIDED": 0,
+                                                                        "ERROR": 1}
+    direct = next(r for r in fl["requirements"] if r["requirement"] == "TOPO-PCIE-DIRECT")
+    assert direct["by_status"] == {"ERROR": ["n2"], "FAIL": ["n3"], "PASS": ["n1"]}
+    assert (out / "fleet-report.html").is_file()
+    if fl["junit"]["path"]:
+        assert fl["junit"]["errors"] >= 1 and fl["junit"]["failures"] >= 1
+    assert "n2  ERROR      no result" in proc.stdout
+    if importlib.util.find_spec("cryptography") is not None:
+        # each node's folder of this live fleet run, signed, verifies (a FAIL is evidence as much as a PASS)
+        from pytest_sits import bundle
+
+        key, pub = bundle.keygen(str(tmp_path / "lab"))
+        for node in ("n1", "n3"):
+            bundle.create(out / node, tmp_path / f"{node}.tar.gz", key)
+            res = bundle.verify(tmp_path / f"{node}.tar.gz", pub)
+            assert res.ok and res.replayed == res.verdicts > 0, res.problems
+
+
+def test_fleet_run_as_a_job_array(cluster, tmp_path):
+    out = tmp_path / "fleet"
+    proc = sits(["fleet", "run", "--array", "--nodes", "3", "--out", str(out), "--", "--sits-platform", "sim:h100"],
+                cluster, tmp_path)
+    assert proc.returncode == 0, proc.stdout
+    fl = json.loads((out / "fleet-report.json").read_text())
+    assert fl["run"]["mode"] == "array" and "--array=0-2" in fl["run"]["slurm_command"]
+    assert {n["node"]: n["result"] for n in fl["nodes"]} == {"n1": "PASS", "n2": "PASS", "n3": "PASS"}
+    tasks = sorted(json.loads((out / n / "node.json").read_text())["array_task_id"] for n in NODES)
+    assert tasks == ["0", "1", "2"]
+
+
+def test_health_drains_its_own_node_through_scontrol(cluster, tmp_path):
+    try:
+        proc = subprocess.run(["srun", "--nodelist=n3", "--nodes=1", "--ntasks=1", sys.executable, "-m",
+                               "pytest_sits.cli", "health", "--platform", "sim:h100+switch", "--drain"],
+                              env=cluster, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=300)
+        assert proc.returncode == 1, proc.stdout
+        assert "drained n3" in proc.stdout
+        deadline = time.monotonic() + 30
+        while True:  # "drng" (draining) while the health job itself completes, then "drain"
+            info = subprocess.run(["sinfo", "-h", "-n", "n3", "-o", "%t|%E"], env=cluster, stdout=subprocess.PIPE,
+                                  text=True, timeout=30).stdout.strip()
+            state, reason = info.split("|", 1)
+            if state != "drng" or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert state == "drain" and reason.startswith("sits health: TOPO-PCIE-DIRECT FAIL"), info
+        ok = subprocess.run(["srun", "--nodelist=n1", "--nodes=1", "--ntasks=1", sys.executable, "-m",
+                             "pytest_sits.cli", "health", "--platform", "sim:h100", "--drain"], env=cluster,
+                            cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            timeout=300)
+        assert ok.returncode == 0 and "n1: healthy" in ok.stdout, ok.stdout
+        deadline = time.monotonic() + 30
+        while _sinfo(cluster)["n1"] == "comp" and time.monotonic() < deadline:  # the job completing
+            time.sleep(0.5)
+        assert _sinfo(cluster)["n1"] == "idle"  # a healthy node is not drained
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n3", "state=resume"], env=cluster, timeout=30)
+
+
+def test_fleet_run_that_slurm_refuses_says_why(cluster, tmp_path):
+    proc = sits(["fleet", "run", "--nodes", "1", "--partition", "nosuchpartition", "--out", str(tmp_path / "o"),
+                 "--", "--sits-platform", "sim:h100"], cluster, tmp_path, timeout=120)
+    assert proc.returncode == 4
+    assert "srun failed" in proc.stdout and "no node ran" in proc.stdout and "partition" in proc.stdout

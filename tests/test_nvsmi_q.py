@@ -1,0 +1,100 @@
+"""`nvidia-smi -q` text (current and older format) read into NVML-shaped facts and judged by the live checks;
+`sits audit-text --nvidia-smi-q`."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_sits.checks.topology import check_pcie_link
+from pytest_sits.cli import main
+from pytest_sits.probes.nvsmi_q import MAX_BYTES, NvsmiTextError, link_evidence, parse
+from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS
+
+DATA = Path(__file__).resolve().parent / "data"
+CURRENT = (DATA / "nvidia-smi-q-l40s-560.txt").read_text()
+OLDER = (DATA / "nvidia-smi-q-a100-525.txt").read_text()
+
+
+def test_current_format():
+    facts = parse(CURRENT)
+    assert facts["driver_version"] == "560.35.03" and len(facts["devices"]) == 2 and not facts["errors"]
+    idle, busy = facts["devices"]
+    assert idle["pci_bus_id"] == "0000:4f:00.0" and idle["pci_id"] == "10de:26b9"
+    assert (idle["pcie_current_gen"], idle["pcie_gpu_max_gen"], idle["pcie_host_max_gen"]) == (1, 4, 5)
+    assert idle["clock_event_reasons"] == 0x1 and busy["clock_event_reasons"] == 0x4
+    assert idle["ecc_aggregate_corrected"] == 4 and idle["ecc_volatile_uncorrected"] == 0
+    assert busy["power_limit_enforced_mw"] == 350000 and busy["power_limit_constraints_mw"] == [100000, 350000]
+    assert idle["inforom_image_version"] == "G133.0242.00.03" and idle["gsp_firmware_version"] == "560.35.03"
+    assert busy["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+
+
+def test_older_format():
+    dev, = parse(OLDER)["devices"]
+    assert dev["clock_reasons_section"] == "Clocks Throttle Reasons" and dev["clock_event_reasons"] == 0x4
+    assert dev["pcie_gpu_max_gen"] is None and dev["pcie_max_gen"] == 4 and dev["pcie_current_width"] == 8
+    assert dev["power_limit_enforced_mw"] == 250000 and dev["power_limit_default_mw"] == 300000
+    assert dev["persistence_mode"] is False and dev["gsp_firmware_version"] is None
+    assert (dev["ecc_volatile_uncorrected"], dev["ecc_volatile_corrected"]) == (1, 12)
+    assert dev["remapped_rows"]["pending"] is True and dev["pcie_replay_counter"] == 17
+
+
+TH_LINK = {"samples": 1, "require_load": True}
+
+
+def test_link_idle_downshift_is_not_a_fault_and_gen4_device_in_gen5_slot_is_not_degraded():
+    idle, busy = parse(CURRENT)["devices"]
+    v = check_pcie_link(link_evidence(idle), TH_LINK, idle["pci_bus_id"])
+    assert v.status == INCONCLUSIVE and "idle" in v.reason
+    v = check_pcie_link(link_evidence(busy), TH_LINK, busy["pci_bus_id"])
+    assert v.status == PASS, v.reason
+
+
+def test_link_narrow_under_load_fails_in_the_older_format():
+    dev, = parse(OLDER)["devices"]
+    v = check_pcie_link(link_evidence(dev), TH_LINK, dev["pci_bus_id"])
+    assert v.status == FAIL and "x8" in v.reason
+
+
+def test_errors_name_the_line():
+    bad = CURRENT.replace("Current                   : 1\n", "Current                   : one\n", 1)
+    with pytest.raises(NvsmiTextError, match=r"line \d+: PCI / GPU Link Info / PCIe Generation / Current is 'one'"):
+        parse(bad)
+    with pytest.raises(NvsmiTextError, match="not `nvidia-smi -q` output"):
+        parse("hello\nworld\n")
+    with pytest.raises(NvsmiTextError, match="MiB"):
+        parse("x" * (MAX_BYTES + 1))
+    with pytest.raises(NvsmiTextError, match="Enabled/Disabled"):
+        parse(CURRENT.replace("Persistence Mode                      : Enabled", "Persistence Mode : Maybe", 1))
+
+
+def test_declared_count_mismatch_is_recorded():
+    facts = parse(CURRENT.replace("Attached GPUs                             : 2", "Attached GPUs : 3"))
+    assert facts["errors"] and "declares 3" in facts["errors"][0]["error"]
+
+
+def test_audit_text_current_format_passes(capsys, tmp_path):
+    out = tmp_path / "v.json"
+    rc = main(["audit-text", "--nvidia-smi-q", str(DATA / "nvidia-smi-q-l40s-560.txt"), "--profile", "l40s",
+               "--json", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    verdicts = json.loads(out.read_text())
+    by = {(v["requirement"], v["subject"]): v["status"] for v in verdicts}
+    assert by[("DEP-ECC", "0000:4f:00.0")] == "PASS" and by[("DEP-POWERCAP", "0000:d5:00.0")] == "PASS"
+    assert by[("TOPO-PCIE-LINK", "0000:4f:00.0")] == "INCONCLUSIVE" and by[("SEC-FIRMWARE", "0000:d5:00.0")] == "WARN"
+
+
+def test_audit_text_older_format_fails_each_fault(capsys):
+    rc = main(["audit-text", "--nvidia-smi-q", str(DATA / "nvidia-smi-q-a100-525.txt"), "--profile", "a100"])
+    text = capsys.readouterr().out
+    assert rc == 1
+    for req in ("TOPO-PCIE-LINK", "DEP-ECC", "DEP-ROWREMAP", "DEP-PERSIST", "DEP-POWERCAP"):
+        assert any(line.startswith(req) and " FAIL " in line for line in text.splitlines()), (req, text)
+
+
+def test_audit_text_bad_file_is_a_usage_error(capsys, tmp_path):
+    bad = tmp_path / "q.txt"
+    bad.write_text(CURRENT.replace("Current                   : 1\n", "Current                   : one\n", 1))
+    assert main(["audit-text", "--nvidia-smi-q", str(bad)]) == 4
+    assert "line" in capsys.readouterr().err
