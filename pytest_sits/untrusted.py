@@ -106,6 +106,42 @@ def read_text(root: Union[str, Path], rel: Union[str, Path], limit: int = TEXT_L
                                   "UTF-8") from None
 
 
+def resolve_inside(root: Union[str, Path], path: Union[str, Path]) -> str:
+    """The real path of ``path`` with every link resolved; it must stay inside ``root``.
+
+    For evidence trees whose own relative links are part of the format (a snapshot's
+    ``sys/bus/pci/devices/*``): those resolve inside; a link to ``/etc/shadow`` does not."""
+    real = os.path.realpath(path)
+    root_real = os.path.realpath(root)
+    if os.path.commonpath([root_real, real]) != root_real:
+        raise UntrustedInputError(f"{path}: resolves to {real}, outside the evidence folder {root}; links out of "
+                                  "evidence sent for audit are not followed; fix: capture it again")
+    return real
+
+
+def read_resolved(root: Union[str, Path], rel: Union[str, Path], limit: int = TEXT_LIMIT) -> Optional[bytes]:
+    """The bytes of ``root/rel`` resolved inside ``root`` (see :func:`resolve_inside`): a regular file of at
+    most ``limit`` bytes; None when it does not exist or cannot be read."""
+    path = Path(root) / rel
+    if not os.path.lexists(path):
+        return None
+    real = resolve_inside(root, path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise UntrustedInputError(f"{path}: not a regular file (a device, FIFO or folder); fix: capture it again")
+    if st.st_size > limit:
+        raise UntrustedInputError(f"{path}: {st.st_size} bytes, over the {limit}-byte limit for this kind of file; "
+                                  "fix: capture it again")
+    try:
+        with open(real, "rb") as fh:
+            return fh.read(limit + 1)[:limit]
+    except OSError:
+        return None
+
+
 def read_file(path: Union[str, Path], limit: int = TEXT_LIMIT) -> bytes:
     """A single file named by the user (a report, a log): no link as the file itself, plain file, size-bounded."""
     p = Path(path)

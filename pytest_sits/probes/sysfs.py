@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..untrusted import UntrustedInputError
+from ..untrusted import read_resolved, resolve_inside
 from .pcie import gen_of, parse_config, parse_sysfs_speed
 
 #: Largest file read below a non-live root (/proc/cpuinfo of a 1,024-CPU host is about 1.5 MB).
@@ -96,43 +95,17 @@ def _live(root: Path) -> bool:
 
 def confined_path(root: Path, path: Any) -> str:
     """The real path of ``path`` (below ``root``); below a non-live root it must stay inside the root."""
-    real = os.path.realpath(path)
-    if _live(root):
-        return real
-    root_real = os.path.realpath(root)
-    if os.path.commonpath([root_real, real]) != root_real:
-        shown = os.path.relpath(path, root) if str(path).startswith(str(root)) else str(path)
-        raise UntrustedInputError(f"{root}/{shown}: resolves to {real}, outside the evidence folder {root}; "
-                                  "links out of a snapshot are not followed; fix: capture the snapshot again")
-    return real
+    return os.path.realpath(path) if _live(root) else resolve_inside(root, path)
 
 
 def read_bytes(root: Path, rel: str, limit: int = FILE_LIMIT) -> Optional[bytes]:
     """The bytes of ``root/rel``, or None when it is missing or unreadable (confined below a non-live root)."""
-    path = Path(root) / rel
     if _live(root):
         try:
-            return path.read_bytes()
+            return (Path(root) / rel).read_bytes()
         except OSError:
             return None
-    if not os.path.lexists(path):
-        return None
-    real = confined_path(root, path)
-    try:
-        st = os.stat(real)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        raise UntrustedInputError(f"{path}: not a regular file (a device, FIFO or folder); fix: capture the "
-                                  "snapshot again")
-    if st.st_size > limit:
-        raise UntrustedInputError(f"{path}: {st.st_size} bytes, over the {limit}-byte limit for a /proc or /sys "
-                                  "file; fix: capture the snapshot again")
-    try:
-        with open(real, "rb") as fh:
-            return fh.read(limit + 1)[:limit]
-    except OSError:
-        return None
+    return read_resolved(root, rel, limit)
 
 
 def read_text(root: Path, rel: str) -> Optional[str]:
