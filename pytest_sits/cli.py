@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import List, Optional
 
 USAGE_ERROR = 4
+#: `sits audit-text` exit status by the worst verdict: 1 does not conform, 2 undecided (INCONCLUSIVE).
+AUDIT_EXIT = {"ERROR": 1, "FAIL": 1, "INCONCLUSIVE": 2}
 
 
 def _yaml(data) -> str:
@@ -186,8 +188,8 @@ def cmd_audit_text(args: argparse.Namespace) -> int:
     """Topology verdicts from text evidence a vendor submitted."""
     from . import profiles
     from .checks.topology import check_pcie_direct, check_peer_mesh
-    from .verdict import apply_waiver
     from .probes.textimport import TextEvidenceError
+    from .verdict import apply_waiver, worst
 
     if not args.lspci_tv and not args.lspci_vv and not args.nvidia_smi_topo and not args.nvidia_smi_q:
         return _err("give --lspci-tv FILE, --lspci-vv FILE, --nvidia-smi-topo FILE and/or --nvidia-smi-q FILE")
@@ -222,7 +224,7 @@ def cmd_audit_text(args: argparse.Namespace) -> int:
         print(f"{v.requirement:18} {v.subject:14} {v.status:12} {v.reason}")
     if args.json:
         Path(args.json).write_text(json.dumps([v.to_json() for v in verdicts], indent=2, default=str))
-    return 1 if any(v.status in ("FAIL", "ERROR") for v in verdicts) else 0
+    return AUDIT_EXIT.get(worst(v.status for v in verdicts), 0)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -249,11 +251,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
               f"now {d['now']!r}")
     for n in out["not_replayable"]:
         print(f"NOT REPLAYABLE  #{n['index']} {n['requirement']} [{n['subject']}]: {n['why']}")
+    for d in out["summary"]:
+        print(f"DIFFERS  {d['field']}: stored {d['stored']!r} -> now {d['now']!r}")
     changed = len({d["index"] for d in out["differs"]})
     print(f"replayed {out['replayed']} of {out['total']} verdicts: {out['replayed'] - changed} reproduced, "
           f"{changed} differ, {len(out['not_replayable'])} not replayable"
+          + (f" ({len(out['unbacked'])} of them claim more than ERROR)" if out["unbacked"] else "")
+          + (f"; the run's summary differs in {len(out['summary'])} field(s)" if out["summary"] else "")
           + (f" (thresholds and waivers of {args.profile})" if args.profile else ""))
-    return 1 if changed else 0
+    return 1 if changed or out["unbacked"] or out["summary"] else 0
 
 
 # ---- fleet (Slurm), health, evidence bundles -------------------------------------------------------------

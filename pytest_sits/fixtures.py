@@ -18,10 +18,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
-from .recorder import Recorder
+from .recorder import RUN_KEY, Recorder
 from .session import SitsRun
-
-RUN_KEY = pytest.StashKey[SitsRun]()
 
 
 @pytest.fixture(scope="session")
@@ -132,12 +130,17 @@ def sits_host_peak(sits_platform: Any, sits_host_node: Optional[Dict[str, Any]])
 def sits_bandwidth_hold(sits_host_peak: Dict[str, Any], sits_host_node: Optional[Dict[str, Any]],
                         sits_profile: Any) -> Optional[Callable[[], Any]]:
     """Factory: ``with sits_bandwidth_hold() as hold:`` keeps host DRAM occupancy in the profile's band while the
-    block runs (``hold.evidence()`` afterwards).  None when the host cannot be measured (``sits_host_peak`` says
-    why)."""
+    block runs (``hold.evidence()`` afterwards).  Where the host cannot be measured, calling it skips the test
+    with the reason (``sits_host_peak`` holds it too)."""
     from .conditions.bandwidth import hold_factory, peak_problem
 
-    if peak_problem(sits_host_peak) is not None or sits_host_node is None:
-        return None
+    problem = peak_problem(sits_host_peak)
+    if problem is not None or sits_host_node is None:
+        why = (problem or {}).get("unavailable") or (problem or {}).get("error") or "the host lists no NUMA node"
+
+        def cannot() -> Any:
+            pytest.skip(f"no bandwidth hold here: {why}")
+        return cannot
     return hold_factory(sits_host_peak, sits_host_node, sits_profile.thresholds("MEM-BW-HOLD"))
 
 

@@ -16,8 +16,7 @@ from typing import Any, List
 import pytest
 
 from .catalogue import CATALOGUE, LEVELS, level_rank
-from .fixtures import RUN_KEY
-from .recorder import PROPERTY, REQUIREMENT_PROPERTY, append
+from .recorder import PROPERTY, REQUIREMENT_PROPERTY, RUN_KEY, append
 from .session import SitsRun, SitsUsageError
 from .verdict import ERROR, Verdict
 

@@ -19,6 +19,8 @@ from .verdict import ERROR, FAIL, INCONCLUSIVE, SKIP, WAIVED, WARN, Verdict, app
 
 PROPERTY = "sits_verdict"
 REQUIREMENT_PROPERTY = "sits_requirement"
+#: Where the plugin keeps the session's resolved run (:class:`pytest_sits.session.SitsRun`).
+RUN_KEY: "pytest.StashKey[Any]" = pytest.StashKey()
 
 
 class SitsWarning(UserWarning):
@@ -66,6 +68,9 @@ class Recorder:
         self.item, self.run = item, run
 
     def __call__(self, *verdicts: Verdict) -> None:
+        if not verdicts:
+            raise TypeError("sits_record() needs at least one Verdict: a requirement test must decide something "
+                            "(an acquire function with nothing to judge returns {'absent': why} evidence)")
         simulated = bool(self.run.platform.simulated)
         recorded = []
         for v in verdicts:

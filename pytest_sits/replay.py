@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from .checks import REGISTRY, load_all
-from .verdict import apply_waiver
+from .verdict import STATUSES, apply_waiver
 
 COMPARED = ("status", "measured", "reason", "subject")
 
@@ -83,6 +83,8 @@ def replay_report(report: Dict[str, Any], profile_path: Optional[str] = None) ->
     waivers = ((report.get("profile") or {}).get("data") or {}).get("waivers") or []
     differs, not_replayable, replayed = [], [], 0
     verdicts = report.get("verdicts") or []
+    # The verdicts as they stand now: replayed ones recomputed, the others as stored.
+    now_verdicts: List[Any] = list(verdicts)
     for i, stored in enumerate(verdicts):
         if not isinstance(stored, dict):
             not_replayable.append({"index": i, "requirement": None, "subject": None, "why": "not a verdict object"})
@@ -94,10 +96,44 @@ def replay_report(report: Dict[str, Any], profile_path: Optional[str] = None) ->
             continue
         replayed += 1
         now = plain(out["verdict"].to_json())
+        now_verdicts[i] = now
         for f in COMPARED:
             if now.get(f) != stored.get(f):
                 differs.append({"index": i, "requirement": stored.get("requirement"),
                                 "subject": stored.get("subject"), "field": f, "stored": stored.get(f),
                                 "now": now.get(f)})
+    # A verdict that claims anything better than ERROR must be replayable: stripping the check record from a
+    # PASS would otherwise have it taken on trust.
+    unbacked = [n for n in not_replayable
+                if isinstance(verdicts[n["index"]], dict) and verdicts[n["index"]].get("status") != "ERROR"]
     return {"total": len(verdicts), "replayed": replayed, "differs": differs, "not_replayable": not_replayable,
-            "profile": profile_path}
+            "unbacked": unbacked, "profile": profile_path,
+            "summary": _summary_differs(report, [v for v in now_verdicts if isinstance(v, dict)
+                                                 and v.get("status") in STATUSES
+                                                 and isinstance(v.get("requirement"), str)])}
+
+
+def _summary_differs(report: Dict[str, Any], now_verdicts: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The run's result and counts recomputed from the replayed verdicts, where they differ from the stored
+    ones; and requirements whose stored coverage does not match the verdicts the report holds."""
+    from .report import coverage, summarise
+
+    run = report.get("run") if isinstance(report.get("run"), dict) else {}
+    plat = report.get("platform") if isinstance(report.get("platform"), dict) else {}
+    stored = report.get("summary") if isinstance(report.get("summary"), dict) else {}
+    level = run.get("level") if run.get("level") in ("quick", "standard", "full") else "quick"
+    collected = {r.get("requirement"): r.get("state") for r in report.get("coverage") or []
+                 if isinstance(r, dict) and r.get("state") in ("DESELECTED", "COLLECTED", "NOT_SELECTED")}
+    rows = coverage(now_verdicts, level, collected)
+    now = summarise(now_verdicts, bool(run.get("completed", True)), bool(plat.get("simulated")), rows, level,
+                    str(plat.get("kind", "live")))
+    out = []
+    for f in ("result", "counts"):
+        if stored.get(f) != now.get(f):
+            out.append({"field": f"summary.{f}", "stored": stored.get(f), "now": now.get(f)})
+    stored_rows = {r.get("requirement"): r for r in report.get("coverage") or [] if isinstance(r, dict)}
+    for r in rows:
+        old = stored_rows.get(r["requirement"], {})
+        if sorted(old.get("statuses") or []) != sorted(r["statuses"]):
+            out.append({"field": f"coverage.{r['requirement']}", "stored": old.get("statuses"), "now": r["statuses"]})
+    return out

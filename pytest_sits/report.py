@@ -7,6 +7,7 @@ and the terminal summary render it; ``sits report`` re-renders a stored JSON.
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import os
 import tempfile
@@ -38,19 +39,28 @@ CERTIFICATION = ("level full, every catalogue requirement implemented and select
                  "machine, completed, and every verdict PASS, WARN, WAIVED or SKIP (not applicable)")
 
 
-def scope_of(coverage_rows: List[Dict[str, Any]], level: str, kind: str) -> Dict[str, Any]:
-    """What the run decided and what it did not, requirement by requirement (from the coverage table)."""
+def scope_of(coverage_rows: List[Dict[str, Any]], level: str, kind: str,
+             verdicts: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+    """What the run decided and what it did not, requirement by requirement (from the coverage table).
+
+    A requirement all of whose verdicts are SKIP is "skipped" (not applicable: the hardware is absent) unless a
+    verdict says it was not measured (evidence ``unavailable``): then it is "not_measured", a gap."""
+    unmeasured = {v["requirement"] for v in verdicts or []
+                  if v.get("status") == SKIP and isinstance(v.get("evidence"), dict) and v["evidence"].get("unavailable")}
     by_state: Dict[str, List[str]] = {}
     for row in coverage_rows:
         st = row["state"]
         if st == "RUN":
-            st = "skipped" if row["statuses"] and all(x == SKIP for x in row["statuses"]) else "decided"
+            if row["statuses"] and all(x == SKIP for x in row["statuses"]):
+                st = "not_measured" if row["requirement"] in unmeasured else "skipped"
+            else:
+                st = "decided"
         elif st.startswith("NOT_AT_LEVEL"):
             st = "above_level"
         else:
             st = {"NOT_IMPLEMENTED": "not_implemented", "DESELECTED": "deselected"}.get(st, "not_selected")
         by_state.setdefault(st, []).append(row["requirement"])
-    keys = ("decided", "skipped", "above_level", "deselected", "not_selected", "not_implemented")
+    keys = ("decided", "skipped", "not_measured", "above_level", "deselected", "not_selected", "not_implemented")
     out: Dict[str, Any] = {"level": level, "platform": kind, "catalogue": len(coverage_rows)}
     out.update({k: by_state.get(k, []) for k in keys})
     return out
@@ -58,6 +68,9 @@ def scope_of(coverage_rows: List[Dict[str, Any]], level: str, kind: str) -> Dict
 
 def _scope_gaps(scope: Dict[str, Any]) -> List[str]:
     gaps = []
+    if scope["not_measured"]:
+        gaps.append(f"{len(scope['not_measured'])} not measured here ({', '.join(scope['not_measured'][:6])}"
+                    f"{', ...' if len(scope['not_measured']) > 6 else ''})")
     if scope["above_level"]:
         gaps.append(f"{len(scope['above_level'])} above level {scope['level']}")
     if scope["deselected"]:
@@ -82,7 +95,7 @@ def summarise(verdicts: List[Dict[str, Any]], completed: bool, simulated: bool,
     counts = {s: 0 for s in STATUSES}
     for v in verdicts:
         counts[v["status"]] += 1
-    scope = scope_of(coverage_rows, level, kind) if coverage_rows is not None else None
+    scope = scope_of(coverage_rows, level, kind, verdicts) if coverage_rows is not None else None
     decided = (f"{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[WAIVED]} WAIVED, {counts[SKIP]} SKIP "
                "(not applicable)")
     if simulated:
@@ -255,9 +268,9 @@ def _analytics(verdicts: List[Dict[str, Any]], profile: Dict[str, Any]) -> Dict[
 
 
 #: Timelines drawn per HTML page at most (verdicts needing attention first); the rest link to the JSON.
-MAX_TIMELINE_CHARTS = 12
+MAX_TIMELINE_CHARTS = 10
 #: Characters of each verdict's evidence shown in the HTML page; the JSON report keeps all of it.
-EVIDENCE_EXCERPT_CHARS = 800
+EVIDENCE_EXCERPT_CHARS = 400
 _FMT_CAP = 300
 
 
@@ -275,23 +288,39 @@ class _Full(Exception):
     pass
 
 
+_LITERALS = {True: "true", False: "false", None: "null"}
+
+
 def _excerpt(obj: Any, limit: int = EVIDENCE_EXCERPT_CHARS) -> str:
     """A JSON-like excerpt of ``obj`` of at most about ``limit`` characters, in time proportional to the excerpt
     (not to ``obj``): long lists show their first items and how many more there are, long strings are cut."""
+    from json.encoder import encode_basestring  # the C string encoder json.dumps uses, without its set-up
+
     parts: List[str] = []
-    left = [limit]
+    left = limit
 
     def emit(text: str) -> None:
+        nonlocal left
         parts.append(text)
-        left[0] -= len(text)
-        if left[0] <= 0:
+        left -= len(text)
+        if left <= 0:
             raise _Full
 
     def walk(o: Any) -> None:
-        if isinstance(o, dict):
+        if isinstance(o, str):
+            emit(encode_basestring(o if len(o) <= 200 else o[:200] + "..."))
+        elif o is None or isinstance(o, bool):
+            emit(_LITERALS[o])
+        elif isinstance(o, float):
+            emit(f"{o:.6g}")
+        elif isinstance(o, int):
+            emit(str(o))
+        elif isinstance(o, dict):
             emit("{")
-            for i, (k, v) in enumerate(o.items()):
-                emit((", " if i else "") + json.dumps(str(k)) + ": ")
+            first = True
+            for k, v in o.items():
+                emit(("" if first else ", ") + encode_basestring(str(k)) + ": ")
+                first = False
                 walk(v)
             emit("}")
         elif isinstance(o, (list, tuple)):
@@ -304,12 +333,8 @@ def _excerpt(obj: Any, limit: int = EVIDENCE_EXCERPT_CHARS) -> str:
             if len(o) > len(shown):
                 emit(f", ... {len(o) - len(shown)} more")
             emit("]")
-        elif isinstance(o, str):
-            emit(json.dumps(o if len(o) <= 200 else o[:200] + "..."))
-        elif isinstance(o, float):
-            emit(f"{o:.6g}")
         else:
-            emit(json.dumps(o, default=str))
+            emit(encode_basestring(str(o)))
 
     try:
         walk(obj)
@@ -377,6 +402,21 @@ def _analytics_view(report: Dict[str, Any], recompute: bool = False) -> Dict[str
 
 
 def render_html(report: Dict[str, Any]) -> str:
+    """The self-contained HTML page of a report.  Its size is bounded per verdict (an evidence excerpt, at most
+    MAX_TIMELINE_CHARTS timelines per page), whatever the evidence holds; the JSON keeps everything."""
+    # Rendering allocates many short-lived objects next to a report that may hold millions; the cyclic
+    # collector would walk that whole heap again and again (measured: 18 s against 11 s for 10,000 verdicts
+    # with 300-window timelines). It is paused while rendering and restored after.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _render_html(report)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _render_html(report: Dict[str, Any]) -> str:
     verdicts = report["verdicts"]
     charts = _timeline_charts(verdicts)
     rows = []

@@ -27,8 +27,9 @@ STATUS_MEANING = {
 
 #: Worst first: the status that decides a test recording several verdicts.
 SEVERITY = (ERROR, FAIL, INCONCLUSIVE, WARN, PASS, WAIVED, SKIP)
-#: The statuses a profile waiver turns into WAIVED.
-WAIVABLE = (FAIL, INCONCLUSIVE, WARN, ERROR)
+#: The statuses a profile waiver turns into WAIVED: a decided non-conformance.  A probe that broke (ERROR) or a
+#: measurement that could not decide (INCONCLUSIVE) is never waived: that would let a run conform unmeasured.
+WAIVABLE = (FAIL, WARN)
 
 
 @dataclass

@@ -429,7 +429,7 @@ def test_cli_applies_the_profile_waiver(tmp_path, capsys):
 
 def test_cli_lspci_vv_under_load(tmp_path, capsys):
     vv = str(DATA / "lspci-vv-hgx-h100-x8.txt")
-    assert main(["audit-text", "--lspci-vv", vv, "--profile", "h100"]) == 0
+    assert main(["audit-text", "--lspci-vv", vv, "--profile", "h100"]) == 2  # INCONCLUSIVE: undecided, never a silent 0
     out = capsys.readouterr().out
     assert "TOPO-PCIE-LINK     0000:19:00.0   INCONCLUSIVE" in out and "0000:de:00.0" not in out
     assert main(["audit-text", "--lspci-vv", vv, "--under-load", "--profile", "h100", "--json",
@@ -449,7 +449,7 @@ def test_cli_tree_with_classes_from_lspci_vv_and_errors_name_the_file(tmp_path, 
     rc = main(["audit-text", "--lspci-tv", str(DATA / "lspci-tv-workstation-hdmi-audio.txt"), "--lspci-vv",
                str(DATA / "lspci-vv-workstation-idle.txt")])
     out = capsys.readouterr().out
-    assert rc == 0 and "TOPO-PCIE-DIRECT   0000:01:00.0   PASS" in out and "0000:01:00.1" not in out
+    assert rc == 2 and "TOPO-PCIE-DIRECT   0000:01:00.0   PASS" in out  # the idle link is INCONCLUSIVE and "0000:01:00.1" not in out
     bad = tmp_path / "topo.txt"
     bad.write_text("GPU0 GPU1\nGPU0 X\n")
     assert main(["audit-text", "--nvidia-smi-topo", str(bad)]) == 4

@@ -5,7 +5,10 @@ recomputed from stored evidence (``sits replay``, ``sits verify``).  Every
 check is registered here with :func:`check`, which also expresses absence
 and breakage one way for all of them:
 
-* evidence ``{"absent": reason}``: the hardware or feature is not there -> SKIP;
+* evidence ``{"absent": reason}``: the hardware or feature is not there -> SKIP (not applicable);
+* evidence ``{"unavailable": reason}``: it is there, but this platform or installation cannot measure it
+  (a snapshot, a missing load generator or library) -> SKIP with the reason, and the run's result counts
+  the requirement as not measured (PARTIAL at best), never as not applicable;
 * evidence ``{"error": what}``: the probe broke -> ERROR.
 
 The verdict keeps its input evidence (plus what the check derived from it),
@@ -54,6 +57,9 @@ def check(name: str, *, requirement: Optional[str] = None, version: int = 1) -> 
                 raise TypeError(f"check {name}: evidence must be a dict, not {type(evidence).__name__}")
             if evidence.get("absent"):
                 v = Verdict(req, SKIP, str(evidence["absent"]), subject=subject, evidence=evidence)
+            elif evidence.get("unavailable"):
+                v = Verdict(req, SKIP, f"not measured: {evidence['unavailable']}", subject=subject,
+                            evidence=evidence)
             elif evidence.get("error"):
                 v = Verdict(req, ERROR, str(evidence["error"]), subject=subject, evidence=evidence)
             else:

@@ -120,7 +120,9 @@ def check_numa_bind(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
                            remediation="enable NUMA / ACPI SRAT proximity reporting in the BIOS (e.g. NPS or SNC "
                                        "settings), then check /sys/bus/pci/devices/<bdf>/numa_node")
     if binding is None:
-        return Verdict("TOPO-NUMA-BIND", SKIP, "no binding was attempted", subject=subject, evidence=ev)
+        return Verdict("TOPO-NUMA-BIND", INCONCLUSIVE, f"{subject} reports NUMA node {node}: there is no node to bind "
+                       "its load to, so the binding could not be tried (the profile accepts an unknown node)",
+                       measured=node, threshold="a known node", subject=subject, evidence=ev)
     target = binding.get("node")
     checked = (f"bound CPUs {binding.get('cpus_in_force')} and memory policy "
                f"{(binding.get('memory_policy_in_force') or {}).get('mode')} "

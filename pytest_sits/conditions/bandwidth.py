@@ -28,7 +28,7 @@ def acquire_host_peak(platform: Any, node: Optional[Dict[str, Any]]) -> Dict[str
     """STREAM peak of the host, bound to the measurement node (evidence, or {"absent": reason})."""
     reason = platform.host_measurement_reason()
     if reason:
-        return {"absent": f"{reason}: host DRAM bandwidth is measured on the live machine"}
+        return {"unavailable": f"{reason}: host DRAM bandwidth is measured on the live machine"}
     from .stream import stream_peak
 
     cpus = node["cpus"] if node else []
@@ -39,8 +39,8 @@ def acquire_host_peak(platform: Any, node: Optional[Dict[str, Any]]) -> Dict[str
 
 def peak_problem(peak: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The evidence that stands in when the peak is absent or broke, else None."""
-    if "absent" in peak:
-        return {"absent": peak["absent"]}
+    if "absent" in peak or "unavailable" in peak:
+        return {"unavailable": peak.get("unavailable") or peak["absent"]}
     if "error" in peak or not peak.get("validated"):
         return {"error": f"the STREAM peak probe failed: {peak.get('error') or 'results did not validate'}",
                 "peak": peak}
@@ -88,7 +88,7 @@ def acquire_hold(peak: Dict[str, Any], factory: Optional[Callable[[], Any]], dur
     progress line every 5 s."""
     problem = peak_problem(peak)
     if problem or factory is None:
-        return problem or {"absent": "no NUMA node to hold"}
+        return problem or {"unavailable": "the host lists no NUMA node to hold"}
     remeasure = remeasure or (lambda: remeasure_peak(node))
     during: List[Dict[str, Any]] = []
     with factory() as hold:
@@ -128,7 +128,7 @@ def acquire_device_bw(platform: Any, acc: Dict[str, Any], nbytes: int = 1 << 30)
     try:
         return platform.device_bandwidth(acc, nbytes)
     except LoadUnavailable as exc:
-        return {"absent": str(exc)}
+        return {"unavailable": str(exc)}
 
 
 def acquire_pcie_bw(platform: Any, acc: Dict[str, Any], nbytes: int, peak: Dict[str, Any],
@@ -146,7 +146,7 @@ def acquire_pcie_bw(platform: Any, acc: Dict[str, Any], nbytes: int, peak: Dict[
         else:
             ev = platform.host_device_bandwidth(acc, nbytes)
             ev["hold"] = None
-            ev["hold_reason"] = peak.get("absent") or peak.get("error")
+            ev["hold_reason"] = peak.get("unavailable") or peak.get("absent") or peak.get("error")
     except LoadUnavailable as exc:
-        return {"absent": str(exc)}
+        return {"unavailable": str(exc)}
     return {"bandwidth": ev, "link": link_ev}

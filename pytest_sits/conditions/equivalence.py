@@ -23,12 +23,12 @@ def environment(platform: Any, golden: Optional[Path], record: Optional[Path]) -
     """The devices the corpus runs on, and the golden set (or {"absent": reason})."""
     reason = platform.host_measurement_reason()
     if reason:
-        return {"absent": f"{reason}: the operator corpus runs on live devices"}
+        return {"unavailable": f"{reason}: the operator corpus runs on live devices"}
     try:
         import torch
     except ImportError:
-        return {"absent": "torch is not installed: the operator corpus runs on torch (install the build for your "
-                          "accelerator: CUDA, ROCm, torch_npu, XPU, or the CPU build)"}
+        return {"unavailable": "torch is not installed: the operator corpus runs on torch (install the build for "
+                               "your accelerator: CUDA, ROCm, torch_npu, XPU, or the CPU build)"}
     devices = torch_devices()
     return {"torch": torch, "devices": devices, "under_test": devices[-1],
             "golden": GoldenSet(golden) if golden else None, "record": record}
@@ -40,8 +40,8 @@ def acquire_precision(env: Dict[str, Any], op_name: str, dtype: str,
 
     Returns (evidence, subject) pairs, one per device (or one absent/error evidence)."""
     subject = f"{op_name} {dtype}"
-    if "absent" in env:
-        return [({"absent": env["absent"]}, subject)]
+    if "unavailable" in env:
+        return [({"unavailable": env["unavailable"]}, subject)]
     op = CORPUS[op_name]
     golden, entry, golden_out = env["golden"], None, None
     if golden is not None:
@@ -112,8 +112,8 @@ def _input_mismatch(op: Any, dtype: str, stored: Dict[str, Any]) -> Optional[str
 
 
 def acquire_golden_coverage(env: Dict[str, Any]) -> Dict[str, Any]:
-    if "absent" in env:
-        return {"absent": env["absent"]}
+    if "unavailable" in env:
+        return {"unavailable": env["unavailable"]}
     if env["golden"] is None:
         return {"absent": "no golden set given (--sits-golden DIR): compared with numpy float64 instead"}
     return {"golden": env["golden"].keys(), "corpus": [key(o, d) for o, d in PAIRS],
@@ -136,10 +136,10 @@ def control_cv(rounds: int = 15) -> float:
 
 def acquire_throughput(env: Dict[str, Any], op_name: str, benchmark: Any) -> Tuple[Dict[str, Any], str]:
     """Time the operator with pytest-benchmark (25 rounds) between two host noise controls."""
-    if "absent" in env:
-        return {"absent": env["absent"]}, op_name
+    if "unavailable" in env:
+        return {"unavailable": env["unavailable"]}, op_name
     if benchmark is None:
-        return {"absent": "pytest-benchmark is not installed"}, op_name
+        return {"unavailable": "pytest-benchmark is not installed (pip install pytest-benchmark)"}, op_name
     torch = env["torch"]
     dev = env["under_test"]
     dtype = "float32" if dev["kind"] == "cpu" else "float16"
@@ -173,15 +173,15 @@ def acquire_throughput(env: Dict[str, Any], op_name: str, benchmark: Any) -> Tup
 
 def acquire_ratios(env: Dict[str, Any], field: str, what: str) -> Tuple[Dict[str, Any], str]:
     """``field`` (latency_s or peak_bytes) here and in the golden set, per operator."""
-    if "absent" in env:
-        return {"absent": env["absent"]}, what
+    if "unavailable" in env:
+        return {"unavailable": env["unavailable"]}, what
     golden, dev = env["golden"], env["under_test"]
     if golden is None:
-        return {"absent": f"{what} is compared with a reference platform: give its golden set with "
-                          "--sits-golden DIR"}, what
+        return {"unavailable": f"{what} is compared with a reference platform: give its golden set with "
+                               "--sits-golden DIR"}, what
     if field == "peak_bytes" and not dev["device"].startswith("cuda"):
-        return {"absent": f"peak memory per operator is read from torch.cuda.max_memory_allocated; "
-                          f"{dev['device']} has no such counter"}, what
+        return {"unavailable": f"peak memory per operator is read from torch.cuda.max_memory_allocated; "
+                               f"{dev['device']} has no such counter"}, what
     rows = []
     try:
         for k in golden.keys():

@@ -165,11 +165,11 @@ def live_gpu_rig(acc: Dict[str, Any]) -> LiveRig:
 def thermal_rigs(platform: Any, kind: str, acc: Optional[Dict[str, Any]] = None) -> Any:
     """The platform's rigs for ``kind`` ("cpu" or "gpu"), or the evidence of why there are none:
     ``{"unreadable": reason}`` when the device is there but cannot be calibrated (INCONCLUSIVE),
-    ``{"absent": reason}`` when the platform measures nothing (SKIP)."""
+    ``{"unavailable": reason}`` when the platform measures nothing (SKIP, counted as not measured)."""
     try:
         return platform.thermal_rigs(kind, acc)
     except ThermalUnavailable as exc:
-        return {"unreadable": str(exc)} if exc.present else {"absent": str(exc)}
+        return {"unreadable": str(exc)} if exc.present else {"unavailable": str(exc)}
 
 
 @contextmanager
