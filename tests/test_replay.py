@@ -110,3 +110,26 @@ def test_report_link_is_refused(tmp_path, capsys):
     (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
     assert main(["replay", str(tmp_path / "link.json")]) == 4
     assert "link" in capsys.readouterr().err
+
+
+def test_edited_summary_and_deleted_verdicts_are_caught(pytester, conformance_args, tmp_path, capsys):
+    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100+switch")
+    edited = dict(report, summary=dict(report["summary"], result="CONFORMANT"))
+    p = tmp_path / "e.json"
+    p.write_text(json.dumps(edited))
+    assert main(["replay", str(p)]) == 1
+    assert "DIFFERS  summary.result: stored 'CONFORMANT' -> now 'SIMULATED'" in capsys.readouterr().out
+    pruned = dict(report, verdicts=[v for v in report["verdicts"] if v["status"] != "FAIL"])
+    out = replay_report(pruned)
+    assert any(d["field"] == "coverage.TOPO-PCIE-DIRECT" for d in out["summary"])
+
+
+def test_a_pass_stripped_of_its_check_is_not_taken_on_trust(pytester, conformance_args, tmp_path):
+    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100")
+    v = next(v for v in report["verdicts"] if v["status"] == "PASS")
+    v["check"] = None
+    out = replay_report(report)
+    assert out["unbacked"] and out["unbacked"][0]["requirement"] == v["requirement"]
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(report))
+    assert main(["replay", str(p)]) == 1
