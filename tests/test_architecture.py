@@ -56,3 +56,13 @@ def test_tree_is_clean_under_ruff():
     res = subprocess.run([_tool("ruff"), "check", "pytest_sits", "conformance", "tests", "benchmarks"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-4000:]
+
+
+def test_every_package_is_shipped():
+    """A non-editable install ships only the packages pyproject.toml lists: every folder of the code is there."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "pytest_sits").rglob("__init__.py")
+             if "__pycache__" not in p.parts}
+    assert found - listed == set(), f"add to [tool.setuptools] packages: {sorted(found - listed)}"

@@ -8,8 +8,9 @@ from pytest_sits.cli import main
 from pytest_sits.platforms.sim.faults import FAULTS
 from pytest_sits.replay import replay_report
 
-THERMAL = {"thermal-hot", "thermal-drift", "sensor-na"}
-MEASURED = {"membw-low", "pcie-bw-low"}
+THERMAL = {"thermal-hot", "thermal-drift", "sensor-na", "sla-miss"}  # level full
+MEASURED = {"membw-low", "pcie-bw-low", "crg-slow", "power-high", "latency-high", "sensor-lag", "sensor-dropout",
+            "frag-high", "peak-understated", "coldstart-slow"}  # level standard
 
 
 def _level(fault):
