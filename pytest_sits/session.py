@@ -48,6 +48,10 @@ class SitsRun:
     golden_record: Optional[Path] = None
     golden: Optional[Path] = None
     platform_spec: str = "live"
+    #: An OpenAI-compatible completions endpoint held to SVC-SLA (None: the built-in model).
+    endpoint: Optional[str] = None
+    #: The BMC's Redfish service for wall power: url, and credentials from $SITS_REDFISH_USER/_PASSWORD.
+    redfish: Optional[Dict[str, Any]] = None
 
     @classmethod
     def from_config(cls, config: Any) -> "SitsRun":
@@ -61,7 +65,22 @@ class SitsRun:
             level_opt=config.getoption("sits_level"), level_ini=config.getini("sits_level"),
             report_dir_opt=config.getoption("sits_report_dir"), report_dir_ini=config.getini("sits_report_dir"))
         run.set_golden(config.getoption("sits_golden_record"), config.getoption("sits_golden"))
+        run.set_inference(config.getoption("sits_endpoint", None), config.getoption("sits_redfish", None))
         return run
+
+    def set_inference(self, endpoint: Optional[str], redfish_url: Optional[str]) -> None:
+        """The external system under test and the BMC, checked now (a bad URL is a usage error)."""
+        from urllib.parse import urlsplit
+
+        for flag, url in (("--sits-endpoint", endpoint), ("--sits-redfish", redfish_url)):
+            if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname):
+                raise SitsUsageError(f"{flag} {url!r} is not an http(s) URL; fix: {flag} http://HOST:PORT")
+        self.endpoint = endpoint or None
+        self.redfish = {"url": redfish_url, "user": os.environ.get("SITS_REDFISH_USER"),
+                        "password": os.environ.get("SITS_REDFISH_PASSWORD")} if redfish_url else None
+
+    def inference_options(self) -> Dict[str, Any]:
+        return {"endpoint": self.endpoint, "redfish": self.redfish}
 
     def set_golden(self, record: Optional[str], golden: Optional[str]) -> None:
         if record and golden:
@@ -116,7 +135,8 @@ class SitsRun:
                 "level_how": self.level_how, "report_dir": str(self.report_dir) if self.report_dir else None,
                 "started_at": self.started_at,
                 "golden_record": str(self.golden_record) if self.golden_record else None,
-                "golden": str(self.golden) if self.golden else None}
+                "golden": str(self.golden) if self.golden else None,
+                "endpoint": self.endpoint, "redfish_url": (self.redfish or {}).get("url")}
 
     @classmethod
     def from_workerinput(cls, data: Dict[str, Any]) -> "SitsRun":
@@ -131,6 +151,7 @@ class SitsRun:
                   started_at=data["started_at"], platform_spec=data["platform_spec"])
         run.golden_record = Path(data["golden_record"]) if data["golden_record"] else None
         run.golden = Path(data["golden"]) if data["golden"] else None
+        run.set_inference(data.get("endpoint"), data.get("redfish_url"))
         return run
 
     def expected(self) -> Dict[str, Any]:

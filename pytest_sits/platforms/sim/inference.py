@@ -1,0 +1,265 @@
+"""The simulated inference rig: a batching engine, its power and its sensors, in simulated time.
+
+It produces the same raw records as a live run (per-query log, engine steps, Sample3D readings), so the
+acquire functions' summaries and the checks run unchanged on them.  No LoadGen runs here: arrivals are
+Poisson (Server), all at once (Offline) or one after another (SingleStream), from a fixed seed.
+
+Faults: ``power-high`` (power above the ceiling under load), ``latency-high`` (every step 20x slower),
+``sensor-lag`` (the power sensor's values are 5 periods old), ``sensor-dropout`` (the power sensor stops
+answering part-way through each run), ``frag-high`` (a KV allocator wasting 12% of its slots),
+``sla-miss`` (the first tenant's queries are slow and 2% of them fail), ``peak-understated`` (the work
+counter reports 20 times the work done, so ρ exceeds the peak), ``coldstart-slow`` (weights take 10 minutes).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from typing import Any, Dict, List, Optional, Tuple
+
+T0_NS = 1_000_000_000_000
+
+
+class _SimSource:
+    def __init__(self, name: str, kind: str):
+        self.name, self.kind, self.fast, self.min_interval_s = name, kind, True, 0.0
+
+    def describe(self) -> Dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "fast": True, "min_interval_s": 0.0,
+                "resolution": "simulated: power in mW, energy counter in mJ"}
+
+    def close(self) -> None:
+        return None
+
+
+class SimInference:
+    def __init__(self, profile: Any, faults: List[str], acc: Optional[Dict[str, Any]]):
+        self.faults = set(faults)
+        self.acc = acc
+        hw = profile.hardware
+        self.gpu = acc is not None
+        self.tdp = float(hw.get("tdp_w", 700 if self.gpu else 0)) or (700.0 if self.gpu else 205.0)
+        self.idle_w = self.tdp * (0.12 if self.gpu else 0.25)
+        self.load_w = self.tdp * 0.85
+        ppl = profile.thresholds("PLP-PPL")
+        from ...inference.model import ModelConfig
+
+        self.cfg = ModelConfig.from_thresholds(ppl.get("model", {}))
+        self.max_batch = self.cfg.max_batch
+        self.step_s = 0.004 if self.gpu else 0.002  # one decode step at batch 1
+        self.per_seq_s = self.step_s / 16
+        if "latency-high" in self.faults:
+            self.step_s *= 20
+            self.per_seq_s *= 20
+        self.now = T0_NS
+        self.rng = random.Random(2026)
+        self.source = _SimSource("nvml:0" if self.gpu else "rapl:0:package-0", "nvml" if self.gpu else "rapl")
+
+    # -- what the acquire functions ask a rig for
+    def power_sources(self) -> Tuple[List[Any], List[str]]:
+        return [self.source], ["simulated platform: one simulated power sensor, no BMC"]
+
+    def primary(self) -> List[str]:
+        return [self.source.name]
+
+    def runner(self, config: Dict[str, Any]) -> "SimRunner":
+        return SimRunner(self, config)
+
+    # -- the engine, in simulated time
+    def serve(self, arrivals: List[Tuple[int, int, int, int]], t_start: int,
+              extra_delay: Optional[Dict[int, float]] = None) -> Tuple[List[List[Any]], List[Tuple], int]:
+        """``arrivals``: (t_ns, prompt_tokens, out_tokens, tenant).  Returns queries, work and the end time.
+
+        Continuous batching: each step admits waiting queries (prefill, their first token) up to the batch
+        limit and decodes one token for every running one.  Running sums keep a step O(log batch)."""
+        arrivals = sorted(arrivals)
+        pending: List[Tuple[int, int, int, int]] = []
+        heap: List[Tuple[int, int, int, int, int, int]] = []  # (finish step, n, arrival, prompt, out, tenant)
+        queries, work = [], []
+        t, i, step, n = t_start, 0, 0, 0
+        sum_prompt = sum_start = 0
+        two_p = 2.0 * self.cfg.matmul_params()
+        att = 4.0 * self.cfg.n_layers * self.cfg.d_model
+        scale = 20.0 if "peak-understated" in self.faults else 1.0
+        while i < len(arrivals) or pending or heap:
+            while i < len(arrivals) and arrivals[i][0] <= t:
+                pending.append(arrivals[i])
+                i += 1
+            if not pending and not heap:
+                t = arrivals[i][0]
+                continue
+            b = len(heap)
+            admit = pending[: max(0, self.max_batch - b)]
+            pending = pending[len(admit):]
+            dt = self.step_s + self.per_seq_s * (b + len(admit))
+            dt += sum(a[1] for a in admit) * self.step_s / 256  # prefill cost
+            dt *= 1.0 + self.rng.uniform(-0.05, 0.05)
+            dt_ns = int(dt * 1e9)
+            flops = sum(self.cfg.flops_prefill(a[1]) for a in admit)
+            flops += two_p * b + att * (sum_prompt + b * step - sum_start + b)  # context = prompt + produced + 1
+            work.append((t, t + dt_ns, len(admit) + b, flops * scale, "step"))
+            for a in admit:  # the prefill makes the first token in this step
+                n += 1
+                heapq.heappush(heap, (step + a[2] - 1, n, a[0], a[1], a[2], a[3]))
+                sum_prompt += a[1]
+                sum_start += step
+            t += dt_ns
+            while heap and heap[0][0] <= step:
+                fin, _, arr, prompt, out, tenant = heapq.heappop(heap)
+                sum_prompt -= prompt
+                sum_start -= fin - out + 1
+                delay = int((extra_delay or {}).get(tenant, 0.0) * 1e9)
+                queries.append([arr, t + delay, out, tenant, None])
+            step += 1
+        return queries, work, t
+
+    def sample(self, work: List[Tuple], t0: int, t1: int, period_s: float) -> Dict[str, Any]:
+        """Sample3D's records of the simulated sensor: power from the engine's busy share, energy integrated."""
+        from ...conditions.sampler import CumulativeWork
+
+        per = int(period_s * 1e9)
+        ticks = list(range(t0, t1 + 1, per))
+        busy_w = CumulativeWork([(w[0], w[1], 0, w[1] - w[0]) for w in work])
+        marks = [busy_w.at(t) for t in ticks] + [busy_w.at(t1 + per)]
+        busy = [(marks[k + 1] - marks[k]) / per for k in range(len(ticks))]
+        lag = 5 if "sensor-lag" in self.faults else 0
+        drop_from = t0 + int((t1 - t0) * 0.4) if "sensor-dropout" in self.faults else None
+        load_w = self.tdp * 1.25 if "power-high" in self.faults else self.load_w
+        powers = [self.idle_w + (load_w - self.idle_w) * min(1.0, b) + self.rng.gauss(0, self.tdp * 0.005)
+                  for b in busy]
+        energy, acc = [], 0.0
+        for p in powers:
+            acc += p * period_s
+            energy.append(acc)
+        readings = []
+        for k, t in enumerate(ticks):
+            if drop_from is not None and t >= drop_from:
+                readings.append({"t_ns": t + 20_000, "read_ns": 40_000, "sensor_t_ns": None, "power_w": None,
+                                 "energy_j": None, "error": "simulated: sensor stopped answering"})
+                continue
+            src = max(0, k - lag)
+            readings.append({"t_ns": t + 20_000, "read_ns": 40_000, "sensor_t_ns": ticks[src] - 1_000_000 + 20_000,
+                             "power_w": round(powers[src], 3), "energy_j": round(energy[src], 6), "error": None})
+        return {"period_s": period_s, "ticks": ticks, "overruns": 0, "thread_cpu_s": 0.0,
+                "duration_s": (t1 - t0) / 1e9,
+                "sources": {self.source.name: dict(self.source.describe(), readings=readings)}}
+
+    def arrivals(self, scenario: str, duration_s: float, qps: float, tenants: int = 1,
+                 mix: Tuple[Tuple[int, int], Tuple[int, int]] = ((32, 128), (8, 32))) -> List[Tuple[int, int, int, int]]:
+        out, t = [], self.now
+        end = self.now + int(duration_s * 1e9)
+        (p_lo, p_hi), (o_lo, o_hi) = mix
+        n = 0
+        while t < end and n < 1_000_000:
+            out.append((t, self.rng.randint(p_lo, p_hi), self.rng.randint(o_lo, o_hi), n % tenants))
+            n += 1
+            if scenario == "Offline":
+                if n >= qps * duration_s:
+                    break
+                continue
+            t += int(self.rng.expovariate(qps) * 1e9)
+        return out
+
+    # -- SLA, cold start, fragmentation
+    def sla(self, tenants: List[Dict[str, Any]], qps: float, duration_s: float,
+            workload: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        total = sum(float(t.get("share", 1.0)) for t in tenants) or 1.0
+        wl = workload or {}
+        mix = (tuple(wl.get("prompt_tokens", [16, 128])), tuple(wl.get("output_tokens", [1, 4])))
+        arr = self.arrivals("Server", min(duration_s, 120.0), qps, mix=mix)
+        edges, acc = [], 0.0
+        for t in tenants:
+            acc += float(t.get("share", 1.0)) / total
+            edges.append(acc)
+        arr = [(a[0], a[1], a[2], next((k for k, e in enumerate(edges) if (j % 1000 + 0.5) / 1000 <= e),
+                                       len(edges) - 1)) for j, a in enumerate(arr)]
+        delay = {}
+        if "sla-miss" in self.faults:
+            delay[0] = 3.0 * float(tenants[0].get("p99_ms", 120)) / 1e3
+        queries, work, end = self.serve(arr, self.now, delay)
+        if "sla-miss" in self.faults:
+            k = 0
+            for q in queries:
+                if q[3] == 0:
+                    k += 1
+                    if k % 50 == 0:
+                        q[4] = "http: HTTP 500 (simulated)"
+        self.now = end + 1
+        return {"queries": queries, "simulated": True, "t0_ns": arr[0][0] if arr else self.now, "t1_ns": end}
+
+    def coldstart(self) -> Dict[str, Any]:
+        stages = [("interpreter", 0.04), ("torch_import", 2.1), ("device_context", 1.3 if self.gpu else 0.01),
+                  ("weights", 600.0 if "coldstart-slow" in self.faults else 4.2), ("kv_prealloc", 0.6),
+                  ("first_token", 0.9)]
+        return {"simulated": True, "device": "simulated", "stages": [{"stage": s, "seconds": v} for s, v in stages],
+                "total_s": round(sum(v for _, v in stages), 6), "clock": "simulated",
+                "page_cache": {"state": "simulated", "before": {"measured": False, "reason": "simulated platform"},
+                               "eviction": {"requested": "none", "applied": False}}}
+
+    def frag(self) -> Dict[str, Dict[str, Any]]:
+        high = "frag-high" in self.faults
+        bt = self.cfg.block_tokens
+        blocks = int(self.cfg.pool_blocks * 0.9)
+        waste = 0.12 if high else 0.021
+        pool = {"simulated": True, "view": "kv-pool", "block_tokens": bt, "pool_blocks": self.cfg.pool_blocks,
+                "peak_blocks_used": blocks, "peak_tokens_stored": int(blocks * bt * (1 - waste)),
+                "fraction": waste, "fraction_time_weighted": waste * 0.95, "peak_occupancy": 0.9,
+                "external_fragmentation": 0.0, "failed_allocations": 0, "rejected_requests": 0,
+                "method": "simulated paged pool"}
+        if not self.gpu:
+            return {"kv-pool": pool, "allocator": {"absent": "the device allocator's view needs CUDA "
+                                                             "(torch.cuda.memory_stats); the simulated host has none"}}
+        reserved = 8 << 30
+        split = int(reserved * (0.09 if high else 0.008))
+        alloc = {"simulated": True, "view": "allocator", "device": "simulated cuda", "reserved_peak_bytes": reserved,
+                 "allocated_peak_bytes": int(reserved * 0.93), "inactive_split_peak_bytes": split,
+                 "fraction": round(split / reserved, 6), "unused_reserved_fraction": 0.07,
+                 "method": "simulated torch.cuda.memory_stats"}
+        return {"kv-pool": pool, "allocator": alloc}
+
+
+class SimRunner:
+    """The simulated counterpart of the live LoadGen runner."""
+
+    def __init__(self, sim: SimInference, config: Dict[str, Any]):
+        self.sim, self.c = sim, config
+        wl = config.get("workload") or {}
+        self.mix = (tuple(wl.get("prompt_tokens", [32, 128])), tuple(wl.get("output_tokens", [8, 32])))
+
+    def calibrate(self) -> float:
+        return self.sim.max_batch / (self.sim.step_s * 2 * 24)
+
+    def run(self, scenario: str, name: str, duration_s: float, target_qps: Optional[float] = None,
+            expected_qps: Optional[float] = None, expected_latency_s: Optional[float] = None,
+            latency_target_s: Optional[float] = None) -> Dict[str, Any]:
+        sim = self.sim
+        t0 = sim.now
+        if scenario == "SingleStream":
+            queries, work, t = [], [], t0
+            while t < t0 + int(duration_s * 1e9) and len(queries) < 100_000:
+                a = sim.arrivals("Server", 1e-9, 1.0, mix=self.mix)[:1] or [(t, 64, 16, 0)]
+                q, w, t = sim.serve([(t,) + a[0][1:]], t)
+                queries += q
+                work += w
+        else:
+            qps = target_qps if scenario == "Server" else (expected_qps or 100.0) * 1.1
+            arr = sim.arrivals(scenario, duration_s, qps, mix=self.mix)
+            queries, work, t = sim.serve(arr, t0)
+        sim.now = t + 1
+        samples = sim.sample(work, t0, t, self.c.get("period_ms", 10) / 1e3)
+        return {"scenario": scenario, "queries": queries, "work": work, "samples": samples, "t0_ns": t0, "t1_ns": t,
+                "loadgen": None, "simulated": True}
+
+    def describe(self) -> Dict[str, Any]:
+        return {"model": self.sim.cfg.describe(), "device": "simulated",
+                "load_generator": "simulated arrivals (LoadGen does not run on a simulated platform)"}
+
+
+class SimInferenceRig:
+    simulated = True
+
+    def __init__(self, profile: Any, faults: List[str], acc: Optional[Dict[str, Any]]):
+        self.sim = SimInference(profile, faults, acc)
+        self.subject = acc["bdf"] if acc else "cpu"
+        self.device = "cuda (simulated)" if acc else "cpu (simulated)"
+        self.hardware = dict(profile.hardware)
