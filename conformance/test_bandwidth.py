@@ -4,7 +4,7 @@ import pytest
 
 from pytest_sits.checks.bandwidth import check_device_bw, check_hold, check_pcie_bw
 from pytest_sits.conditions.bandwidth import acquire_device_bw, acquire_hold, acquire_pcie_bw
-from pytest_sits.conditions.topology import absent_accelerator
+from pytest_sits.conditions.inventory import absent_accelerator
 
 
 @pytest.mark.sits_requirement("MEM-BW-HOLD")

@@ -4,8 +4,7 @@ every device pair), CRG-SYNC (all-reduce bus bandwidth), CRG-JITTER (node latenc
 import pytest
 
 from pytest_sits.checks.crg import check_edge, check_jitter, check_node, check_sync
-from pytest_sits.checks.inventory import absent_reason
-from pytest_sits.conditions.topology import absent_accelerator
+from pytest_sits.conditions.inventory import absent_accelerator, accelerators_absent
 
 
 @pytest.mark.sits_requirement("CRG-NODE")
@@ -19,14 +18,14 @@ def test_node_gemm(sits_accelerator, sits_inventory, sits_expected, sits_profile
 @pytest.mark.sits_requirement("CRG-EDGE")
 def test_edge_bandwidth(sits_accelerators, sits_inventory, sits_expected, sits_profile, sits_crg, sits_record):
     th = sits_profile.check_thresholds("CRG-EDGE")
-    absent = absent_reason(sits_expected, sits_inventory["accelerators"])
+    absent = accelerators_absent(sits_expected, sits_inventory)
     sits_record(*[check_edge(ev, th, subject) for ev, subject in sits_crg.edges(sits_accelerators, th, absent)])
 
 
 @pytest.mark.sits_requirement("CRG-SYNC")
 def test_allreduce(sits_accelerators, sits_inventory, sits_expected, sits_profile, sits_crg, sits_record):
     th = sits_profile.check_thresholds("CRG-SYNC")
-    absent = absent_reason(sits_expected, sits_inventory["accelerators"]) if sits_expected["count"] else None
+    absent = accelerators_absent(sits_expected, sits_inventory) if sits_expected["count"] else None
     sits_record(check_sync(sits_crg.sync(sits_accelerators, sits_expected["count"], th, absent), th,
                            "accelerators" if sits_expected["count"] else "host"))
 

@@ -7,7 +7,7 @@ from pytest_sits.checks.health import (check_ecc, check_pcie_errors, check_persi
                                        check_rowremap, check_throttle, check_xid)
 from pytest_sits.conditions.health import (acquire_ecc, acquire_persistence, acquire_powercap, acquire_rowremap,
                                            pcie_errors_evidence, throttle_evidence, xid_evidence)
-from pytest_sits.conditions.topology import absent_accelerator
+from pytest_sits.conditions.inventory import absent_accelerator
 
 
 @pytest.mark.sits_requirement("DEP-ECC")

@@ -5,7 +5,7 @@ import pytest
 
 from pytest_sits.checks.security import check_firmware, check_tee
 from pytest_sits.conditions.health import acquire_firmware, acquire_tee
-from pytest_sits.conditions.topology import absent_accelerator
+from pytest_sits.conditions.inventory import absent_accelerator
 
 
 @pytest.mark.sits_requirement("SEC-FIRMWARE")

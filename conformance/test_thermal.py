@@ -4,7 +4,7 @@ import pytest
 
 from pytest_sits.checks.thermal import check_cpu_steady, check_gpu_steady
 from pytest_sits.conditions.thermal import thermal_rigs
-from pytest_sits.conditions.topology import absent_accelerator
+from pytest_sits.conditions.inventory import absent_accelerator
 
 
 @pytest.mark.sits_requirement("THERM-CPU-STEADY")

@@ -3,8 +3,9 @@
 import pytest
 
 from pytest_sits.checks.topology import check_numa_bind, check_pcie_direct, check_pcie_link, check_peer_mesh
-from pytest_sits.conditions.topology import (absent_accelerator, acquire_link_under_load, acquire_numa_binding,
-                                             acquire_pcie_path, acquire_peer_mesh)
+from pytest_sits.conditions.inventory import absent_accelerator
+from pytest_sits.conditions.topology import (acquire_link_under_load, acquire_numa_binding, acquire_pcie_path,
+                                             acquire_peer_mesh)
 
 
 @pytest.mark.sits_requirement("TOPO-PCIE-DIRECT")

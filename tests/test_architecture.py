@@ -39,6 +39,9 @@ def test_layer_contracts_hold():
     ("probes/pcie.py", "from .. import plugin as _violation  # noqa: F401"),
     ("checks/inventory.py", "from ..conditions import loads as _violation  # noqa: F401"),
     ("checks/topology.py", "import pytest as _violation  # noqa: F401"),
+    ("checks/bandwidth.py", "import time as _violation  # noqa: F401"),
+    ("probes/sysfs.py", "from .. import fleet as _violation  # noqa: F401"),
+    ("report.py", "from . import session as _violation  # noqa: F401"),
 ])
 def test_layer_contracts_fail_on_a_violation(tmp_path, module, line):
     shutil.copytree(ROOT / "pytest_sits", tmp_path / "pytest_sits",
@@ -66,3 +69,17 @@ def test_every_package_is_shipped():
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "pytest_sits").rglob("__init__.py")
              if "__pycache__" not in p.parts}
     assert found - listed == set(), f"add to [tool.setuptools] packages: {sorted(found - listed)}"
+
+
+def test_conformance_modules_are_declarative():
+    """A conformance module imports checks and acquire functions, never a probe, and defines no fixture."""
+    import ast
+
+    for path in sorted((ROOT / "conformance").glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert ".probes" not in node.module and ".platforms" not in node.module, f"{path.name}: {node.module}"
+            if isinstance(node, ast.FunctionDef):
+                names = {ast.unparse(d) for d in node.decorator_list}
+                assert not any(n.startswith("pytest.fixture") for n in names), f"{path.name}: fixture {node.name}"

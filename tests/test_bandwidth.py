@@ -8,7 +8,7 @@ import pytest
 from pytest_sits.checks.bandwidth import check_device_bw, check_hold, check_pcie_bw
 from pytest_sits.conditions.hold import BandwidthHold, DutyController, find_counter
 from pytest_sits.conditions.stream import cache_info, expected_values, llc_bytes, stream_peak
-from pytest_sits.probes.device_bw import link_theoretical_gbps
+from pytest_sits.probes.pcie import link_theoretical_gbps
 from pytest_sits.verdict import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
 TH = {"band_low": 0.85, "band_high": 0.92, "window_ms": 100, "min_in_band_share": 0.95, "duration_s": 30}
@@ -184,7 +184,7 @@ def test_pcie_bandwidth_checks():
 
 def test_device_probes_run_on_torch_cpu():
     pytest.importorskip("torch")
-    from pytest_sits.probes.device_bw import device_memory_bandwidth, host_device_bandwidth
+    from pytest_sits.conditions.device_bw import device_memory_bandwidth, host_device_bandwidth
 
     d = device_memory_bandwidth("cpu", nbytes=8 << 20, runs=3)
     assert d["verified"] and d["gbps_median"] > 0 and len(d["samples_gbps"]) == 3

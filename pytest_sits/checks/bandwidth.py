@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from ..probes.device_bw import link_theoretical_gbps
+from ..probes.pcie import link_theoretical_gbps
 from . import check
 from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, WARN, Verdict
 

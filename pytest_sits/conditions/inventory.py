@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
-from ..checks.inventory import absent_reason
+from ..checks.inventory import absent_reason, expected_vs_found
 
 
 def matching(inventory: Dict[str, Any], expected: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -13,12 +13,22 @@ def matching(inventory: Dict[str, Any], expected: Dict[str, Any]) -> List[Dict[s
     return [a for a in inventory["accelerators"] if a["pci_id"] in ids]
 
 
+def accelerators_absent(expected: Dict[str, Any], inventory: Dict[str, Any]) -> Optional[str]:
+    """The one rule for "the profile's accelerators are not here": the SKIP reason, or None when they are."""
+    return absent_reason(expected, inventory["accelerators"])
+
+
+def absent_accelerator(expected: Dict[str, Any], inventory: Dict[str, Any]) -> Dict[str, Any]:
+    """The evidence of a per-accelerator requirement when there is no accelerator to judge."""
+    return {"absent": accelerators_absent(expected, inventory) or expected_vs_found(expected, inventory["accelerators"])}
+
+
 def acquire_devices(inventory: Dict[str, Any]) -> Dict[str, Any]:
     return {"accelerators": inventory["accelerators"], "nvml": inventory["management"]["nvml"]}
 
 
 def acquire_capacity(inventory: Dict[str, Any], expected: Dict[str, Any]) -> Dict[str, Any]:
-    absent = absent_reason(expected, inventory["accelerators"])
+    absent = accelerators_absent(expected, inventory)
     if absent:
         return {"absent": absent}
     return {"accelerators": matching(inventory, expected)}

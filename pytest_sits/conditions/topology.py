@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..checks.inventory import expected_vs_found
 from ..probes.topology import link_capability, pcie_path, peer_mesh, sample_link
 from .inventory import matching
 from .loads import LoadUnavailable
@@ -12,11 +11,6 @@ from .loads import LoadUnavailable
 
 def pci_index(inventory: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     return {d["bdf"]: d for d in inventory["pci"]}
-
-
-def absent_accelerator(expected: Dict[str, Any], inventory: Dict[str, Any]) -> Dict[str, Any]:
-    """The one evidence of 'no accelerator here' for per-accelerator requirements."""
-    return {"absent": expected_vs_found(expected, inventory["accelerators"])}
 
 
 def acquire_pcie_path(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:

@@ -58,13 +58,13 @@ class Platform:
         return None
 
     def device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
-        from ..probes.device_bw import device_memory_bandwidth
+        from ..conditions.device_bw import device_memory_bandwidth
         from ..conditions.loads import torch_device_for_bdf
 
         return device_memory_bandwidth(torch_device_for_bdf(acc["bdf"]), nbytes)
 
     def host_device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
-        from ..probes.device_bw import host_device_bandwidth
+        from ..conditions.device_bw import host_device_bandwidth
         from ..conditions.loads import torch_device_for_bdf
 
         return host_device_bandwidth(torch_device_for_bdf(acc["bdf"]), nbytes)

@@ -36,6 +36,11 @@ LANE_MBPS = {1: 250.0, 2: 500.0, 3: 984.6, 4: 1969.2, 5: 3938.5, 6: 8000.0}
 _SPEED_RE = re.compile(r"([0-9.]+)\s*GT/s")
 
 
+def link_theoretical_gbps(gen: int, width: int) -> float:
+    """Per-direction rate of a PCIe link after line encoding, before protocol (TLP/FLIT) overhead."""
+    return LANE_MBPS[gen] * width / 1000.0
+
+
 def parse_sysfs_speed(text: Optional[str]) -> Optional[float]:
     """'16.0 GT/s PCIe' or '16 GT/s' (older kernels) -> 16.0; 'Unknown' -> None."""
     if not text:

@@ -65,7 +65,7 @@ class SimPlatform(Platform):
                 "samples_gbps": [g] * 7}
 
     def host_device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
-        from ...probes.device_bw import link_theoretical_gbps
+        from ...probes.pcie import link_theoretical_gbps
 
         link = acc["link"]
         theo = link_theoretical_gbps(link["current_gen"], link["current_width"])

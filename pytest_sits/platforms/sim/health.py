@@ -204,7 +204,7 @@ class SimCrg:
         elif link.get("type") in ("xgmi", "hccs"):
             g = float(link.get("bandwidth_gbps", 0)) / max(1, int(link.get("links", 1))) / 2 * 0.85
         else:
-            from ...probes.device_bw import link_theoretical_gbps
+            from ...probes.pcie import link_theoretical_gbps
 
             g = link_theoretical_gbps(int(self.profile.hardware.get("pcie_gen", 4)),
                                       int(self.profile.hardware.get("pcie_width", 16))) * 0.8
@@ -239,7 +239,7 @@ class SimCrg:
         if link.get("type") in ("nvlink", "xgmi", "hccs"):
             bus = float(link.get("bandwidth_gbps", 0)) / 2 * 0.8  # the whole fabric, each way
         else:
-            from ...probes.device_bw import link_theoretical_gbps
+            from ...probes.pcie import link_theoretical_gbps
 
             bus = link_theoretical_gbps(int(self.profile.hardware.get("pcie_gen", 4)),
                                         int(self.profile.hardware.get("pcie_width", 16))) * 0.7

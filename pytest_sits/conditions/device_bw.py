@@ -1,4 +1,5 @@
-"""Accelerator memory bandwidth and host<->device bandwidth, through torch.
+"""Accelerator memory bandwidth and host<->device bandwidth, through torch (a measurement that loads the
+device: it allocates buffers and runs copies, so it lives with the conditions).
 
 Device-generic: a torch device string ("cuda:0" for CUDA and ROCm, "cpu"
 for the host, which the tests use).  On CUDA devices the copies are timed
@@ -13,7 +14,6 @@ import statistics
 import time
 from typing import Any, Callable, Dict, List
 
-from .pcie import LANE_MBPS
 
 
 def _timer(torch: Any, device: Any) -> Callable[[Callable[[], None]], float]:
@@ -85,8 +85,3 @@ def host_device_bandwidth(device: str, nbytes: int = 256 << 20, runs: int = 7) -
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     return out
-
-
-def link_theoretical_gbps(gen: int, width: int) -> float:
-    """Per-direction rate of a PCIe link after line encoding, before protocol (TLP/FLIT) overhead."""
-    return LANE_MBPS[gen] * width / 1000.0
