@@ -1,59 +1,255 @@
-"""Inline SVG line charts for the HTML report (no script, no network).
+"""Charts for the HTML report, drawn with matplotlib as inline SVG (no script, no network).
 
-A verdict's evidence may carry ``series``: a list of
-``{"title", "unit", "x": [...], "y": [...], "band": [lo, hi] | None, "mark_from": x | None}``.
-Numbers are formatted by this module; titles are escaped.
+matplotlib is imported here, lazily, only when a report is rendered (``matplotlib.use("Agg")``, no
+pyplot state); without it each chart is a one-line note with the install command.
+
+- :func:`line_chart` draws one evidence ``series``: ``{"title", "unit", "x": [...], "y": [...],
+  "band": [lo, hi] | None, "mark_from": x | None}`` (the hold's occupancy, a thermal trace).  A long
+  series is downsampled for the picture only (:func:`downsample`); the JSON keeps every point.
+- :func:`heatmap_chart` and :func:`pareto_chart` draw the report's ``analytics.heatmap``.
+
+Text stays text in the SVG (``svg.fonttype: none``), titles are escaped by matplotlib's SVG writer,
+and each chart gets its own id salt so that several inline SVGs in one page do not share ids.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import io
+import itertools
+import math
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from markupsafe import Markup, escape
 
-W, H, PAD_L, PAD_R, PAD_T, PAD_B = 640, 200, 56, 12, 22, 28
+INSTALL = "pip install 'pytest-sits[analytics]'"
+#: Points drawn per timeline at most (min and max of each bucket are kept, so spikes stay visible).
+MAX_POINTS = 600
+_ids = itertools.count()
+
+
+class _NoMatplotlib(Exception):
+    pass
+
+
+def _mpl():
+    try:
+        import matplotlib
+    except ImportError:
+        raise _NoMatplotlib() from None
+    if matplotlib.get_backend().lower() != "agg":
+        matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    return matplotlib, Figure
+
+
+def _note(text: str) -> Markup:
+    return Markup("<p class='small'>{}</p>").format(text)
+
+
+def _missing(what: str) -> Markup:
+    return _note(f"{what}: not drawn, matplotlib is not installed ({INSTALL})")
 
 
 def _num(v: Any) -> Optional[float]:
-    return float(v) if isinstance(v, (int, float)) and v == v else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+_XML_HEAD = re.compile(r"^.*?(?=<svg)", re.S)
+
+
+def _svg(fig, title: str, tight: bool = True) -> Markup:
+    """The figure as an inline ``<svg>`` element.  ``tight=False`` keeps the figure's own margins (a
+    tight bounding box draws the figure twice: timelines, drawn by the dozen, set their margins instead)."""
+    matplotlib, _ = _mpl()
+    buf = io.StringIO()
+    n = next(_ids)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"sits-chart-{n}"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None},
+                    bbox_inches="tight" if tight else None)
+    text = _XML_HEAD.sub("", buf.getvalue(), count=1)
+    # matplotlib numbers its groups per figure (axes_1, line2d_1, ...): prefix every id and reference so that
+    # the charts of one page never share one.
+    prefix = f"sc{n}-"
+    text = text.replace(' id="', f' id="{prefix}').replace('href="#', f'href="#{prefix}').replace(
+        "url(#", f"url(#{prefix}")
+    text = text.replace("<svg ", f"<svg role=\"img\" aria-label=\"{escape(title)}\" ", 1)
+    return Markup(text)
+
+
+def downsample(xs: Sequence[float], ys: Sequence[float], max_points: int = MAX_POINTS) -> Tuple[List[float], List[float]]:
+    """At most ``max_points`` points: the series cut into max_points/2 buckets, each giving its lowest and
+    highest point in time order.  The picture keeps the envelope (spikes, excursions out of a band)."""
+    n = len(xs)
+    if n <= max_points:
+        return list(xs), list(ys)
+    import numpy as np
+
+    x = np.asarray(xs, dtype=float)
+    y = np.asarray(ys, dtype=float)
+    buckets = max(1, max_points // 2)
+    edges = np.linspace(0, n, buckets + 1).astype(int)
+    keep: List[int] = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        if b <= a:
+            continue
+        seg = y[a:b]
+        i, j = a + int(np.argmin(seg)), a + int(np.argmax(seg))
+        keep.extend(sorted({i, j}))
+    return x[keep].tolist(), y[keep].tolist()
 
 
 def line_chart(series: Dict[str, Any]) -> Markup:
-    pts = [(_num(x), _num(y)) for x, y in zip(series.get("x", []), series.get("y", []))]
+    """One timeline with its band (green) and the measured part (blue shade from ``mark_from``)."""
+    pts = [(_num(x), _num(y)) for x, y in zip(series.get("x") or [], series.get("y") or [])]
     pts = [(x, y) for x, y in pts if x is not None and y is not None]
-    title = escape(f"{series.get('title', '')} ({series.get('unit', '')})")
+    title = f"{series.get('title', '')} ({series.get('unit', '')})"
     if len(pts) < 2:
-        return Markup(f"<p class='small'>{title}: fewer than two points</p>")
-    band = series.get("band") or None
-    xs = [p[0] for p in pts]
-    ys = [p[1] for p in pts] + ([float(b) for b in band] if band else [])
-    x0, x1 = min(xs), max(xs)
-    y0, y1 = min(ys), max(ys)
-    pad = (y1 - y0) * 0.08 or 1.0
-    y0, y1 = y0 - pad, y1 + pad
-    sx = lambda x: PAD_L + (x - x0) / ((x1 - x0) or 1) * (W - PAD_L - PAD_R)  # noqa: E731
-    sy = lambda y: PAD_T + (y1 - y) / ((y1 - y0) or 1) * (H - PAD_T - PAD_B)  # noqa: E731
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{H}' viewBox='0 0 {W} {H}' "
-             f"role='img' aria-label='{title}'>",
-             f"<rect x='0' y='0' width='{W}' height='{H}' fill='#fff' stroke='#ccc'/>",
-             f"<text x='{PAD_L}' y='14' font-size='12'>{title}</text>"]
-    if band:
-        lo, hi = float(band[0]), float(band[1])
-        parts.append(f"<rect x='{PAD_L}' y='{sy(hi):.1f}' width='{W - PAD_L - PAD_R}' height='{sy(lo) - sy(hi):.1f}' "
-                     "fill='#d8f0d8' stroke='#7bbf7b' stroke-dasharray='3,2'/>")
+        return _note(f"{title}: fewer than two points")
+    try:
+        _, Figure = _mpl()
+    except _NoMatplotlib:
+        return _missing(title)
+    xs, ys = downsample([p[0] for p in pts], [p[1] for p in pts])
+    fig = Figure(figsize=(6.6, 2.1), dpi=100)
+    ax = fig.add_subplot()
+    band = series.get("band")
+    if isinstance(band, (list, tuple)) and len(band) == 2 and _num(band[0]) is not None and _num(band[1]) is not None:
+        ax.axhspan(float(band[0]), float(band[1]), color="#7bbf7b", alpha=0.25, lw=0, label="band")
     mark = _num(series.get("mark_from"))
     if mark is not None:
-        parts.append(f"<rect x='{sx(mark):.1f}' y='{PAD_T}' width='{sx(x1) - sx(mark):.1f}' "
-                     f"height='{H - PAD_T - PAD_B}' fill='#2060c0' fill-opacity='0.07'/>")
-    for v in (y0 + pad, (y0 + y1) / 2, y1 - pad):
-        parts.append(f"<text x='4' y='{sy(v) + 4:.1f}' font-size='10'>{v:.4g}</text>")
-    parts.append(f"<text x='{PAD_L}' y='{H - 8}' font-size='10'>{x0:.4g}</text>"
-                 f"<text x='{W - PAD_R - 40}' y='{H - 8}' font-size='10'>{x1:.4g}</text>")
-    path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
-    parts.append(f"<polyline fill='none' stroke='#1f4e9a' stroke-width='1.2' points='{path}'/>")
-    parts.append("</svg>")
-    return Markup("".join(parts))
+        ax.axvspan(mark, xs[-1], color="#2060c0", alpha=0.08, lw=0, label="measured")
+    ax.plot(xs, ys, color="#1f4e9a", lw=1.0)
+    ax.set_title(title + (f" — {len(pts)} points, {len(xs)} drawn" if len(xs) < len(pts) else ""), fontsize=9,
+                 loc="left")
+    ax.set_xlabel("time (s)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    # Few ticks: tick objects are most of a small chart's drawing time, and a dozen are drawn per page.
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(6))
+    ax.yaxis.set_major_locator(MaxNLocator(4))
+    ax.grid(True, lw=0.3, alpha=0.5)
+    fig.subplots_adjust(left=0.08, right=0.98, top=0.87, bottom=0.2)
+    return _svg(fig, title, tight=False)
 
 
 def charts_for(evidence: Dict[str, Any]) -> List[Dict[str, Any]]:
-    return [{"svg": line_chart(s)} for s in evidence.get("series", []) if isinstance(s, dict)]
+    """The evidence's timelines as charts: ``[{"svg": Markup}]``."""
+    series = evidence.get("series") if isinstance(evidence, dict) else None
+    return [{"svg": line_chart(s)} for s in series or [] if isinstance(s, dict)]
+
+
+def _grid(rows: List[List[Any]]):
+    import numpy as np
+
+    return np.array([[float("nan") if v is None else float(v) for v in row] for row in rows], dtype=float)
+
+
+def heatmap_chart(hm: Dict[str, Any], points: Sequence[Dict[str, Any]] = ()) -> Markup:
+    """A §2.5's heat map: (left) interpolated P99 latency over load × power with the measured points;
+    (right) the SLA-weighted score of the grid points the Pareto pruning kept, dominated ones grey."""
+    title = "heat map: power x P99 latency x load"
+    if hm.get("status") != "drawn":
+        return _note(f"{title}: not drawn ({hm.get('reason', 'no data')})")
+    try:
+        _, Figure = _mpl()
+    except _NoMatplotlib:
+        return _missing(title)
+    import numpy as np
+
+    grid = hm["interpolation"]
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(11.5, 3.8), dpi=100, layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
+    px = [p["rho"] for p in points if p.get("power_w") is not None]
+    py = [p["power_w"] for p in points if p.get("power_w") is not None]
+    if grid["mode"] == "surface":
+        x, y = grid["x"], grid["y"]
+        ext = (x[0], x[-1], y[0], y[-1])
+        lat = _grid(grid["values"]["latency_ms"])
+        im = ax1.imshow(lat, origin="lower", extent=ext, aspect="auto", cmap="viridis", interpolation="nearest")
+        fig.colorbar(im, ax=ax1, label="P99 latency (ms)")
+        mask = np.array([[m is False for m in row] for row in hm["pareto"]["mask"]])
+        grey = np.where(mask, 1.0, np.nan)
+        ax2.imshow(grey, origin="lower", extent=ext, aspect="auto", cmap="Greys", vmin=0, vmax=3,
+                   interpolation="nearest")
+        sc = _grid(hm["score"])
+        im2 = ax2.imshow(sc, origin="lower", extent=ext, aspect="auto", cmap="RdYlGn_r", interpolation="nearest")
+        fig.colorbar(im2, ax=ax2, label="SLA-weighted score (lower is better)")
+    else:
+        x, y = grid["x"], grid["y"]
+        s1 = ax1.scatter(x, y, c=grid["values"]["latency_ms"], cmap="viridis", s=14, lw=0)
+        fig.colorbar(s1, ax=ax1, label="P99 latency (ms)")
+        kept = [i for i, m in enumerate(hm["pareto"]["mask"]) if m]
+        drop = [i for i, m in enumerate(hm["pareto"]["mask"]) if m is False]
+        ax2.scatter([x[i] for i in drop], [y[i] for i in drop], color="#bbbbbb", s=10, lw=0, label="dominated")
+        s2 = ax2.scatter([x[i] for i in kept], [y[i] for i in kept], c=[hm["score"][i] for i in kept],
+                         cmap="RdYlGn_r", s=14, lw=0)
+        fig.colorbar(s2, ax=ax2, label="SLA-weighted score (lower is better)")
+    for ax in (ax1, ax2):
+        ax.scatter(px, py, s=12, facecolor="none", edgecolor="black", lw=0.7, label="measured")
+        ax.set_xlabel("load ρ (share of peak)", fontsize=8)
+        ax.set_ylabel("power (W)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.yaxis.set_major_locator(MaxNLocator(6))
+    best = hm.get("best")
+    if best:
+        ax2.plot([best["rho"]], [best["power_w"]], marker="*", color="black", ms=11, ls="none", label="best score")
+    ax1.set_title(f"1. interpolated ({'Clough-Tocher' if grid['mode'] == 'surface' else 'PCHIP along load'})",
+                  fontsize=9, loc="left")
+    ax2.set_title(f"2-3. Pareto kept {hm['pareto']['kept']}, dropped {hm['pareto']['dropped']}; SLA score",
+                  fontsize=9, loc="left")
+    ax2.legend(fontsize=7, loc="upper left")
+    return _svg(fig, title)
+
+
+def pareto_chart(hm: Dict[str, Any], points: Sequence[Dict[str, Any]] = (),
+                 front: Sequence[int] = ()) -> Markup:
+    """The Pareto front: P99 latency against throughput, error rate as colour; dominated grid points grey,
+    measured points as crosses, the measured points on the front ringed."""
+    title = "Pareto front: P99 latency, error rate, throughput"
+    if hm.get("status") != "drawn":
+        return _note(f"{title}: not drawn ({hm.get('reason', 'no data')})")
+    try:
+        _, Figure = _mpl()
+    except _NoMatplotlib:
+        return _missing(title)
+    grid = hm["interpolation"]
+    vals = grid["values"]
+    cells: List[Tuple[float, float, float, Any]] = []
+    if grid["mode"] == "surface":
+        for iy, row in enumerate(hm["pareto"]["mask"]):
+            for ix, m in enumerate(row):
+                if m is not None:
+                    cells.append((vals["latency_ms"][iy][ix], vals["throughput_qps"][iy][ix],
+                                  vals["error_rate_pct"][iy][ix], m))
+    else:
+        for i, m in enumerate(hm["pareto"]["mask"]):
+            if m is not None:
+                cells.append((vals["latency_ms"][i], vals["throughput_qps"][i], vals["error_rate_pct"][i], m))
+    fig = Figure(figsize=(6.6, 3.4), dpi=100)
+    ax = fig.add_subplot()
+    drop = [c for c in cells if c[3] is False]
+    kept = [c for c in cells if c[3] is True]
+    ax.scatter([c[0] for c in drop], [c[1] for c in drop], color="#cccccc", s=8, lw=0, rasterized=True,
+               label=f"dominated grid points ({len(drop)})")
+    errs = [c[2] for c in kept]
+    s = ax.scatter([c[0] for c in kept], [c[1] for c in kept], c=errs, cmap="plasma", s=14, lw=0,
+                   vmin=0.0, vmax=max(errs + [1e-3]), rasterized=True, label=f"kept grid points ({len(kept)})")
+    fig.colorbar(s, ax=ax, label="error rate (%)")
+    mx = [p["p99_latency_s"] * 1000 for p in points]
+    my = [p["throughput_qps"] for p in points]
+    ax.scatter(mx, my, marker="x", color="black", s=18, lw=0.8, label=f"measured ({len(mx)})")
+    ax.scatter([mx[i] for i in front if i < len(mx)], [my[i] for i in front if i < len(my)], s=70,
+               facecolor="none", edgecolor="#d00000", lw=1.0, label="measured, on the front")
+    ax.set_xlabel("P99 latency (ms, lower is better)", fontsize=8)
+    ax.set_ylabel("throughput (req/s, higher is better)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(True, lw=0.3, alpha=0.5)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(title, fontsize=9, loc="left")
+    return _svg(fig, title)

@@ -225,7 +225,7 @@ def sits_inference(sits_accelerator: Optional[Dict[str, Any]], sits_run: SitsRun
     """The inference-under-load runs of this test's accelerator (the CPU when the profile expects none):
     ``.sweep()``, ``.sla()``, ``.coldstart()``, ``.frag()`` return evidence, each run once per session."""
     from .conditions.inference import inference_for
-    from .conditions.topology import absent_accelerator
+    from .conditions.inventory import absent_accelerator
 
     absent = None
     if sits_accelerator is None and sits_run.profile.expected_count:
