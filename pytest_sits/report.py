@@ -430,11 +430,9 @@ def _render_html(report: Dict[str, Any]) -> str:
     view["analytics_view"] = _analytics_view(report)
     view["limits"] = {"charts": MAX_TIMELINE_CHARTS, "excerpt": EVIDENCE_EXCERPT_CHARS}
     template = _environment().get_template("report.html.jinja2")
-    from jinja2 import UndefinedError
-
     try:
         return template.render(r=view)
-    except (UndefinedError, KeyError, TypeError, AttributeError) as exc:
+    except Exception as exc:  # jinja2's UndefinedError and any shape error of an altered analytics section
         if view["analytics_view"]["computed_now"]:
             raise
         # The stored analytics section is not what this version writes (an altered file): recompute it.
