@@ -119,7 +119,8 @@ class SitsReporter:
             rep.write_pair(jpath, text, hpath, rep.render_html(self.report), self.run.started_at)
             self.paths = [jpath, hpath]
         except OSError as exc:
-            self.write_error = f"could not write the report into {self.run.report_dir}: {exc}"
+            self.write_error = (f"could not write the report into {self.run.report_dir}: {exc}; fix: give a writable "
+                                "folder with --sits-report-dir DIR (or 'none' to write no report)")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from . import report as rep

@@ -83,3 +83,11 @@ def test_conformance_modules_are_declarative():
             if isinstance(node, ast.FunctionDef):
                 names = {ast.unparse(d) for d in node.decorator_list}
                 assert not any(n.startswith("pytest.fixture") for n in names), f"{path.name}: fixture {node.name}"
+
+
+def test_readme_lists_every_sim_fault():
+    from pytest_sits.platforms.sim.faults import FAULTS
+
+    text = (ROOT / "README.md").read_text()
+    missing = [f for f in FAULTS if f"`{f}`" not in text]
+    assert not missing, f"README's Platforms section does not list: {missing}"
