@@ -1,0 +1,140 @@
+"""Evidence other people send: snapshots confined to their folder, capture never writes through planted links,
+no raw HTML in Markdown, no terminal escape codes from device names."""
+
+import json
+import os
+
+import pytest
+
+from pytest_sits import report as rep
+from pytest_sits.platforms import PlatformError, from_spec
+from pytest_sits.platforms.snapshot import capture
+
+
+@pytest.fixture
+def snapshot(tmp_path):
+    sim = from_spec("sim:h100")
+    dest = tmp_path / "snap"
+    capture(dest, root=sim.root, nvml=sim.nvml())
+    return dest
+
+
+def _inventory(snap):
+    return from_spec(f"snapshot:{snap}").inventory()
+
+
+def test_clean_snapshot_reads(snapshot):
+    assert len(_inventory(snapshot)["accelerators"]) == 8
+
+
+def test_link_to_a_file_outside_is_refused_and_never_read(snapshot, tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("root:CANARY-6f1d:19000:0:99999:7:::\n")
+    host = snapshot / "fs/proc/sys/kernel/hostname"
+    host.unlink()
+    host.symlink_to(secret)
+    with pytest.raises(PlatformError) as exc:
+        _inventory(snapshot)
+    assert "outside the evidence folder" in str(exc.value) and "CANARY" not in str(exc.value)
+
+
+def test_config_linked_to_dev_zero_is_refused(snapshot):
+    cfg = next((snapshot / "fs/sys/devices").rglob("config"))
+    cfg.unlink()
+    cfg.symlink_to("/dev/zero")
+    with pytest.raises(PlatformError, match="outside the evidence folder"):
+        _inventory(snapshot)
+
+
+def test_oversized_file_is_refused(snapshot):
+    big = snapshot / "fs/proc/cpuinfo"
+    with open(big, "wb") as fh:
+        fh.truncate(64 << 20)
+    with pytest.raises(PlatformError, match="over the .*-byte limit"):
+        _inventory(snapshot)
+
+
+@pytest.mark.parametrize("facts,msg", [('{"devices": "x"}', "not a list of objects"),
+                                       ('{"devices": [{"pci_bus_id": 5}]}', "pci_bus_id is not a string"),
+                                       ('{"devices": [], "p2p_nvlink": 3}', "not a matrix"),
+                                       ("[1, 2]", "not a JSON object"),
+                                       ('{"devices": [], "x": NaN}', "not valid JSON")])
+def test_garbage_management_facts_are_a_usage_error(snapshot, facts, msg):
+    (snapshot / "nvml.json").write_text(facts)
+    with pytest.raises(PlatformError, match=msg):
+        _inventory(snapshot)
+
+
+@pytest.mark.parametrize("cpulist", ["0-99999999", "a-b", "3-1", "0,,x"])
+def test_garbage_cpulist_names_the_file(snapshot, cpulist):
+    (snapshot / "fs/sys/devices/system/node/node0/cpulist").write_text(cpulist)
+    with pytest.raises(PlatformError, match="node0/cpulist"):
+        _inventory(snapshot)
+
+
+def test_capture_refuses_a_folder_that_is_not_new(tmp_path):
+    sim = from_spec("sim:host")
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "x").write_text("")
+    with pytest.raises(PlatformError, match="not empty"):
+        capture(tmp_path / "used", root=sim.root, nvml={})
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(PlatformError, match="not a folder"):
+        capture(tmp_path / "link", root=sim.root, nvml={})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")
+def test_capture_refuses_a_folder_of_another_user(tmp_path):
+    sim = from_spec("sim:host")
+    d = tmp_path / "theirs"
+    d.mkdir()
+    os.chown(d, 4321, 4321)
+    with pytest.raises(PlatformError, match="belongs to uid 4321"):
+        capture(d, root=sim.root, nvml={})
+
+
+def test_capture_never_writes_through_a_planted_link(tmp_path, monkeypatch):
+    sim = from_spec("sim:host")
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    dest = tmp_path / "snap"
+    real_mkdirs = __import__("pytest_sits.platforms.snapshot", fromlist=["_mkdirs"])._mkdirs
+
+    def plant(base, rel):  # another user plants a link where capture is about to write
+        out = real_mkdirs(base, rel)
+        target = out / "hostname"
+        if rel.name == "kernel" and not os.path.lexists(target):
+            target.symlink_to(victim)
+        return out
+    monkeypatch.setattr("pytest_sits.platforms.snapshot._mkdirs", plant)
+    with pytest.raises(OSError):
+        capture(dest, root=sim.root, nvml={})
+    assert victim.read_text() == "precious"
+
+
+def test_markdown_carries_no_raw_html():
+    r = {"verdicts": [{"requirement": "INV-DEVICES", "subject": "<script>alert(1)</script>", "status": "PASS",
+                       "reason": "<img src=x onerror=alert(1)>", "measured": 1, "unit": None, "threshold": 0,
+                       "evidence": {}}]}
+    text = rep._md(r["verdicts"][0]["reason"]) + rep._md(r["verdicts"][0]["subject"])
+    assert "<" not in text and "&lt;script&gt;" in text
+
+
+def test_terminal_lines_carry_no_escape_codes():
+    report = {"verdicts": [{"requirement": "INV-DEVICES", "subject": "\x1b[2J\x1b]0;pwned\x07gpu", "status": "PASS",
+                            "measured": "x\x1b[31m", "unit": None, "threshold": 0}],
+              "summary": {"result": "PARTIAL", "result_reason": "r", "counts": {"PASS": 1}}}
+    text = "\n".join(rep.terminal_lines(report))
+    assert "\x1b" not in text and "\x07" not in text and "\\x1b" in text
+
+
+def test_header_carries_no_escape_codes(pytester, snapshot):
+    facts = json.loads((snapshot / "nvml.json").read_text())
+    for d in facts["devices"]:
+        d["name"] = "\x1b]0;pwned\x07\x1b[2JGPU"
+    (snapshot / "nvml.json").write_text(json.dumps(facts))
+    res = pytester.runpytest("--sits-platform", f"snapshot:{snapshot}", "--sits-profile", "h100", "--co",
+                             "--sits-report-dir", "none")
+    out = res.stdout.str()
+    assert "sits: platform snapshot:" in out and "\x1b" not in out and "\\x1b]0;pwned" in out
