@@ -198,8 +198,14 @@ def test_standard_level_on_this_host(pytester, report_of):
                     "    min_in_band_share: 0.0\n")
     result = pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-profile", str(prof),
                                 "--sits-level", "standard", "-m", "MEM-BW-HOLD")
-    result.assert_outcomes(passed=1, deselected=result.parseoutcomes()["deselected"])
     v = report_of(pytester.path)["verdicts"][0]
+    # With no share required, the hold passes, unless this machine's bandwidth moved under the measurement:
+    # then it is INCONCLUSIVE with the peaks measured again, never a PASS (this machine does drift).
+    if v["status"] == "INCONCLUSIVE":
+        assert "moved under the measurement" in v["reason"] and v["evidence"]["reference"]["moved"] > 0.07
+        result.assert_outcomes(skipped=1, deselected=result.parseoutcomes()["deselected"])
+    else:
+        result.assert_outcomes(passed=1, deselected=result.parseoutcomes()["deselected"])
     assert v["requirement"] == "MEM-BW-HOLD" and v["evidence"]["windows"] > 5
     assert v["evidence"]["peak"]["validated"] is True
     html = (pytester.path / "sits-report" / "sits-report.html").read_text()

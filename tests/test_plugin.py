@@ -85,9 +85,13 @@ def test_sim_faults_make_inventory_requirements_fail(pytester, conformance_args,
 def test_clean_sim_passes_but_is_never_conformant(pytester, conformance_args, report_of):
     result = pytester.runpytest(*conformance_args, "--sits-platform", "sim:h200")
     assert result.ret == 0
-    summary = report_of(pytester.path)["summary"]
+    report = report_of(pytester.path)
+    summary = report["summary"]
     assert summary["result"] == "SIMULATED" and summary["counts"]["FAIL"] == 0
-    assert summary["counts"]["PASS"] == sum(summary["counts"].values())
+    # Everything passes but SEC-FIRMWARE, which WARNs by design: the bundled profiles carry no firmware allow-list.
+    others = {(v["requirement"], v["status"]) for v in report["verdicts"] if v["status"] != "PASS"}
+    assert others <= {("SEC-FIRMWARE", "WARN")}
+    assert summary["counts"]["PASS"] + summary["counts"]["WARN"] == sum(summary["counts"].values())
 
 
 @pytest.mark.parametrize("fault,req", [("missing-device", "INV-DEVICES"), ("wrong-model", "INV-DEVICES"),
@@ -142,7 +146,7 @@ def test_select_by_requirement_id(pytester, conformance_args, report_of):
     assert outcomes["passed"] == 1 and outcomes["skipped"] == 1 and outcomes["deselected"] >= 5
     cov = {c["requirement"]: c["state"] for c in report_of(pytester.path)["coverage"]}
     assert cov["INV-DEVICES"] == "RUN" and cov["MEM-CAPACITY"] == "DESELECTED"
-    assert cov["TOPO-PCIE-DIRECT"] == "DESELECTED" and cov["SVC-SLA"] == "NOT_IMPLEMENTED"
+    assert cov["TOPO-PCIE-DIRECT"] == "DESELECTED" and cov["SVC-SLA"] == "NOT_AT_LEVEL_QUICK"
 
 
 def test_levels(pytester):
