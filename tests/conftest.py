@@ -1,12 +1,15 @@
 import json
 from pathlib import Path
 
+import jinja2  # noqa: F401
 import numpy  # noqa: F401
 import pytest
+import yaml  # noqa: F401  (its C loader builds nodes from the yaml module it was first imported with)
 
-# pytester's in-process runs restore sys.modules afterwards; a C extension (numpy, torch) first imported
-# inside one of them would be dropped and could not be imported again ("cannot load module more than once
-# per process"). Import them here, once, before any such run.
+# pytester's in-process runs restore sys.modules afterwards; a C extension (numpy, torch, PyYAML's libyaml
+# loader) first imported inside one of them would be dropped and could not be imported again cleanly ("cannot
+# load module more than once per process", or nodes of another module's classes). Import them here, once,
+# before any such run.
 try:
     import torch  # noqa: F401
 except ImportError:
