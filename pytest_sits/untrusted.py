@@ -43,7 +43,8 @@ def open_confined(root: Union[str, Path], rel: Union[str, Path]) -> int:
     """Open ``root/rel`` read-only, following no link in ``rel``; return the file descriptor."""
     relp = _check_rel(rel)
     root = Path(root)
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    # O_NONBLOCK: a FIFO planted where a file belongs must not block the open; fstat refuses it just after.
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
     dflags = flags | getattr(os, "O_DIRECTORY", 0)
     try:
         fd = os.open(root, dflags)

@@ -64,6 +64,10 @@ class SnapshotPlatform(Platform):
         if self.manifest.get("format") != SNAPSHOT_FORMAT:
             raise PlatformError(f"{manifest_path}: format {self.manifest.get('format')!r} is not "
                                 f"{SNAPSHOT_FORMAT!r}; fix: capture it again with this version of pytest-sits")
+        fs = directory / "fs"
+        if os.path.islink(fs) or not os.path.isdir(fs):
+            raise PlatformError(f"{fs}: not a folder of the snapshot (a link or missing); the files a snapshot holds "
+                                "are read only from its own fs/ folder; fix: capture the snapshot again")
         self.directory = directory
         label = (f"snapshot:{directory} (captured on {str(self.manifest.get('hostname'))[:200]} at "
                  f"{str(self.manifest.get('captured_at_iso'))[:40]})")

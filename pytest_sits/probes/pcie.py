@@ -33,7 +33,8 @@ GTS_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 # (8b/10b for Gen1-2, 128b/130b for Gen3-5; Gen6 FLIT before FLIT overhead).
 LANE_MBPS = {1: 250.0, 2: 500.0, 3: 984.6, 4: 1969.2, 5: 3938.5, 6: 8000.0}
 
-_SPEED_RE = re.compile(r"([0-9.]+)\s*GT/s")
+# Anchored, bounded: a kernel writes "16.0 GT/s PCIe" (or "16 GT/s", "2.5 GT/s"); anything else is unknown.
+_SPEED_RE = re.compile(r"\s*([0-9]{1,3}(?:\.[0-9]{1,3})?) ?GT/s")
 
 
 def link_theoretical_gbps(gen: int, width: int) -> float:
@@ -45,7 +46,7 @@ def parse_sysfs_speed(text: Optional[str]) -> Optional[float]:
     """'16.0 GT/s PCIe' or '16 GT/s' (older kernels) -> 16.0; 'Unknown' -> None."""
     if not text:
         return None
-    m = _SPEED_RE.search(text)
+    m = _SPEED_RE.match(text[:64])
     return float(m.group(1)) if m else None
 
 

@@ -165,7 +165,7 @@ def cpu_facts(root: Path) -> Dict[str, Any]:
 
 def mem_facts(root: Path) -> Dict[str, Any]:
     text = read_text(root, "proc/meminfo") or ""
-    m = re.search(r"^MemTotal:\s+(\d+)\s+kB", text, re.M)
+    m = re.search(r"^MemTotal:\s+(\d{1,19})\s+kB", text, re.M)
     return {"total_bytes": int(m.group(1)) * 1024 if m else None, "source": "proc/meminfo"}
 
 
@@ -176,7 +176,7 @@ def numa_facts(root: Path) -> List[Dict[str, Any]]:
     for d in sorted(dirs, key=lambda p: int(p.name[4:])):
         rel = d.relative_to(root)
         meminfo = read_text(root, str(rel / "meminfo")) or ""
-        m = re.search(r"MemTotal:\s+(\d+)\s+kB", meminfo)
+        m = re.search(r"MemTotal:\s+(\d{1,19})\s+kB", meminfo)
         distance = read_text(root, str(rel / "distance"))
         cpulist = read_text(root, str(rel / "cpulist"))
         nodes.append({
