@@ -73,14 +73,13 @@ def _score(point: Mapping[str, float], targets: Mapping[str, float], weights: Ma
 
 def heatmap(points: List[Dict[str, Any]], sla: Mapping[str, Any]) -> Dict[str, Any]:
     """A §2.5's three stages on the sweep points that carry a power reading."""
-    from .surface import MissingDependency, interpolate
-
     powered = [p for p in points if p["power_w"] is not None]
     if not points:
         return {"status": "not drawn", "reason": NO_SWEEP}
     if not powered:
         return {"status": "not drawn", "reason": f"{len(points)} sweep point(s) but no power reading: the heat map "
                                                  "needs power (PLP-POWER) beside latency and load"}
+    from .surface import MissingDependency, interpolate  # numpy and scipy: only when there is a surface to draw
     axes = {"x": {"key": "rho", "label": "load ρ", "unit": "share of peak"},
             "y": {"key": "power_w", "label": "power", "unit": "W"},
             "colour": {"key": "latency_ms", "label": "P99 latency", "unit": "ms"}}
