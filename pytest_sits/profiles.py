@@ -13,10 +13,13 @@ import copy
 import difflib
 import functools
 import json
+import math
 import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from .catalogue import CATALOGUE, threshold_schema
 
@@ -48,7 +51,10 @@ def bundled_dir() -> Path:
 
 def profile_schema() -> Dict[str, Any]:
     """The JSON schema of one profile file (before ``extends`` is resolved)."""
-    num_pos = {"type": "number", "exclusiveMinimum": 0}
+    def num_pos(maximum: float) -> Dict[str, Any]:
+        return {"type": "number", "exclusiveMinimum": 0, "maximum": maximum}
+
+    text = {"type": "string", "maxLength": 200}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://pytest-sits.invalid/schemas/profile-1.json",
@@ -57,19 +63,21 @@ def profile_schema() -> Dict[str, Any]:
         "additionalProperties": False,
         "required": ["name"],
         "properties": {
-            "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]*$"},
-            "aliases": {"type": "array", "items": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]*$"}},
-            "extends": {"type": "string", "minLength": 1},
-            "description": {"type": "string"},
-            "sources": {"type": "array", "items": {"type": "string"}},
+            "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]*$", "maxLength": 64},
+            "aliases": {"type": "array", "maxItems": 16,
+                        "items": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]*$", "maxLength": 64}},
+            "extends": {"type": "string", "minLength": 1, "maxLength": MAX_EXTENDS_CHARS},
+            "description": {"type": "string", "maxLength": 2000},
+            "sources": {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 1000}},
             "identity": {
                 "type": "object",
                 "additionalProperties": False,
                 "properties": {
-                    "vendor": {"type": "string"},
-                    "model": {"type": "string"},
+                    "vendor": text,
+                    "model": text,
                     "kind": {"type": "string", "enum": ["gpu", "npu", "none"]},
-                    "pci_ids": {"type": "array", "items": {"type": "string", "pattern": PCI_ID_PATTERN}},
+                    "pci_ids": {"type": "array", "maxItems": 64, "uniqueItems": True,
+                                "items": {"type": "string", "pattern": PCI_ID_PATTERN}},
                     "count": {"type": "integer", "minimum": 0, "maximum": 64},
                 },
             },
@@ -77,36 +85,38 @@ def profile_schema() -> Dict[str, Any]:
                 "type": "object",
                 "additionalProperties": False,
                 "properties": {
-                    "memory_gb": num_pos,
-                    "memory_type": {"type": "string"},
-                    "memory_bandwidth_gbps": num_pos,
-                    "pcie_gen": {"type": "integer", "minimum": 1, "maximum": 7},
+                    "memory_gb": num_pos(4096),
+                    "memory_type": text,
+                    "memory_bandwidth_gbps": num_pos(100_000),
+                    "pcie_gen": {"type": "integer", "minimum": 1, "maximum": 6},
                     "pcie_width": {"type": "integer", "enum": [1, 2, 4, 8, 16, 32]},
                     "peer_link": {
                         "type": "object",
                         "additionalProperties": False,
                         "properties": {
                             "type": {"type": "string", "enum": ["nvlink", "xgmi", "hccs", "none"]},
-                            "version": {"type": "number"},
-                            "links": {"type": "integer", "minimum": 0},
-                            "bandwidth_gbps": {"type": "number", "minimum": 0},
+                            "version": {"type": "number", "minimum": 1, "maximum": 20},
+                            "links": {"type": "integer", "minimum": 0, "maximum": 64},
+                            "bandwidth_gbps": {"type": "number", "minimum": 0, "maximum": 100_000},
                         },
                     },
-                    "tdp_w": num_pos,
-                    "fp16_dense_tflops": num_pos,
-                    "unconfirmed": {"type": "array", "items": {"type": "string"}},
+                    "tdp_w": num_pos(10_000),
+                    "fp16_dense_tflops": num_pos(1_000_000),
+                    "unconfirmed": {"type": "array", "maxItems": 32, "items": {"type": "string", "maxLength": 64}},
                 },
             },
             "thresholds": threshold_schema(),
+            "site": _site_schema(),
             "waivers": {
                 "type": "array",
+                "maxItems": 256,
                 "items": {
                     "type": "object",
                     "additionalProperties": False,
                     "required": ["id", "reason"],
                     "properties": {
-                        "id": {"type": "string"},
-                        "reason": {"type": "string", "minLength": 10},
+                        "id": {"type": "string", "maxLength": 64},
+                        "reason": {"type": "string", "minLength": 10, "maxLength": 2000},
                     },
                 },
             },
@@ -114,42 +124,226 @@ def profile_schema() -> Dict[str, Any]:
     }
 
 
+#: Upper bounds of the site's figures that have a natural one (every other figure is at most 10^12).
+_SITE_MAXIMA = {"depreciation_years": 100, "hours_per_year": 8784, "cards_per_rack": 4096, "operator_cards": 1e6,
+                "operators": 1e6}
+
+
+def _site_schema() -> Dict[str, Any]:
+    """The ``site:`` section: a lab's own cost inputs and SLA targets for the report's analytics (TCO per card,
+    SLA weights).  Declared, never measured; reports show them as such."""
+    from .analytics.tco import SITE_FIELDS
+
+    num_pos = {"type": "number", "exclusiveMinimum": 0, "maximum": 1e12}
+    types = {k: dict(num_pos, description=d) for k, d in SITE_FIELDS.items()}
+    for key, most in _SITE_MAXIMA.items():
+        if key in types:
+            types[key]["maximum"] = most
+    types["currency"] = {"type": "string", "minLength": 1, "maxLength": 16, "description": SITE_FIELDS["currency"]}
+    types["cooling_overhead"] = {"type": "number", "minimum": 0, "maximum": 2,
+                                 "description": SITE_FIELDS["cooling_overhead"]}
+    types["utilisation"] = {"type": "number", "minimum": 0, "maximum": 1, "description": SITE_FIELDS["utilisation"]}
+    types["sla"] = {
+        "type": "object", "additionalProperties": False,
+        "description": "SLA targets in A §2.5's units (the SLA weights depend on the units); default: SVC-SLA",
+        "properties": {"latency_ms": dict(num_pos, maximum=3.6e6, description="P99 latency target, ms"),
+                       "error_rate_pct": dict(num_pos, maximum=100, description="error-rate ceiling, percent"),
+                       "throughput_qps": dict(num_pos, maximum=1e9,
+                                              description="throughput floor, requests per second")},
+    }
+    return {"type": "object", "additionalProperties": False, "properties": types,
+            "description": "site cost inputs and SLA targets for the report's analytics (declared, not measured)"}
+
+
 # --------------------------------------------------------------------------
 # YAML with line numbers
+#
+# Profiles are often written by someone else (a vendor, another lab): the loader is built for hostile input.
+# Before anything is built, one streaming pass over the parser's events refuses anchors and aliases (so an alias
+# bomb cannot expand), tags other than YAML's core ones, more than one document, nesting deeper than
+# MAX_DEPTH, more than MAX_NODES values and scalars longer than MAX_SCALAR_CHARS.  Building then refuses
+# non-string keys, NaN and infinities, and integers beyond 64 bits.  Every refusal is a ProfileError with the
+# file, the line and the fix.
+
+#: Limits on one profile file (README "What the suite trusts").
+PROFILE_MAX_BYTES = 1 << 20
+MAX_DEPTH = 16
+MAX_NODES = 20_000
+MAX_SCALAR_CHARS = 10_000
+MAX_KEY_CHARS = 128
+MAX_CHAIN = 16
+MAX_EXTENDS_CHARS = 1024
+PROFILE_SUFFIXES = (".yaml", ".yml")
+_CORE = "tag:yaml.org,2002:"
+_CORE_TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null", "seq", "map")}
+#: A plain scalar that YAML 1.2 reads as a number but YAML 1.1 (PyYAML) as a string: 1e9, 5E-3, 1.5e300.
+_FLOAT_12 = re.compile(r"^[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)[eE][-+]?[0-9]+$")
 
 
-def _load_yaml_with_lines(text: str, file: str) -> Tuple[Any, Dict[Tuple, int]]:
+def _show(value: Any, limit: int = 60) -> str:
+    """A value as a message may quote it: short, one line, never a huge number written out."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except Exception:  # pragma: no cover - repr of plain YAML data does not fail
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _yaml_loader() -> Any:
     import yaml
 
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _yaml_problem(exc: Exception, text: str) -> Tuple[str, Optional[int]]:
+    """(problem, line) of a YAML error, whichever kind (scanner, parser, reader, libyaml)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    problem = getattr(exc, "problem", None)
+    if problem is None and getattr(exc, "reason", None):  # ReaderError: a character YAML does not allow
+        pos = getattr(exc, "position", 0) or 0
+        line = text[:pos].count("\n") + 1
+        char = getattr(exc, "character", None)
+        code = f"#x{char:04x}" if isinstance(char, int) else repr(char)[:12]
+        problem = f"character {code} is not allowed ({exc.reason})"
+    problem = str(problem or exc).splitlines()[0]
+    return (problem[:120], line)
+
+
+def _scan_events(text: str, file: str) -> set:
+    """One streaming pass over the parse events: refuse what could expand, recurse or smuggle types.  Returns
+    where the scalars with an explicit tag start (their text is read as the tag says, never re-interpreted)."""
+    import yaml
+
+    depth = nodes = documents = 0
+    tagged = set()
+    line: Optional[int] = None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        for ev in yaml.parse(text, Loader=_yaml_loader()):
+            line = ev.start_mark.line + 1 if ev.start_mark is not None else line
+            if isinstance(ev, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    raise ProfileError("more than one YAML document (a second `---`)", file, line,
+                                       "keep one profile per file")
+            elif isinstance(ev, yaml.AliasEvent):
+                raise ProfileError("YAML aliases (*name) are not allowed in a profile", file, line,
+                                   "write the value out in full where it is used")
+            elif isinstance(ev, yaml.NodeEvent):
+                if ev.anchor is not None:
+                    raise ProfileError("YAML anchors (&name) are not allowed in a profile", file, line,
+                                       "remove the anchor; write each value out in full")
+                nodes += 1
+                if nodes > MAX_NODES:
+                    raise ProfileError(f"more than {MAX_NODES} values in one profile", file, line,
+                                       "a profile holds a few hundred values; check that this is the right file")
+                tag = getattr(ev, "tag", None)
+                if tag not in (None, "!") and tag not in _CORE_TAGS:
+                    shown = tag.replace(_CORE, "!!")[:40]
+                    raise ProfileError(f"YAML tag {shown!r} is not allowed in a profile", file, line,
+                                       "remove the tag; only plain strings, numbers, booleans, lists and "
+                                       "mappings are allowed")
+                if tag is not None:
+                    tagged.add(ev.start_mark.index)
+                if isinstance(ev, yaml.CollectionStartEvent):
+                    depth += 1
+                    if depth > MAX_DEPTH:
+                        raise ProfileError(f"nested more than {MAX_DEPTH} levels deep", file, line,
+                                           "a profile is nested a few levels deep; check the indentation")
+                elif len(ev.value) > MAX_SCALAR_CHARS:
+                    raise ProfileError(f"a value of {len(ev.value)} characters (the limit is {MAX_SCALAR_CHARS})",
+                                       file, line, "shorten it")
+            elif isinstance(ev, yaml.CollectionEndEvent):
+                depth -= 1
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem, where = _yaml_problem(exc, text)
+        raise ProfileError(f"not valid YAML: {problem}", file, where or line,
+                           "check indentation and quoting on that line") from None
+    return tagged
+
+
+def _decode(raw: Union[str, bytes], file: str) -> str:
+    if isinstance(raw, str):
+        return raw
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ProfileError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})", file, line,
+                           "save the file as UTF-8") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _load_yaml_with_lines(raw: Union[str, bytes], file: str) -> Tuple[Any, Dict[Tuple, int]]:
+    import yaml
+
+    text = _decode(raw, file)
+    tagged = _scan_events(text, file)
+    try:
+        root = yaml.compose(text, Loader=_yaml_loader())
+    except yaml.YAMLError as exc:  # pragma: no cover - the scan above parsed the same text
+        problem, line = _yaml_problem(exc, text)
         raise ProfileError(f"not valid YAML: {problem}", file, line,
                            "check indentation and quoting on that line") from None
     lines: Dict[Tuple, int] = {}
     constructor = yaml.SafeLoader("")  # used only to build scalars with YAML's own rules
 
-    def build(node, path: Tuple) -> Any:
+    def scalar(node: Any, path: Tuple) -> Any:
+        line = node.start_mark.line + 1
+        explicit = node.start_mark.index in tagged
+        if node.tag not in _CORE_TAGS:  # an implicit timestamp and the like: keep the text as written
+            return node.value
+        if node.tag == _CORE + "str" and not node.style and not explicit and _FLOAT_12.match(node.value):
+            value = float(node.value.replace("_", ""))  # 1e9 (YAML 1.2) as well as 1.0e+9 (YAML 1.1)
+        else:
+            try:
+                value = constructor.construct_object(node, deep=True)
+            except Exception:
+                kind = node.tag.replace(_CORE, "!!")
+                raise ProfileError(f"{_dotted(path)}: {_show(node.value)} cannot be read as {kind}", file, line,
+                                   "remove the tag and write a plain value, e.g. 0.5, 12, true or a quoted string"
+                                   if explicit else "write a number that fits in 64 bits") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ProfileError(f"{_dotted(path)} = {node.value[:40]} is not a finite number", file, line,
+                               "write a finite number (NaN and infinities are not allowed; a number "
+                               "beyond 1.8e308 is infinite)")
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 63:
+            raise ProfileError(f"{_dotted(path)}: an integer of {value.bit_length()} bits", file, line,
+                               "write a number that fits in 64 bits")
+        return value
+
+    def build(node: Any, path: Tuple) -> Any:
         lines.setdefault(path, node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
+            if node.tag != _CORE + "map":
+                raise ProfileError(f"{_dotted(path)}: a mapping tagged {node.tag.replace(_CORE, '!!')[:40]!r}",
+                                   file, node.start_mark.line + 1, "remove the tag")
             out: Dict[str, Any] = {}
             for knode, vnode in node.value:
-                key = constructor.construct_object(knode, deep=True)
+                kline = knode.start_mark.line + 1
+                if not isinstance(knode, yaml.ScalarNode):
+                    raise ProfileError("a key is a list or a mapping, not a string", file, kline,
+                                       "write keys as plain words")
+                key = scalar(knode, path)
                 if not isinstance(key, str):
-                    raise ProfileError(f"key {key!r} is not a string", file, knode.start_mark.line + 1,
-                                       "quote the key")
+                    raise ProfileError(f"key {_show(key)} is not a string", file, kline, "quote the key")
+                if len(key) > MAX_KEY_CHARS:
+                    raise ProfileError(f"a key of {len(key)} characters", file, kline,
+                                       f"keys are at most {MAX_KEY_CHARS} characters long")
                 if key in out:
-                    raise ProfileError(f"key {key!r} appears twice", file, knode.start_mark.line + 1,
+                    raise ProfileError(f"key {key!r} appears twice", file, kline,
                                        "remove one of the two entries")
-                lines[path + (key,)] = knode.start_mark.line + 1
+                lines[path + (key,)] = kline
                 out[key] = build(vnode, path + (key,))
             return out
         if isinstance(node, yaml.SequenceNode):
+            if node.tag != _CORE + "seq":
+                raise ProfileError(f"{_dotted(path)}: a list tagged {node.tag.replace(_CORE, '!!')[:40]!r}",
+                                   file, node.start_mark.line + 1, "remove the tag")
             return [build(item, path + (i,)) for i, item in enumerate(node.value)]
-        return constructor.construct_object(node, deep=True)
+        return scalar(node, path)
 
     if root is None:
         return {}, lines
@@ -181,10 +375,21 @@ def _suggest(word: str, choices: Iterable[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else ""
 
 
-def _schema_errors(data: Any, file: str, lines: Dict[Tuple, int]) -> None:
+@functools.lru_cache(maxsize=None)
+def _validator_class() -> Any:
+    """Draft 2020-12, except that ``integer`` means a whole number written as one: 5.0 is not an integer here
+    (the code that uses a count needs an int), and a boolean is never a number."""
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(profile_schema())
+    def is_int(checker: Any, inst: Any) -> bool:
+        return isinstance(inst, int) and not isinstance(inst, bool)
+
+    checker = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", is_int)
+    return jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=checker)
+
+
+def _schema_errors(data: Any, file: str, lines: Dict[Tuple, int]) -> None:
+    validator = _validator_class()(profile_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: (_line_for(lines, e.absolute_path) or 0))
     if not errors:
         return
@@ -197,18 +402,18 @@ def _schema_errors(data: Any, file: str, lines: Dict[Tuple, int]) -> None:
         line = _line_for(lines, path + [extra])
         if path == ["thresholds"]:
             hint = _suggest(extra, CATALOGUE) or "see `sits requirements` for the known IDs"
-            raise ProfileError(f"unknown requirement ID {extra!r} in thresholds", file, line,
+            raise ProfileError(f"unknown requirement ID {_show(extra)} in thresholds", file, line,
                                f"{hint} Requirement IDs are written exactly as in the catalogue.")
         hint = _suggest(extra, allowed)
-        raise ProfileError(f"unknown key {extra!r} in {where}", file, line,
+        raise ProfileError(f"unknown key {_show(extra)} in {where}", file, line,
                            (hint + " " if hint else "") + f"allowed keys: {', '.join(allowed)}")
     line = _line_for(lines, path)
     if err.validator == "type":
         want = err.validator_value if isinstance(err.validator_value, str) else " or ".join(err.validator_value)
-        raise ProfileError(f"{where} must be of type {want}, got {err.instance!r}", file, line,
+        raise ProfileError(f"{where} must be of type {want}, got {_show(err.instance)}", file, line,
                            f"write a {want} value for {where}")
     if err.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum",
-                         "minLength", "pattern"):
+                         "minLength", "maxLength", "pattern", "maxItems"):
         limits = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
         if err.validator in limits:
             rule = f"{limits[err.validator]} {err.validator_value}"
@@ -218,12 +423,18 @@ def _schema_errors(data: Any, file: str, lines: Dict[Tuple, int]) -> None:
             rule = f"matching {err.validator_value}"
             if err.validator_value == PCI_ID_PATTERN:
                 rule = "a PCI ID written as 'vvvv:dddd' in lower-case hex, e.g. '10de:2330'"
+        elif err.validator == "maxLength":
+            rule = f"at most {err.validator_value} characters long"
+        elif err.validator == "maxItems":
+            rule = f"with at most {err.validator_value} entries"
         else:
             rule = f"at least {err.validator_value} characters long"
-        raise ProfileError(f"{where} = {err.instance!r} is out of range", file, line, f"use a value {rule}")
+        raise ProfileError(f"{where} = {_show(err.instance)} is out of range", file, line, f"use a value {rule}")
+    if err.validator == "uniqueItems":
+        raise ProfileError(f"{where} lists the same entry twice", file, line, "remove the repeated entry")
     if err.validator == "required":
         raise ProfileError(f"{err.message} in {where}", file, line, "add the missing key")
-    raise ProfileError(f"{where}: {err.message}", file, line, "see the profile schema (`sits profile schema`)")
+    raise ProfileError(f"{where}: {err.message[:200]}", file, line, "see the profile schema (`sits profile schema`)")
 
 
 # --------------------------------------------------------------------------
@@ -299,6 +510,8 @@ CHECK_FACTS: Dict[str, Any] = {
     "INV-DEVICES": lambda p: {"expected": p.expected()},
     "MEM-BW-EFFICIENCY": lambda p: {"datasheet_gbps": p.hardware.get("memory_bandwidth_gbps")},
     "LINK-NVLINK-MESH": lambda p: {"link_type": p.hardware.get("peer_link", {}).get("type")},
+    "DEP-POWERCAP": lambda p: {"tdp_w": p.hardware.get("tdp_w")},
+    "CRG-NODE": lambda p: {"datasheet_tflops": p.hardware.get("fp16_dense_tflops")},
 }
 
 
@@ -307,8 +520,9 @@ def _bundled_data() -> Dict[Path, Any]:
     """Every bundled profile file, parsed once per process (package data: it does not change).
 
     Read-only: callers look names, aliases and PCI IDs up; ``resolve`` validates and merges copies."""
-    return {path: _load_yaml_with_lines(path.read_text(encoding="utf-8"), str(path))[0]
-            for path in sorted(bundled_dir().glob("*.yaml"))}
+    folder = Path(os.path.realpath(bundled_dir()))
+    return {path: _load_yaml_with_lines(_read_profile(path), str(path))[0]
+            for path in sorted(folder.glob("*.yaml"))}
 
 
 def _bundled_index() -> Dict[str, Path]:
@@ -325,26 +539,109 @@ def bundled_names() -> List[str]:
     return sorted(p.stem for p in bundled_dir().glob("*.yaml"))
 
 
+def _bundled(spec: str) -> Path:
+    """The bundled profile a bare name (``h100``, ``h100.yaml``) stands for; ProfileError listing them if none."""
+    name = spec
+    for suffix in PROFILE_SUFFIXES:
+        if name.lower().endswith(suffix):
+            name = name[:-len(suffix)]
+    index = _bundled_index()
+    if name in index:
+        return index[name]
+    known = ", ".join(k for k in sorted(index) if k != "base")
+    hint = _suggest(name, index)
+    raise ProfileError(
+        f"unknown profile {_show(spec)}: no such file, and no bundled profile of that name",
+        fix=(hint + " " if hint else "") + f"bundled profiles: {known}; or give a path to a YAML file")
+
+
+def _is_profile_name(spec: str) -> bool:
+    return spec.lower().endswith(PROFILE_SUFFIXES)
+
+
+def _check_plain_file(path: Path, folder: Optional[Path] = None) -> None:
+    """``path`` is a regular profile file of at most PROFILE_MAX_BYTES; with ``folder``, no component between
+    that folder and the file is a symbolic link (``extends`` follows no link)."""
+    anchor = Path(os.path.commonpath([folder, path])) if folder is not None else path.parent
+    cur = anchor
+    for part in Path(os.path.relpath(path, anchor)).parts:
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except OSError as exc:
+            raise ProfileError(f"{cur}: {exc.strerror}", fix="check the path") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise ProfileError(f"{cur} is a symbolic link; profiles are not read through links",
+                               fix="name the file itself, by a path relative to the profile that extends it")
+    if not stat.S_ISREG(st.st_mode):
+        raise ProfileError(f"{path} is not a regular file", fix="name a .yaml profile file")
+    if st.st_size > PROFILE_MAX_BYTES:
+        raise ProfileError(f"{path} holds {st.st_size} bytes, over the {PROFILE_MAX_BYTES}-byte limit for a "
+                           "profile", fix="check that it is the right file (a profile is a few kilobytes)")
+
+
 def locate(spec: str, relative_to: Optional[Path] = None) -> Path:
-    """Turn ``h100``, ``h100.yaml`` or a path into a profile file."""
-    candidates = [Path(spec)]
-    if relative_to is not None and not Path(spec).is_absolute():
-        candidates.insert(0, relative_to / spec)
-    for cand in candidates:
-        if cand.is_file():
-            return cand.resolve()
-    name = spec[:-5] if spec.endswith(".yaml") else spec[:-4] if spec.endswith(".yml") else spec
-    if "/" not in name and os.sep not in name:
-        index = _bundled_index()
-        if name in index:
-            return index[name]
-        known = ", ".join(k for k in sorted(index) if k != "base")
-        hint = _suggest(name, index)
-        raise ProfileError(
-            f"unknown profile {spec!r}: no such file, and no bundled profile of that name",
-            fix=(hint + " " if hint else "") + f"bundled profiles: {known}; or give a path to a YAML file")
-    raise ProfileError(f"profile file {spec!r} does not exist",
-                       fix="check the path, or name a bundled profile (`sits profile list`)")
+    """Turn ``h100``, ``h100.yaml`` or a path into a profile file.
+
+    Without ``relative_to``, ``spec`` is what a user typed: a bundled name, or the path of a ``.yaml``/``.yml``
+    file (through the user's own links, if any).  With ``relative_to`` (the folder of a profile whose
+    ``extends:`` names ``spec``), ``spec`` is a bundled name or a path relative to that folder: an absolute path
+    is refused and no link is followed on the way."""
+    if not spec or "\x00" in spec or len(spec) > MAX_EXTENDS_CHARS:
+        raise ProfileError(f"a profile name or path of {len(spec)} characters" + (" with a NUL byte" if "\x00" in spec
+                                                                                 else ""),
+                           fix=f"name a bundled profile or a .yaml file (at most {MAX_EXTENDS_CHARS} characters)")
+    bare = "/" not in spec and os.sep not in spec
+    if relative_to is None:
+        cand = Path(spec)
+        if bare and not _is_profile_name(spec):
+            return _bundled(spec)
+        if os.path.lexists(cand):
+            if not _is_profile_name(spec):
+                raise ProfileError(f"{_show(spec)} is not a profile: a profile is a .yaml or .yml file",
+                                   fix="give the path of a .yaml profile, or a bundled name (`sits profile list`)")
+            real = Path(os.path.realpath(cand))
+            _check_plain_file(real)
+            return real
+        if bare:
+            return _bundled(spec)
+        raise ProfileError(f"profile file {_show(spec)} does not exist",
+                           fix="check the path, or name a bundled profile (`sits profile list`)")
+    if os.path.isabs(spec):
+        raise ProfileError(f"{_show(spec)} is an absolute path",
+                           fix="write a bundled name, or a path relative to this profile's folder")
+    if not _is_profile_name(spec):
+        if bare:
+            return _bundled(spec)
+        raise ProfileError(f"{_show(spec)} is not a profile: a profile is a .yaml or .yml file",
+                           fix="write a bundled name, or the relative path of a .yaml profile")
+    target = Path(os.path.normpath(os.path.join(relative_to, spec)))
+    if not os.path.lexists(target):
+        if bare:
+            return _bundled(spec)
+        raise ProfileError(f"profile file {_show(spec)} does not exist (relative to {relative_to})",
+                           fix="check the path; it is relative to the folder of the profile that extends it")
+    _check_plain_file(target, Path(relative_to))
+    return target
+
+
+def _read_profile(path: Path, folder: Optional[Path] = None) -> bytes:
+    """The bytes of a profile file through the untrusted-file reader: a plain file, no link (from ``folder`` on,
+    when given), at most PROFILE_MAX_BYTES."""
+    from .untrusted import UntrustedInputError, read_bytes, read_file
+
+    try:
+        if folder is None:
+            return read_file(path, PROFILE_MAX_BYTES)
+        anchor = os.path.commonpath([folder, path])
+        return read_bytes(anchor, os.path.relpath(path, anchor), PROFILE_MAX_BYTES)
+    except UntrustedInputError as exc:
+        raise ProfileError(f"cannot read profile: {str(exc).split('; fix:')[0]}", str(path),
+                           fix="a profile is a plain .yaml file of at most 1 MiB, named directly (links are not "
+                               "followed)") from None
+    except OSError as exc:
+        raise ProfileError(f"cannot read profile: {exc.strerror}", str(path),
+                           fix="check the path and its permissions") from None
 
 
 def _merge(base: Dict[str, Any], child: Dict[str, Any]) -> Dict[str, Any]:
@@ -363,50 +660,155 @@ def _merge(base: Dict[str, Any], child: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _semantic_checks(data: Dict[str, Any], file: str, lines: Dict[Tuple, int]) -> None:
+    seen: Dict[str, int] = {}
     for i, w in enumerate(data.get("waivers", [])):
         if w["id"] not in CATALOGUE:
             hint = _suggest(w["id"], CATALOGUE)
-            raise ProfileError(f"waiver for unknown requirement ID {w['id']!r}", file,
+            raise ProfileError(f"waiver for unknown requirement ID {_show(w['id'])}", file,
                                _line_for(lines, ("waivers", i, "id")),
                                hint or "use an ID from `sits requirements`")
+        if w["id"] in seen:
+            raise ProfileError(f"two waivers for {w['id']} (waivers[{seen[w['id']]}] and waivers[{i}])", file,
+                               _line_for(lines, ("waivers", i, "id")), "keep one waiver per requirement")
+        seen[w["id"]] = i
     for req_id, th in data.get("thresholds", {}).items():
-        for lo, hi in (("band_low", "band_high"), ("band_low_c", "band_high_c")):
-            if lo in th and hi in th and th[lo] > th[hi]:
-                raise ProfileError(f"thresholds.{req_id}: {lo} ({th[lo]}) is above {hi} ({th[hi]})", file,
-                                   _line_for(lines, ("thresholds", req_id, lo)),
-                                   f"make {lo} <= {hi}")
+        for lo, hi in _BANDS:
+            if lo in th and hi in th and th[lo] >= th[hi]:
+                raise ProfileError(f"thresholds.{req_id}: {lo} ({th[lo]}) is not below {hi} ({th[hi]})", file,
+                                   _line_for(lines, ("thresholds", req_id, lo)), _band_fix(lo, hi))
 
 
-def load_file(path: Path) -> Tuple[Dict[str, Any], Dict[Tuple, int]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileError(f"cannot read profile: {exc.strerror}", str(path),
-                           fix="check the path and its permissions") from None
-    data, lines = _load_yaml_with_lines(text, str(path))
+_BANDS = (("band_low", "band_high"), ("band_low_c", "band_high_c"))
+#: Lists that are a [lowest, highest] range.
+_RANGES = ("prompt_tokens", "output_tokens")
+
+
+def _band_fix(lo: str, hi: str) -> str:
+    return f"make {lo} <= {hi} and the two different ({lo} < {hi}: a band needs a width)"
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _resolved_checks(data: Dict[str, Any], prov: Dict[Tuple, Tuple[int, str, int]], top: str) -> None:
+    """Rules between two values, checked on the merged profile: the two may come from different files of the
+    ``extends`` chain.  The error names the file nearest the top of the chain that sets one of them."""
+
+    def fail(problem: str, paths: List[Tuple], fix: str) -> None:
+        known = [p for p in paths if p in prov]
+        if not known:
+            raise ProfileError(problem, top, None, fix)
+        nearest = min(known, key=lambda p: prov[p][0])
+        if len({prov[p][1] for p in known}) > 1:
+            problem += " (" + ", ".join(f"{_dotted(p)} from {Path(prov[p][1]).name}:{prov[p][2]}"
+                                        for p in known) + ")"
+        raise ProfileError(problem, prov[nearest][1], prov[nearest][2], fix)
+
+    for req_id, th in data.get("thresholds", {}).items():
+        if not isinstance(th, dict):
+            continue
+        at = ("thresholds", req_id)
+        for lo, hi in _BANDS:
+            if _is_num(th.get(lo)) and _is_num(th.get(hi)) and th[lo] >= th[hi]:
+                fail(f"thresholds.{req_id}: {lo} ({th[lo]}) is not below {hi} ({th[hi]})",
+                     [at + (lo,), at + (hi,)], _band_fix(lo, hi))
+        for key in th:
+            other = "max_" + key[4:]
+            if key.startswith("min_") and _is_num(th[key]) and _is_num(th.get(other)) and th[key] > th[other]:
+                fail(f"thresholds.{req_id}: {key} ({th[key]}) is above {other} ({th[other]})",
+                     [at + (key,), at + (other,)], f"make {key} <= {other}")
+        if _is_num(th.get("window_s")) and _is_num(th.get("timeout_s")) and th["window_s"] > th["timeout_s"]:
+            fail(f"thresholds.{req_id}: window_s ({th['window_s']}) is longer than timeout_s ({th['timeout_s']}): "
+                 "the steady window could never fit", [at + ("window_s",), at + ("timeout_s",)],
+                 "make window_s <= timeout_s (the default gives 120 s of window in a 1200 s timeout)")
+        if (_is_num(th.get("duration_s")) and _is_num(th.get("window_ms"))
+                and th["duration_s"] * 1000 < 10 * th["window_ms"]):
+            fail(f"thresholds.{req_id}: duration_s ({th['duration_s']}) holds fewer than 10 windows of "
+                 f"{th['window_ms']} ms", [at + ("duration_s",), at + ("window_ms",)],
+                 "lengthen duration_s or shorten window_ms (at least 10 windows)")
+        atol = th.get("atol")
+        if isinstance(atol, dict):
+            order = [k for k in ("high", "default", "low") if _is_num(atol.get(k))]
+            for a, b in zip(order, order[1:]):
+                if atol[a] > atol[b]:
+                    fail(f"thresholds.{req_id}.atol: {a} ({atol[a]}) is looser than {b} ({atol[b]})",
+                         [at + ("atol", a), at + ("atol", b)],
+                         "a higher risk class takes the tighter tolerance: atol.high <= atol.default <= atol.low")
+        mem_gb = data.get("hardware", {}).get("memory_gb")
+        if _is_num(th.get("bytes")) and _is_num(mem_gb) and CATALOGUE.get(req_id) is not None \
+                and CATALOGUE[req_id].scope == "accelerator" and th["bytes"] > mem_gb * 1e9 / 2:
+            fail(f"thresholds.{req_id}: bytes ({th['bytes']}) is more than half the card's memory "
+                 f"(hardware.memory_gb: {mem_gb})", [at + ("bytes",), ("hardware", "memory_gb")],
+                 "use a buffer that fits on the card twice (a source and a destination)")
+        for path, value in _walk(th, at):
+            if path[-1] in _RANGES and isinstance(value, list) and len(value) == 2 \
+                    and all(_is_num(v) for v in value) and value[0] > value[1]:
+                fail(f"{_dotted(path)}: [{value[0]}, {value[1]}] runs backwards", [path],
+                     "write the range as [lowest, highest]")
+            if path[-1] == "tenants" and isinstance(value, list):
+                names = [t.get("name") for t in value if isinstance(t, dict)]
+                dup = next((n for n in names if names.count(n) > 1), None)
+                if dup is not None:
+                    fail(f"{_dotted(path)}: two tenants named {_show(dup)}", [path], "give each tenant its own name")
+    ids = data.get("identity", {}).get("pci_ids", [])
+    dup = next((i for i in ids if ids.count(i) > 1), None)
+    if dup is not None:
+        fail(f"identity.pci_ids lists {dup} twice", [("identity", "pci_ids")], "remove the repeated PCI ID")
+
+
+def _walk(value: Any, path: Tuple) -> Iterable[Tuple[Tuple, Any]]:
+    yield path, value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _walk(v, path + (k,))
+
+
+def load_file(path: Path, folder: Optional[Path] = None,
+              schema: bool = True) -> Tuple[Dict[str, Any], Dict[Tuple, int]]:
+    """Read, parse and validate one profile file (not its ancestors).  With ``folder`` (the folder of the profile
+    that extends this one), no link between that folder and the file is followed.  ``schema=False`` skips the
+    JSON-schema pass (and the jsonschema import, a tenth of a second at start-up) for the bundled profiles,
+    package data that the project's tests validate against the same schema."""
+    data, lines = _load_yaml_with_lines(_read_profile(path, folder), str(path))
     if not isinstance(data, dict):
         raise ProfileError("a profile must be a YAML mapping (key: value lines)", str(path), 1,
                            "start the file with `name: my-profile` and `extends: base`")
-    _schema_errors(data, str(path), lines)
+    if not isinstance(data.get("name"), str):  # before any message quotes a key of a file that is no profile
+        raise ProfileError("not a profile: no `name:` at the top level", str(path), 1,
+                           "start the file with `name: my-profile` and `extends: base`")
+    if schema:
+        _schema_errors(data, str(path), lines)
     _semantic_checks(data, str(path), lines)
     return data, lines
 
 
+@functools.lru_cache(maxsize=None)
+def _bundled_layer(path: Path) -> Tuple[Dict[str, Any], Dict[Tuple, int]]:
+    """A bundled profile file, read and checked once per process (read-only: ``_merge`` copies)."""
+    return load_file(path, schema=False)
+
+
 def resolve(spec: str, how: str = "option", why: str = "") -> Profile:
-    """Locate, load, validate and merge a profile with all its ancestors."""
+    """Locate, load, validate and merge a profile with all its ancestors, then check the rules between values
+    on the merged result."""
     path = locate(spec)
     chain: List[Path] = []
-    layers: List[Dict[str, Any]] = []
+    layers: List[Tuple[Dict[str, Any], Dict[Tuple, int]]] = []
     current: Optional[Path] = path
+    folder: Optional[Path] = None
     lines: Dict[Tuple, int] = {}
     while current is not None:
         if current in chain:
             cycle = " -> ".join(p.name for p in chain + [current])
             raise ProfileError(f"circular `extends`: {cycle}", str(chain[-1]), _line_for(lines, ("extends",)),
                                fix="make one profile in the cycle extend `base` instead")
+        if len(chain) >= MAX_CHAIN:
+            raise ProfileError(f"`extends` chain longer than {MAX_CHAIN} files", str(chain[-1]),
+                               _line_for(lines, ("extends",)), fix="fold some of the profiles together")
         chain.append(current)
-        data, lines = load_file(current)
-        layers.append(data)
+        data, lines = _bundled_layer(current) if current in _bundled_data() else load_file(current, folder)
+        layers.append((data, lines))
         parent = data.get("extends")
         if parent is None:
             if data.get("name") != "base":
@@ -414,20 +816,27 @@ def resolve(spec: str, how: str = "option", why: str = "") -> Profile:
             else:
                 break
         try:
-            current = locate(parent, relative_to=current.parent)
+            nxt = locate(parent, relative_to=current.parent)
         except ProfileError as exc:
-            raise ProfileError(f"`extends: {parent}`: {exc.problem}", str(current),
+            raise ProfileError(f"`extends: {_show(parent)[1:-1]}`: {exc.problem}", str(current),
                                _line_for(lines, ("extends",)), exc.fix) from None
+        folder = None if nxt in _bundled_data() else current.parent
+        current = nxt
     merged: Dict[str, Any] = {}
-    for layer in reversed(layers):
-        merged = _merge(merged, layer)
-    merged["name"] = layers[0]["name"]
+    prov: Dict[Tuple, Tuple[int, str, int]] = {}  # path -> (place in the chain, file, line) of the value in force
+    for depth in reversed(range(len(layers))):
+        data, lines = layers[depth]
+        merged = _merge(merged, data)
+        for key_path, line in lines.items():
+            prov[key_path] = (depth, str(chain[depth]), line)
+    merged["name"] = layers[0][0]["name"]
     merged.pop("extends", None)
     merged.pop("aliases", None)
     missing = [rid for rid in CATALOGUE if rid not in merged.get("thresholds", {})]
     if missing:  # only possible when a chain does not reach the bundled base
         raise ProfileError(f"resolved profile has no defaults for {', '.join(missing)}", str(path),
                            fix="extend the bundled `base` profile")
+    _resolved_checks(merged, prov, str(path))
     return Profile(name=merged["name"], path=str(path), chain=[str(p) for p in chain],
                    data=merged, how=how, why=why)
 
