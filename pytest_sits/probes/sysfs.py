@@ -33,7 +33,7 @@ MAX_CPUS = 65536
 class SysfsValueError(ValueError):
     """A file below the root holds a value that cannot be parsed; the message names the file."""
 
-BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+BDF_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 # Vendors whose display-class (0x03) or processing-accelerator-class (0x12)
 # functions count as accelerators.

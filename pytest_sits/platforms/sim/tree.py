@@ -85,17 +85,18 @@ def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any
     accel = []
     for i in range(n):
         sock = i * sockets // max(n, 1)
-        domain_bus = 0x10 * (i + 1)
-        rc = f"sys/devices/pci0000:{domain_bus:02x}"
-        rp = f"0000:{domain_bus:02x}:01.0"
+        # 15 root complexes per PCI domain (buses 0x10..0xf0): a profile's count of up to 64 stays valid.
+        dom, domain_bus = i // 15, 0x10 * (i % 15 + 1)
+        rc = f"sys/devices/pci{dom:04x}:{domain_bus:02x}"
+        rp = f"{dom:04x}:{domain_bus:02x}:01.0"
         parent = add_pci_function(root, rc, rp, 0x8086, 0x1BBE, 0x060400, 4, gen, 16, gen, 16, sock)
         bus = domain_bus + 1
         levels = 2 if "switch2" in faults else 1 if "switch" in faults else 0
         for lvl in range(levels):
-            up = f"0000:{bus:02x}:00.0"
+            up = f"{dom:04x}:{bus:02x}:00.0"
             parent = add_pci_function(root, parent, up, 0x1000, 0xC030, 0x060400, 5, gen, 16, gen, 16, sock)
             bus += 1
-            down = f"0000:{bus:02x}:00.0"
+            down = f"{dom:04x}:{bus:02x}:00.0"
             parent = add_pci_function(root, parent, down, 0x1000, 0xC030, 0x060400, 6, gen, 16, gen, 16, sock)
             bus += 1
         dev_id = device
@@ -107,7 +108,7 @@ def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any
         if "link-idle" in faults:
             cur_gen = 1
         numa = -1 if "numa-unknown" in faults else sock
-        bdf = f"0000:{bus:02x}:00.0"
+        bdf = f"{dom:04x}:{bus:02x}:00.0"
         add_pci_function(root, parent, bdf, vendor, dev_id, accel_class, 0, gen, width, cur_gen, cur_width,
                       numa, driver)
         accel.append((bdf, dev_id, cur_gen, cur_width))
