@@ -58,7 +58,7 @@ class SnapshotPlatform(Platform):
         try:
             self.manifest = load_json("manifest.json", 1 << 20, what="snapshot manifest", root=directory)
         except UntrustedInputError as exc:
-            raise PlatformError(str(exc) if "fix:" in str(exc) else f"{exc}; fix: capture the snapshot again") from None
+            raise PlatformError(f"{str(exc).split('; fix:')[0]}; fix: capture the snapshot again") from None
         if not isinstance(self.manifest, dict):
             raise PlatformError(f"{manifest_path}: not a JSON object; fix: capture the snapshot again")
         if self.manifest.get("format") != SNAPSHOT_FORMAT:
@@ -80,7 +80,7 @@ class SnapshotPlatform(Platform):
         try:
             facts = load_json(name, 64 << 20, what=f"snapshot's {what} facts", root=self.directory)
         except UntrustedInputError as exc:
-            raise PlatformError(str(exc) if "fix:" in str(exc) else f"{exc}; fix: capture the snapshot again") from None
+            raise PlatformError(f"{str(exc).split('; fix:')[0]}; fix: capture the snapshot again") from None
         problem = _facts_problem(facts)
         if problem:
             raise PlatformError(f"{path}: {problem}; fix: capture the snapshot again")
