@@ -175,14 +175,9 @@ def sits_health_window(sits_platform: Any, sits_profile: Any) -> Callable[[Dict[
     under the suite's load, AER and replay counters before and after, XID events watched, the kernel log's XID
     history) once per device per session, and returns its evidence; DEP-THROTTLE, DEP-PCIE-ERRORS and DEP-XID
     share it."""
-    from .conditions.health import HealthWindows, reader_for
+    from .conditions.health import HealthWindows
 
-    factory: Any = reader_for
-    if sits_platform.simulated:
-        from .platforms.sim.health import SimHealthReader
-
-        factory = SimHealthReader
-    return HealthWindows(sits_platform, sits_profile.thresholds("DEP-THROTTLE"), factory)
+    return HealthWindows(sits_platform, sits_profile.thresholds("DEP-THROTTLE"), sits_platform.health_reader())
 
 
 @pytest.fixture(scope="session")
@@ -190,13 +185,7 @@ def sits_crg(sits_platform: Any) -> Any:
     """The compute-ready graph's acquirer: ``node(acc, th)``, ``edges(accs, th, absent)``,
     ``sync(accs, expected_count, th, absent)``, ``jitter(acc, th)`` measure this machine (torch,
     torch.distributed); on a simulated platform the figures come from the profile, labelled simulated."""
-    if sits_platform.simulated:
-        from .platforms.sim.health import SimCrg
-
-        return SimCrg(sits_platform.profile, sits_platform.faults)
-    from .conditions.crg import Crg
-
-    return Crg(sits_platform)
+    return sits_platform.crg()
 
 
 # Inference under load

@@ -77,6 +77,18 @@ class Platform:
             return live_cpu_rigs(self.root)
         return [live_gpu_rig(acc)]
 
+    def health_reader(self) -> Any:
+        """The factory of per-device health readers (NVML/amdsmi/sysfs here; simulated on sim)."""
+        from ..conditions.health import reader_for
+
+        return reader_for
+
+    def crg(self) -> Any:
+        """The compute-ready graph's acquirer (torch and torch.distributed on this machine)."""
+        from ..conditions.crg import Crg
+
+        return Crg(self)
+
     def set_inventory(self, inventory: Dict[str, Any]) -> None:
         """Use an inventory built elsewhere (the xdist controller's) instead of probing again."""
         self._inventory = inventory

@@ -44,6 +44,16 @@ class SimPlatform(Platform):
     def amdsmi(self) -> Dict[str, Any]:
         return {"available": False, "reason": "simulated platform: no amdsmi", "devices": [], "errors": []}
 
+    def health_reader(self) -> Any:
+        from .health import SimHealthReader
+
+        return SimHealthReader
+
+    def crg(self) -> Any:
+        from .health import SimCrg
+
+        return SimCrg(self.profile, self.faults)
+
     def host_measurement_reason(self) -> Optional[str]:
         return "a simulated platform has no machine to measure"
 
