@@ -29,7 +29,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 USAGE_ERROR = 4
 #: `sits audit-text` exit status by the worst verdict: 1 does not conform, 2 undecided (INCONCLUSIVE).
@@ -118,20 +118,35 @@ def cmd_capture(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_report(path: str) -> Any:
+    """A stored report, read as untrusted input; a usage-error message (str) when it cannot be one."""
+    from .untrusted import JSON_LIMIT, UntrustedInputError, load_json
+
+    try:
+        data = load_json(path, JSON_LIMIT, what="report")
+    except UntrustedInputError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{path}: {exc.strerror}; fix: give the path of a sits-report.json"
+    if not isinstance(data, dict) or data.get("schema") != "pytest-sits/report":
+        return (f"{path}: not a pytest-sits report (no \"schema\": \"pytest-sits/report\"); fix: give the "
+                "sits-report.json a run wrote")
+    return data
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from . import report as rep
 
-    try:
-        data = json.loads(Path(args.json).read_text(encoding="utf-8"))
-    except OSError as exc:
-        return _err(f"{args.json}: {exc.strerror}")
-    except ValueError as exc:
-        return _err(f"{args.json}: not valid JSON ({exc}); a report written by pytest-sits is always complete "
-                    "JSON (atomic write), so this file was altered or truncated elsewhere")
+    data = _load_report(args.json)
+    if isinstance(data, str):
+        return _err(data)
     errors = rep.validate(data)
     if errors:
         for e in errors[:20]:
             print(f"{args.json}: {e}", file=sys.stderr)
+        if args.action == "render":
+            return _err(f"{args.json}: does not match the report schema, so it is not rendered; fix: give the "
+                        "sits-report.json a run wrote")
         return 1
     if args.action == "validate":
         print(f"{args.json}: valid report (schema {data['schema_version']}), result {data['summary']['result']}")
@@ -231,17 +246,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """Recompute every verdict of a stored report; exit 1 when one would now differ."""
     from .profiles import ProfileError
     from .replay import replay_report
-    from .untrusted import JSON_LIMIT, UntrustedInputError, load_json
 
-    try:
-        data = load_json(args.json, JSON_LIMIT, what="report")
-    except UntrustedInputError as exc:
-        return _err(str(exc))
-    except OSError as exc:
-        return _err(f"{args.json}: {exc.strerror}; fix: give the path of a sits-report.json")
-    if not isinstance(data, dict) or data.get("schema") != "pytest-sits/report":
-        return _err(f"{args.json}: not a pytest-sits report (no \"schema\": \"pytest-sits/report\"); fix: give "
-                    "the sits-report.json a run wrote")
+    data = _load_report(args.json)
+    if isinstance(data, str):
+        return _err(data)
     try:
         out = replay_report(data, args.profile)
     except ProfileError as exc:
@@ -454,7 +462,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # `sits ... | head`: the reader left; no traceback
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -548,11 +548,13 @@ def _bundled(spec: str) -> Path:
     index = _bundled_index()
     if name in index:
         return index[name]
-    known = ", ".join(k for k in sorted(index) if k != "base")
+    names = bundled_names()
+    aliases = ", ".join(f"{k} ({index[k].stem})" for k in sorted(index) if k not in names)
     hint = _suggest(name, index)
     raise ProfileError(
         f"unknown profile {_show(spec)}: no such file, and no bundled profile of that name",
-        fix=(hint + " " if hint else "") + f"bundled profiles: {known}; or give a path to a YAML file")
+        fix=(hint + " " if hint else "") + f"bundled profiles: {', '.join(names)}"
+            + (f"; aliases: {aliases}" if aliases else "") + "; or give a path to a YAML file")
 
 
 def _is_profile_name(spec: str) -> bool:

@@ -114,8 +114,8 @@ def summarise(verdicts: List[Dict[str, Any]], completed: bool, simulated: bool,
         gaps = _scope_gaps(scope) if scope is not None else ["the scope of the run is unknown"]
         n = len(scope["decided"]) + len(scope["skipped"]) if scope is not None else "?"
         total = scope["catalogue"] if scope is not None else "?"
-        result, why = "PARTIAL", (f"conforms in what was decided ({n} of {total} requirements: {decided}); not "
-                                  f"decided: {', '.join(gaps)}")
+        result, why = "PARTIAL", (f"conforms in what was decided: {n} of {total} requirements ({len(verdicts)} "
+                                  f"verdicts: {decided}); not decided: {', '.join(gaps)}")
     else:
         # SKIP means the hardware or feature is absent; a missing *expected* device fails INV-DEVICES.
         result, why = "CONFORMANT", f"every requirement of the catalogue decided: {decided}"
@@ -496,12 +496,18 @@ def render_markdown(report: Dict[str, Any]) -> str:
     lines = [f"# SITS2026 conformance report: {report['summary']['result']}", ""]
     if report["platform"]["simulated"]:
         lines += ["**SIMULATED platform: not a conformance result.**", ""]
-    lines += [f"- profile: `{report['profile']['name']}` ({report['profile']['how']})",
-              f"- platform: {report['platform']['label']}",
+    lines += [f"- result: {_md(report['summary']['result'])}: {_md(report['summary'].get('result_reason', ''))}",
+              f"- profile: `{_md(report['profile']['name'])}` ({_md(report['profile']['how'])})",
+              f"- platform: {_md(report['platform']['label'])}",
               f"- level: {report['run']['level']}; completed: {report['run']['completed']}", "",
               "| requirement | subject | status | measured | threshold | reason |", "|---|---|---|---|---|---|"]
     for v in report["verdicts"]:
         cells = [v["requirement"], v["subject"], v["status"], _measured(v), _fmt(v["threshold"]), v["reason"]]
+        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    lines += ["", "## Coverage of the SITS2026 catalogue", "", "| requirement | level | state | statuses |",
+              "|---|---|---|---|"]
+    for row in report.get("coverage") or []:
+        cells = [row.get("requirement"), row.get("level"), row.get("state"), ", ".join(row.get("statuses") or [])]
         lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
     from .analytics import ANALYTICS_VERSION
 

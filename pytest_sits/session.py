@@ -110,7 +110,7 @@ class SitsRun:
             platform = from_spec(plat_spec or "live")
             platform.inventory()  # a broken snapshot is a usage error now, not a traceback later
             if prof_spec:
-                flag = {"option": "--sits-profile", "env": f"${ENV_PROFILE}", "ini": "ini sits_profile"}[prof_how]
+                flag = {"option": "--sits-profile", "env": f"${ENV_PROFILE}", "ini": "sits_profile"}[prof_how]
                 profile = resolve(prof_spec, how=prof_how, why=f"{flag}={prof_spec}")
             elif getattr(platform, "profile", None) is not None:
                 profile = platform.profile

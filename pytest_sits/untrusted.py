@@ -146,6 +146,11 @@ def read_resolved(root: Union[str, Path], rel: Union[str, Path], limit: int = TE
 def read_file(path: Union[str, Path], limit: int = TEXT_LIMIT) -> bytes:
     """A single file named by the user (a report, a log): no link as the file itself, plain file, size-bounded."""
     p = Path(path)
+    if os.path.islink(p):
+        raise UntrustedInputError(f"{p}: a symbolic link; files sent for audit are not read through links; fix: "
+                                  f"name the file itself ({os.path.realpath(p)})")
+    if os.path.isdir(p):
+        raise UntrustedInputError(f"{p}: a folder, not a file; fix: name the file inside it")
     return read_bytes(p.parent if str(p.parent) else ".", p.name, limit)
 
 

@@ -28,7 +28,7 @@ def test_default_run_picks_host_profile_and_writes_reports(pytester, conformance
         "requirement*subject*status*measured*threshold",
         "INV-DEVICES*accelerators*PASS*",
         "MEM-CAPACITY*SKIP*",
-        "result: PARTIAL (conforms in what was decided * not decided: * above level quick*",
+        "result: PARTIAL (conforms in what was decided: * not decided: * above level quick*",
         "sits report: */sits-report/sits-report.json",
         "sits report: */sits-report/sits-report.html",
     ])
@@ -64,7 +64,7 @@ def test_profile_from_env_and_ini(pytester, conformance_args, monkeypatch):
     monkeypatch.delenv("SITS_PROFILE")
     pytester.makeini("[pytest]\nsits_profile = mi300x\n")
     result = pytester.runpytest(*conformance_args)
-    result.stdout.fnmatch_lines(["sits: profile mi300x (ini: ini sits_profile=mi300x) *"])
+    result.stdout.fnmatch_lines(["sits: profile mi300x (ini: sits_profile=mi300x) *"])
 
 
 def test_sim_faults_make_inventory_requirements_fail(pytester, conformance_args, report_of):

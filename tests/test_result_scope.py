@@ -55,7 +55,7 @@ def test_fail_and_inconclusive_decide_whatever_the_scope():
 
 def test_single_requirement_run_is_partial_end_to_end(pytester, conformance_args):
     res = pytester.runpytest(*conformance_args, "-m", "TOPO-NUMA-BIND")
-    res.stdout.fnmatch_lines(["result: PARTIAL (conforms in what was decided (1 of *; not decided: *deselected*"])
+    res.stdout.fnmatch_lines(["result: PARTIAL (conforms in what was decided: 1 of * requirements (*verdicts*); not decided: *deselected*"])
     report = json.loads((pytester.path / "sits-report" / "sits-report.json").read_text())
     scope = report["summary"]["scope"]
     assert scope["decided"] == ["TOPO-NUMA-BIND"] and scope["deselected"]

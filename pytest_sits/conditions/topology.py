@@ -57,6 +57,10 @@ def acquire_numa_binding(platform: Any, inventory: Dict[str, Any],
         out = []
         for n in nodes:
             with platform.numa_binding(n["node"], n["cpus"]) as binding:
+                if binding.get("applied") is None:  # the platform binds nothing (a snapshot): not measured here
+                    out.append(({"unavailable": binding.get("reason") or "this platform cannot bind processes"},
+                                "host"))
+                    continue
                 out.append(({"device": None, "host_nodes": _nodes_view(nodes), "binding": dict(binding)}, "host"))
         return out
     device = {k: acc.get(k) for k in ("bdf", "pci_id", "numa_node")}
@@ -69,6 +73,8 @@ def acquire_numa_binding(platform: Any, inventory: Dict[str, Any],
         return [({"error": f"{acc['bdf']} reports NUMA node {target}, which the host does not list "
                            f"({', '.join(str(n['node']) for n in nodes)})"}, acc["bdf"])]
     with platform.numa_binding(target, cpus) as binding:
+        if binding.get("applied") is None:  # the platform binds nothing (a snapshot): not measured here
+            return [({"unavailable": binding.get("reason") or "this platform cannot bind processes"}, acc["bdf"])]
         return [({"device": device, "host_nodes": _nodes_view(nodes), "binding": dict(binding)}, acc["bdf"])]
 
 

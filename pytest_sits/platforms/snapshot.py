@@ -51,6 +51,11 @@ class SnapshotPlatform(Platform):
 
     def __init__(self, directory: Path):
         directory = Path(directory)
+        if not str(directory) or str(directory) == ".":
+            raise PlatformError("snapshot: names no folder; fix: --sits-platform snapshot:DIR with the folder that "
+                                "`sits capture DIR` wrote")
+        if not os.path.isdir(directory):
+            raise PlatformError(f"{directory}: no such folder; fix: give the folder that `sits capture DIR` wrote")
         manifest_path = directory / "manifest.json"
         if not os.path.lexists(manifest_path):
             raise PlatformError(f"{directory}: not a snapshot (no manifest.json); "
