@@ -294,8 +294,13 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
+    import os
+
     from . import bundle
 
+    if os.path.lexists(args.output):
+        return _err(f"{args.output}: exists; a bundle is never written over another file; fix: choose a new path "
+                    "or remove the old one")
     try:
         manifest = bundle.create(Path(args.report_dir), Path(args.output), Path(args.key) if args.key else None,
                                  Path(args.snapshot) if args.snapshot else None, capture=args.capture)
@@ -304,6 +309,8 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     signed = (f"signed (Ed25519, key {manifest['signature']['public_key_sha256'][:16]}…)" if manifest["signature"]
               else "NOT signed (no --key): hashes only, nobody can tell who made it")
     print(f"{args.output}: {len(manifest['files'])} files, {signed}")
+    if not any(f["path"] == bundle.SNAPSHOT for f in manifest["files"]):
+        print("note: no snapshot of the machine's evidence in this bundle (give --snapshot DIR or --capture)")
     return 0
 
 

@@ -343,3 +343,10 @@ def test_password_protected_key(sim_report, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv(bundle.KEY_PASSWORD_ENV)
     assert main(["bundle", "create", str(sim_report), "-o", str(tmp_path / "c.tar.gz"), "--key", str(key)]) == 4
     assert bundle.KEY_PASSWORD_ENV in capsys.readouterr().err
+
+
+def test_bundle_is_never_written_over_another_file(tmp_path, sim_report, capsys):
+    out = tmp_path / "taken.tar.gz"
+    out.write_text("someone's file")
+    assert main(["bundle", "create", str(sim_report), "-o", str(out)]) == 4
+    assert "exists" in capsys.readouterr().err and out.read_text() == "someone's file"
