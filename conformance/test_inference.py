@@ -5,7 +5,7 @@ import pytest
 
 from pytest_sits.checks.service import (check_coldstart, check_frag, check_latency, check_power, check_ppl,
                                         check_sample, check_sla)
-from pytest_sits.conditions.inference import acquire_ppl, acquire_sample_skew, per_tenant
+from pytest_sits.conditions.inference import acquire_power, acquire_ppl, acquire_sample_skew, per_tenant
 
 
 @pytest.mark.sits_requirement("PLP-SAMPLE")
@@ -22,7 +22,7 @@ def test_peak_processing_load(sits_inference, sits_profile, sits_record):
 
 @pytest.mark.sits_requirement("PLP-POWER")
 def test_power_under_load(sits_inference, sits_profile, sits_record):
-    sits_record(check_power(sits_inference.sweep(), sits_profile.check_thresholds("PLP-POWER"),
+    sits_record(check_power(acquire_power(sits_inference.sweep()), sits_profile.check_thresholds("PLP-POWER"),
                             sits_inference.subject))
 
 

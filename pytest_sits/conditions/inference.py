@@ -1,7 +1,7 @@
 """Inference under load: the acquire functions of PLP-SAMPLE, PLP-PPL, PLP-POWER, PLP-LATENCY, SVC-SLA,
 SVC-COLDSTART and SVC-FRAG.
 
-Each returns evidence (plain JSON), or ``{"absent": reason}`` when LoadGen, torch or the platform's means
+Each returns evidence (plain JSON), or ``{"unavailable": reason}`` when LoadGen, torch or the platform's means
 are missing.  The runs:
 
 * **sweep** (:func:`acquire_sweep`): LoadGen Offline measures the maximum throughput; SingleStream the
@@ -299,13 +299,13 @@ def _clamp_config(config: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def acquire_sweep(rig: Any, config: Dict[str, Any], logdir: Path) -> Dict[str, Any]:
-    """Run the sweep; the evidence every PLP-* check reads (``{"absent": ...}`` when it cannot run)."""
+    """Run the sweep; the evidence every PLP-* check reads (``{"unavailable": ...}`` when it cannot run)."""
     c = _clamp_config(config)
     if rig.simulated:
         return _sweep(rig, c, Path(logdir), rig.sim.power_sources(), rig.sim.primary(), rig.sim.runner(c))
     why = rig.missing() or loadgen_missing()
-    if why:
-        return {"absent": why}
+    if why:  # the device is there; this installation cannot load it: not measured (never "not applicable")
+        return {"unavailable": why}
     sources, missing = rig.power_sources()
     try:
         engine = rig.engine(c["model"])
@@ -456,13 +456,24 @@ def _skew_evidence(raws: List[Dict[str, Any]], c: Dict[str, Any]) -> Dict[str, A
     return {"period_ms": c["period_ms"], "points": per_point}
 
 
+def acquire_power(sweep: Dict[str, Any]) -> Dict[str, Any]:
+    """PLP-POWER's evidence: the sweep, or ``{"unavailable": why}`` when no power sensor answered for this device
+    (the requirement is then not measured here, which a run's result counts as a gap)."""
+    if sweep.get("absent") or sweep.get("unavailable") or sweep.get("error"):
+        return sweep
+    if not sweep.get("primary_power") and not any(p.get("power_w") is not None for p in sweep.get("sweep", [])):
+        return {"unavailable": sweep.get("power_reason") or "no power sensor answered for this device",
+                "missing_sources": sweep.get("missing_sources")}
+    return sweep
+
+
 def acquire_sample_skew(sweep: Dict[str, Any]) -> Dict[str, Any]:
     """PLP-SAMPLE's evidence, from the sweep's sampler: the skew of every source against each record's tick."""
-    if sweep.get("absent") or sweep.get("error"):
+    if sweep.get("absent") or sweep.get("unavailable") or sweep.get("error"):
         return sweep
     if not sweep["primary_power"]:
-        return {"absent": f"{sweep['power_reason']}: with no power reading there is no P to sample with D and ρ",
-                "missing_sources": sweep["missing_sources"]}
+        return {"unavailable": f"{sweep['power_reason']}: with no power reading there is no P to sample with D "
+                               "and ρ", "missing_sources": sweep["missing_sources"]}
     src: Dict[str, Dict[str, Any]] = {}
     for p in sweep["sample_skew"]["points"]:
         for name, s in p["sources"].items():
@@ -488,7 +499,7 @@ def acquire_sample_skew(sweep: Dict[str, Any]) -> Dict[str, Any]:
 
 def acquire_ppl(sweep: Dict[str, Any]) -> Dict[str, Any]:
     """PLP-PPL's evidence, from the sweep: ρ per point over sliding windows, the peak it is taken against."""
-    if sweep.get("absent") or sweep.get("error"):
+    if sweep.get("absent") or sweep.get("unavailable") or sweep.get("error"):
         return sweep
     return {"simulated": sweep.get("simulated", False), "window_ms": sweep["window_ms"],
             "period_ms": sweep["period_ms"], "peak": sweep["peak"], "rho_rule": sweep["rho_rule"],
@@ -514,7 +525,7 @@ def acquire_sla(rig: Any, config: Dict[str, Any], logdir: Path, endpoint: Option
     else:
         why = loadgen_missing() or (None if endpoint else rig.missing())
         if why:
-            return {"absent": why}
+            return {"unavailable": why}
         try:
             raw, target = _live_sla(rig, config, tenants, qps, duration, timeout, logdir, endpoint)
         except ValueError as exc:
@@ -607,7 +618,7 @@ def summarise_sla(raw: Dict[str, Any], tenants: List[Dict[str, Any]], qps: float
 
 def per_tenant(ev: Dict[str, Any]) -> List[Dict[str, Any]]:
     """One evidence per tenant (the run's facts plus ``tenant``), for SVC-SLA's per-tenant verdicts."""
-    if ev.get("absent") or ev.get("error"):
+    if ev.get("absent") or ev.get("unavailable") or ev.get("error"):
         return [ev]
     run = {k: v for k, v in ev.items() if k != "tenants"}
     return [dict(run, tenant=t) for t in ev["tenants"]]
@@ -624,7 +635,7 @@ def acquire_coldstart(rig: Any, config: Dict[str, Any]) -> Dict[str, Any]:
         return rig.sim.coldstart()
     why = rig.missing()
     if why:
-        return {"absent": why}
+        return {"unavailable": why}
     return rig.coldstart(config["model"], how, timeout)
 
 
@@ -634,7 +645,7 @@ def acquire_frag(rig: Any, config: Dict[str, Any], logdir: Path) -> Dict[str, Di
         return rig.sim.frag()
     why = rig.missing() or loadgen_missing()
     if why:
-        return {"kv-pool": {"absent": why}, "allocator": {"absent": why}}
+        return {"kv-pool": {"unavailable": why}, "allocator": {"unavailable": why}}
     from ..inference.sut import Workload, run_loadgen
 
     n = int(min(100_000, max(8, config.get("queries", 256))))
@@ -730,8 +741,10 @@ class Inference:
     four PLP-* requirements) under an exclusive lock on the device, so xdist workers never load it twice."""
 
     def __init__(self, rig: Any, profile: Any, options: Dict[str, Any], logdir: Path, cache: Dict[str, Any],
-                 absent: Optional[str] = None, run_id: Optional[str] = None):
+                 absent: Optional[str] = None, run_id: Optional[str] = None, unavailable: Optional[str] = None):
         self.rig, self.profile, self.options, self.cache, self.absent = rig, profile, options, cache, absent
+        #: Why this platform cannot run the workload at all (a snapshot): not measured, never "not applicable".
+        self.unavailable = unavailable
         self.subject = rig.subject if rig is not None else "accelerators"
         self.logdir = Path(logdir) / self.subject.replace(":", "-").replace("/", "-")
         self.run_id = run_id
@@ -742,6 +755,8 @@ class Inference:
         read it back instead of loading the device again."""
         if self.absent:
             return {"absent": self.absent}
+        if self.unavailable:
+            return {"unavailable": self.unavailable}
         k = f"{self.subject}/{key}"
         if k not in self.cache:
             from .locks import exclusive
@@ -784,6 +799,8 @@ class Inference:
         cfg = dict(self.th("SVC-FRAG"), model=self.th("PLP-PPL").get("model", {}))
         if self.absent:
             return {"kv-pool": {"absent": self.absent}}
+        if self.unavailable:
+            return {"kv-pool": {"unavailable": self.unavailable}}
         return self._once("frag", lambda: acquire_frag(self.rig, cfg, self.logdir / "frag"))
 
 
@@ -796,5 +813,5 @@ def inference_for(platform: Any, profile: Any, acc: Optional[Dict[str, Any]], ex
     try:
         rig = platform.inference_rig(acc, profile, options)
     except InferenceUnavailable as exc:
-        return Inference(None, profile, options, logdir, cache, absent=str(exc))
+        return Inference(None, profile, options, logdir, cache, unavailable=str(exc))
     return Inference(rig, profile, options, logdir, cache, run_id=run_id)
