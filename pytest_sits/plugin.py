@@ -131,7 +131,9 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
 
 def _printable(text: str) -> str:
     """Device names come from the hardware: no terminal escape codes reach the terminal."""
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    from .report import printable
+
+    return printable(text)
 
 
 @pytest.hookimpl(tryfirst=True)

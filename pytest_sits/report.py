@@ -442,13 +442,14 @@ def _render_html(report: Dict[str, Any]) -> str:
 
 def _md(text: Any) -> str:
     """A table cell of Markdown: no raw HTML (Markdown renderers pass it through), no column breaks."""
-    t = _printable(str(text)).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    t = printable(str(text), keep="\n\t").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return t.replace("|", "\\|").replace("\n", " ")
 
 
-def _printable(text: str) -> str:
-    """Text from the hardware or from other people, without terminal escape codes or other control characters."""
-    return "".join(c if c.isprintable() or c in "\n\t" else f"\\x{ord(c):02x}" for c in text)
+def printable(text: str, keep: str = "") -> str:
+    """Text from the hardware or from other people, without terminal escape codes or other control characters
+    (those in ``keep`` pass through); each one is shown as ``\\xNN``."""
+    return "".join(c if c.isprintable() or c in keep else f"\\x{ord(c):02x}" for c in text)
 
 
 def _markdown_analytics(a: Dict[str, Any]) -> List[str]:
@@ -527,7 +528,7 @@ def terminal_lines(report: Dict[str, Any], width: int = 120) -> List[str]:
     for v in report["verdicts"]:
         measured = _fmt(v["measured"]) + (f" {v['unit']}" if v.get("unit") and v["measured"] is not None else "")
         rows.append((v["requirement"], v["subject"], v["status"], measured, _fmt(v["threshold"])))
-    rows = [tuple(_printable(c).replace("\n", " ") for c in r) for r in rows]
+    rows = [tuple(printable(c, keep="\n\t").replace("\n", " ") for c in r) for r in rows]
     widths = [min(max(len(r[i]) for r in rows), cap) for i, cap in enumerate((22, 24, 12, 24, 60))]
 
     def cut(text: str, n: int) -> str:

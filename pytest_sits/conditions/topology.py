@@ -57,11 +57,7 @@ def acquire_numa_binding(platform: Any, inventory: Dict[str, Any],
         out = []
         for n in nodes:
             with platform.numa_binding(n["node"], n["cpus"]) as binding:
-                if binding.get("applied") is None:  # the platform binds nothing (a snapshot): not measured here
-                    out.append(({"unavailable": binding.get("reason") or "this platform cannot bind processes"},
-                                "host"))
-                    continue
-                out.append(({"device": None, "host_nodes": _nodes_view(nodes), "binding": dict(binding)}, "host"))
+                out.append((_bound(None, nodes, binding), "host"))
         return out
     device = {k: acc.get(k) for k in ("bdf", "pci_id", "numa_node")}
     node = acc.get("numa_node")
@@ -73,9 +69,14 @@ def acquire_numa_binding(platform: Any, inventory: Dict[str, Any],
         return [({"error": f"{acc['bdf']} reports NUMA node {target}, which the host does not list "
                            f"({', '.join(str(n['node']) for n in nodes)})"}, acc["bdf"])]
     with platform.numa_binding(target, cpus) as binding:
-        if binding.get("applied") is None:  # the platform binds nothing (a snapshot): not measured here
-            return [({"unavailable": binding.get("reason") or "this platform cannot bind processes"}, acc["bdf"])]
-        return [({"device": device, "host_nodes": _nodes_view(nodes), "binding": dict(binding)}, acc["bdf"])]
+        return [(_bound(device, nodes, binding), acc["bdf"])]
+
+
+def _bound(device: Optional[Dict[str, Any]], nodes: List[Dict[str, Any]], binding: Dict[str, Any]) -> Dict[str, Any]:
+    """The evidence of one binding read back; a platform that binds nothing (a snapshot) has not measured it."""
+    if binding.get("applied") is None:
+        return {"unavailable": binding.get("reason") or "this platform cannot bind processes"}
+    return {"device": device, "host_nodes": _nodes_view(nodes), "binding": dict(binding)}
 
 
 def acquire_peer_mesh(inventory: Dict[str, Any], expected: Dict[str, Any]) -> Dict[str, Any]:
