@@ -21,7 +21,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_sits.compare import compare, describe  # noqa: E402
+from pytest_sits.checks.equivalence import describe
+from pytest_sits.equivalence.comparator import compare  # noqa: E402
 
 RTOL, ATOL = 1.3e-6, 1e-5
 
@@ -64,7 +65,7 @@ def main() -> int:
     print(f"numpy.testing.assert_allclose  {t_np:7.3f} s")
     if t_torch is not None:
         print(f"torch.testing.assert_close     {t_torch:7.3f} s")
-    print(f"pytest_sits.compare            {t_ours:7.3f} s  (all metrics)")
+    print(f"pytest_sits.equivalence.comparator            {t_ours:7.3f} s  (all metrics)")
     print(f"speed-up vs assert_allclose: {t_np / t_ours:.1f}x" +
           (f"; vs assert_close: {t_torch / t_ours:.1f}x" if t_torch else ""))
     print(f"peak extra memory (tracemalloc): {peak / 2 ** 20:.1f} MiB")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_sits.checks.steady import SteadyDetector  # noqa: E402
+from pytest_sits.checks.thermal import SteadyDetector  # noqa: E402
 
 N = 200_000
 

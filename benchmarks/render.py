@@ -79,17 +79,17 @@ def make_report(n: int, timeline: bool) -> dict:
 
 
 def reference_renderer(commit: str):
-    """render_html of ``commit``, loaded from `git show` into a temporary package."""
+    """render_html of ``commit``: its whole package, from `git archive`, imported under another name (the package's
+    imports are relative), with the layout of that commit (report.py, or report/render.py)."""
     root = Path(tempfile.mkdtemp(prefix="sits-ref-"))
-    pkg = root / "sits_reference"
-    (pkg / "resources").mkdir(parents=True)
-    for rel in ("__init__.py", "catalogue.py", "verdict.py", "report.py", "charts.py",
-                "resources/report.html.jinja2", "resources/report.schema.json"):
-        text = subprocess.run(["git", "show", f"{commit}:pytest_sits/{rel}"], cwd=REPO, check=True,
-                              capture_output=True, text=True).stdout
-        (pkg / rel).write_text(text)
+    archive = subprocess.run(["git", "archive", "--format=tar", commit, "pytest_sits"], cwd=REPO, check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
+    (root / "pytest_sits").rename(root / "sits_reference")
     sys.path.insert(0, str(root))
-    return importlib.import_module("sits_reference.report").render_html
+    module = "sits_reference.report.render" if (root / "sits_reference" / "report" / "render.py").exists() \
+        else "sits_reference.report"
+    return importlib.import_module(module).render_html
 
 
 def measure(report: dict, render) -> dict:
@@ -116,7 +116,7 @@ def main() -> int:
     ap.add_argument("--reference", metavar="COMMIT", help="also time this commit's renderer (small evidence)")
     ap.add_argument("--reference-timeline", action="store_true", help="and the timeline case (slow)")
     args = ap.parse_args()
-    from pytest_sits.report import render_html
+    from pytest_sits.report.render import render_html
 
     ok = True
     for label, timeline in (("small evidence", False), ("300-window timeline each", True)):

@@ -4,34 +4,31 @@ every device pair), CRG-SYNC (all-reduce bus bandwidth), CRG-JITTER (node latenc
 import pytest
 
 from pytest_sits.checks.crg import check_edge, check_jitter, check_node, check_sync
-from pytest_sits.conditions.inventory import absent_accelerator, accelerators_absent
+from pytest_sits.conditions.inventory import accelerators_absent
 
 
 @pytest.mark.sits_requirement("CRG-NODE")
-def test_node_gemm(sits_accelerator, sits_inventory, sits_expected, sits_profile, sits_crg, sits_record):
-    th = sits_profile.check_thresholds("CRG-NODE")
-    if sits_accelerator is None:
-        return sits_record(check_node(absent_accelerator(sits_expected, sits_inventory), th, "accelerators"))
-    sits_record(check_node(sits_crg.node(sits_accelerator, th), th, sits_accelerator["bdf"]))
+def test_node_gemm(sits_device, sits_thresholds, sits_crg, sits_record):
+    sits_record(check_node(sits_crg.node(sits_device, sits_thresholds), sits_thresholds, sits_device["bdf"]))
 
 
 @pytest.mark.sits_requirement("CRG-EDGE")
-def test_edge_bandwidth(sits_accelerators, sits_inventory, sits_expected, sits_profile, sits_crg, sits_record):
-    th = sits_profile.check_thresholds("CRG-EDGE")
+def test_edge_bandwidth(sits_accelerators, sits_inventory, sits_expected, sits_thresholds, sits_crg, sits_record):
     absent = accelerators_absent(sits_expected, sits_inventory)
-    sits_record(*[check_edge(ev, th, subject) for ev, subject in sits_crg.edges(sits_accelerators, th, absent)])
+    sits_record(*[check_edge(ev, sits_thresholds, subject)
+                  for ev, subject in sits_crg.edges(sits_accelerators, sits_thresholds, absent)])
 
 
 @pytest.mark.sits_requirement("CRG-SYNC")
-def test_allreduce(sits_accelerators, sits_inventory, sits_expected, sits_profile, sits_crg, sits_record):
-    th = sits_profile.check_thresholds("CRG-SYNC")
+def test_allreduce(sits_accelerators, sits_inventory, sits_expected, sits_thresholds, sits_crg, sits_record):
+    """Without accelerators in the profile, the host's processes all-reduce (gloo)."""
     absent = accelerators_absent(sits_expected, sits_inventory) if sits_expected["count"] else None
-    sits_record(check_sync(sits_crg.sync(sits_accelerators, sits_expected["count"], th, absent), th,
-                           "accelerators" if sits_expected["count"] else "host"))
+    sits_record(check_sync(sits_crg.sync(sits_accelerators, sits_expected["count"], sits_thresholds, absent),
+                           sits_thresholds, "accelerators" if sits_expected["count"] else "host"))
 
 
 @pytest.mark.sits_requirement("CRG-JITTER")
-def test_node_jitter(sits_accelerator, sits_profile, sits_crg, sits_record):
-    th = sits_profile.check_thresholds("CRG-JITTER")
-    sits_record(check_jitter(sits_crg.jitter(sits_accelerator, th), th,
+def test_node_jitter(sits_accelerator, sits_thresholds, sits_crg, sits_record):
+    """Also without an accelerator: the host's timer is measured."""
+    sits_record(check_jitter(sits_crg.jitter(sits_accelerator, sits_thresholds), sits_thresholds,
                              sits_accelerator["bdf"] if sits_accelerator else "host"))

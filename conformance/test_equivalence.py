@@ -17,8 +17,8 @@ from pytest_sits.equivalence.tolerance import resolve
 
 @pytest.mark.sits_requirement("EQ-PRECISION")
 @pytest.mark.parametrize("op_name,dtype", PAIRS, ids=[f"{o}-{d}" for o, d in PAIRS])
-def test_precision(op_name, dtype, sits_equivalence, sits_profile, sits_record):
-    tol = resolve(CORPUS[op_name], dtype, sits_profile.check_thresholds("EQ-PRECISION"))
+def test_precision(op_name, dtype, sits_equivalence, sits_thresholds, sits_record):
+    tol = resolve(CORPUS[op_name], dtype, sits_thresholds)
     sits_record(*[check_precision(ev, tol, subject)
                   for ev, subject in acquire_precision(sits_equivalence, op_name, dtype, tol)])
 
@@ -30,18 +30,18 @@ def test_golden_set_matches_corpus(sits_equivalence, sits_record):
 
 @pytest.mark.sits_requirement("EQ-THROUGHPUT")
 @pytest.mark.parametrize("op_name", list(CORPUS))
-def test_throughput(op_name, sits_equivalence, sits_benchmark, sits_profile, sits_record):
+def test_throughput(op_name, sits_equivalence, sits_benchmark, sits_thresholds, sits_record):
     ev, subject = acquire_throughput(sits_equivalence, op_name, sits_benchmark)
-    sits_record(check_throughput(ev, sits_profile.check_thresholds("EQ-THROUGHPUT"), subject))
+    sits_record(check_throughput(ev, sits_thresholds, subject))
 
 
 @pytest.mark.sits_requirement("EQ-LATENCY")
-def test_latency_beside_reference(sits_equivalence, sits_profile, sits_record):
+def test_latency_beside_reference(sits_equivalence, sits_thresholds, sits_record):
     ev, subject = acquire_ratios(sits_equivalence, "latency_s", "latency")
-    sits_record(check_latency_ratio(ev, sits_profile.check_thresholds("EQ-LATENCY"), subject))
+    sits_record(check_latency_ratio(ev, sits_thresholds, subject))
 
 
 @pytest.mark.sits_requirement("EQ-RESOURCE")
-def test_resource_beside_reference(sits_equivalence, sits_profile, sits_record):
+def test_resource_beside_reference(sits_equivalence, sits_thresholds, sits_record):
     ev, subject = acquire_ratios(sits_equivalence, "peak_bytes", "peak device memory")
-    sits_record(check_resource_ratio(ev, sits_profile.check_thresholds("EQ-RESOURCE"), subject))
+    sits_record(check_resource_ratio(ev, sits_thresholds, subject))

@@ -3,50 +3,43 @@ load levels), SVC-COLDSTART, SVC-FRAG (standard) and SVC-SLA (full)."""
 
 import pytest
 
-from pytest_sits.checks.service import (check_coldstart, check_frag, check_latency, check_power, check_ppl,
-                                        check_sample, check_sla)
+from pytest_sits.checks.inference import (check_coldstart, check_frag, check_latency, check_power, check_ppl,
+                                          check_sample, check_sla)
 from pytest_sits.conditions.inference import acquire_power, acquire_ppl, acquire_sample_skew, per_tenant
 
 
 @pytest.mark.sits_requirement("PLP-SAMPLE")
-def test_power_latency_load_sampled_together(sits_inference, sits_profile, sits_record):
-    sits_record(check_sample(acquire_sample_skew(sits_inference.sweep()), sits_profile.check_thresholds("PLP-SAMPLE"),
-                             sits_inference.subject))
+def test_power_latency_load_sampled_together(sits_inference, sits_thresholds, sits_record):
+    sits_record(check_sample(acquire_sample_skew(sits_inference.sweep()), sits_thresholds, sits_inference.subject))
 
 
 @pytest.mark.sits_requirement("PLP-PPL")
-def test_peak_processing_load(sits_inference, sits_profile, sits_record):
-    sits_record(check_ppl(acquire_ppl(sits_inference.sweep()), sits_profile.check_thresholds("PLP-PPL"),
-                          sits_inference.subject))
+def test_peak_processing_load(sits_inference, sits_thresholds, sits_record):
+    sits_record(check_ppl(acquire_ppl(sits_inference.sweep()), sits_thresholds, sits_inference.subject))
 
 
 @pytest.mark.sits_requirement("PLP-POWER")
-def test_power_under_load(sits_inference, sits_profile, sits_record):
-    sits_record(check_power(acquire_power(sits_inference.sweep()), sits_profile.check_thresholds("PLP-POWER"),
-                            sits_inference.subject))
+def test_power_under_load(sits_inference, sits_thresholds, sits_record):
+    sits_record(check_power(acquire_power(sits_inference.sweep()), sits_thresholds, sits_inference.subject))
 
 
 @pytest.mark.sits_requirement("PLP-LATENCY")
-def test_latency_under_load(sits_inference, sits_profile, sits_record):
-    sits_record(check_latency(sits_inference.sweep(), sits_profile.check_thresholds("PLP-LATENCY"),
-                              sits_inference.subject))
+def test_latency_under_load(sits_inference, sits_thresholds, sits_record):
+    sits_record(check_latency(sits_inference.sweep(), sits_thresholds, sits_inference.subject))
 
 
 @pytest.mark.sits_requirement("SVC-SLA")
-def test_tenant_sla(sits_inference, sits_profile, sits_record):
-    th = sits_profile.check_thresholds("SVC-SLA")
-    sits_record(*[check_sla(ev, th, f"{sits_inference.subject} tenant {ev['tenant']['name']}" if "tenant" in ev
-                            else sits_inference.subject) for ev in per_tenant(sits_inference.sla())])
+def test_tenant_sla(sits_inference, sits_thresholds, sits_record):
+    sits_record(*[check_sla(ev, sits_thresholds, f"{sits_inference.subject} tenant {ev['tenant']['name']}"
+                            if "tenant" in ev else sits_inference.subject) for ev in per_tenant(sits_inference.sla())])
 
 
 @pytest.mark.sits_requirement("SVC-COLDSTART")
-def test_cold_start(sits_inference, sits_profile, sits_record):
-    sits_record(check_coldstart(sits_inference.coldstart(), sits_profile.check_thresholds("SVC-COLDSTART"),
-                                sits_inference.subject))
+def test_cold_start(sits_inference, sits_thresholds, sits_record):
+    sits_record(check_coldstart(sits_inference.coldstart(), sits_thresholds, sits_inference.subject))
 
 
 @pytest.mark.sits_requirement("SVC-FRAG")
-def test_kv_fragmentation(sits_inference, sits_profile, sits_record):
-    th = sits_profile.check_thresholds("SVC-FRAG")
-    sits_record(*[check_frag(ev, th, f"{sits_inference.subject} {view}")
+def test_kv_fragmentation(sits_inference, sits_thresholds, sits_record):
+    sits_record(*[check_frag(ev, sits_thresholds, f"{sits_inference.subject} {view}")
                   for view, ev in sits_inference.frag().items()])

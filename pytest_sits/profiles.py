@@ -125,6 +125,22 @@ def profile_schema() -> Dict[str, Any]:
 
 
 #: Upper bounds of the site's figures that have a natural one (every other figure is at most 10^12).
+#: The ``site:`` section's fields (the report's TCO inputs, A §4.2).
+SITE_FIELDS: Dict[str, str] = {
+    "currency": "currency of every cost below",
+    "card_price": "purchase price of one card (with its share of the server)",
+    "depreciation_years": "straight-line depreciation period (A §4.2: 3 years)",
+    "electricity_price_per_kwh": "electricity price per kWh",
+    "cooling_overhead": "cooling energy as a share of the card's power (A §4.2: air 0.28, single-phase immersion 0.09)",
+    "hours_per_year": "hours of operation per year",
+    "utilisation": "share of those hours the card runs at the measured power",
+    "rack_redundancy_cost_per_year": "yearly cost of one rack's redundant power (N+1 supplies, PDU, UPS share)",
+    "cards_per_rack": "cards sharing one rack's power redundancy",
+    "operator_cost_per_year": "yearly cost of one operations engineer",
+    "operators": "operations staff per `operator_cards` cards (A §4.2: 0.15)",
+    "operator_cards": "cards those operators look after (A §4.2: 16)",
+}
+
 _SITE_MAXIMA = {"depreciation_years": 100, "hours_per_year": 8784, "cards_per_rack": 4096, "operator_cards": 1e6,
                 "operators": 1e6}
 
@@ -132,8 +148,6 @@ _SITE_MAXIMA = {"depreciation_years": 100, "hours_per_year": 8784, "cards_per_ra
 def _site_schema() -> Dict[str, Any]:
     """The ``site:`` section: a lab's own cost inputs and SLA targets for the report's analytics (TCO per card,
     SLA weights).  Declared, never measured; reports show them as such."""
-    from .analytics.tco import SITE_FIELDS
-
     num_pos = {"type": "number", "exclusiveMinimum": 0, "maximum": 1e12}
     types = {k: dict(num_pos, description=d) for k, d in SITE_FIELDS.items()}
     for key, most in _SITE_MAXIMA.items():
@@ -630,7 +644,7 @@ def locate(spec: str, relative_to: Optional[Path] = None) -> Path:
 def _read_profile(path: Path, folder: Optional[Path] = None) -> bytes:
     """The bytes of a profile file through the untrusted-file reader: a plain file, no link (from ``folder`` on,
     when given), at most PROFILE_MAX_BYTES."""
-    from .untrusted import UntrustedInputError, read_bytes, read_file
+    from .files import UntrustedInputError, read_bytes, read_file
 
     try:
         if folder is None:

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_sits.analytics import NO_SWEEP, analyse
-from pytest_sits.analytics.pareto import non_dominated, prune
-from pytest_sits.analytics.surface import interpolate
-from pytest_sits.analytics.tco import tco_per_card
-from pytest_sits.analytics.weights import (DOCUMENT_EXAMPLE_CLAIMED, DOCUMENT_EXAMPLE_SLA, TIER_WEIGHTS, sla_score,
+from pytest_sits.report.analytics import NO_SWEEP, analyse
+from pytest_sits.report.analytics.pareto import non_dominated, prune
+from pytest_sits.report.analytics.surface import interpolate
+from pytest_sits.report.analytics.tco import tco_per_card
+from pytest_sits.report.analytics.weights import (DOCUMENT_EXAMPLE_CLAIMED, DOCUMENT_EXAMPLE_SLA, TIER_WEIGHTS, sla_score,
                                            sla_weights, tier_score)
 
 # ---------------------------------------------------------------- synthetic sweeps, shaped like PLP evidence

@@ -1,4 +1,4 @@
-"""Signed evidence bundles: create, verify, and every tamper case caught (pytest_sits/bundle.py, `sits verify`)."""
+"""Signed evidence bundles: create, verify, and every tamper case caught (pytest_sits/commands/bundle.py, `sits verify`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("cryptography", reason="bundles need cryptography: pip install 'pytest-sits[fleet]'")
 
-from pytest_sits import bundle  # noqa: E402
+from pytest_sits.commands import bundle  # noqa: E402
 from pytest_sits.cli import main  # noqa: E402
 
 

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from pytest_sits import charts, report
-from pytest_sits.analytics import analyse
+from pytest_sits.report import charts
+from pytest_sits.report import render as report
+from pytest_sits.report.analytics import analyse
 
 from test_analytics import SITE, make_report, make_sweep
 
@@ -132,4 +133,4 @@ def test_a_stored_analytics_section_that_is_malformed_is_recomputed():
 def test_excerpt_is_bounded_whatever_the_evidence():
     deep = {"a": [{"b": "x" * 10000}] * 1000, "c": {"d": list(range(100000))}}
     assert len(report._excerpt(deep, 500)) <= 504
-    assert report._fmt({"k": list(range(1000))}).endswith("more]}")
+    assert report.fmt({"k": list(range(1000))}).endswith("more]}")

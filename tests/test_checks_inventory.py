@@ -5,7 +5,7 @@ import pytest
 from pytest_sits.checks.inventory import GIB, absent_reason, check_capacity, check_devices, check_driver, workload_need
 from pytest_sits.platforms import from_spec
 from pytest_sits.profiles import resolve
-from pytest_sits.session import SitsRun
+from pytest_sits.plugin.session import SitsRun
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, Verdict
 
 

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from pytest_sits.compare import compare, describe
+from pytest_sits.checks.equivalence import describe
+from pytest_sits.equivalence.comparator import compare
 
 
 def reference(a, b, rtol, atol):

@@ -7,7 +7,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from pytest_sits.compare import compare, describe
+from pytest_sits.checks.equivalence import describe
+from pytest_sits.equivalence.comparator import compare
 
 TINY32 = float(np.finfo(np.float32).smallest_subnormal)  # 1.4e-45
 TINY64 = float(np.finfo(np.float64).smallest_subnormal)  # 4.9e-324

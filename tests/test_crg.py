@@ -8,7 +8,7 @@ import pytest
 from pytest_sits.checks.crg import busbw, check_edge, check_jitter, check_node, check_sync, percentiles
 from pytest_sits.conditions.crg import Crg, acquire_edges, acquire_sync, gemm_tflops, timer_info
 from pytest_sits.platforms import from_spec
-from pytest_sits.platforms.sim.health import SimCrg
+from pytest_sits.platforms.sim.crg import SimCrg
 from pytest_sits.profiles import resolve
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 

@@ -7,8 +7,12 @@ import sys
 
 import pytest
 
-from pytest_sits import cli, decision
-from pytest_sits.report import validate
+from pytest_sits import cli
+from pytest_sits.commands.base import USAGE_ERROR
+from pytest_sits.commands import compare as decision
+from pytest_sits.files import UntrustedInputError
+from pytest_sits.report.model import validate
+from pytest_sits.report.store import read_report
 
 from test_analytics import make_sweep
 
@@ -114,7 +118,7 @@ def test_cli_writes_html_and_markdown(tmp_path, capsys):
 
 @pytest.mark.parametrize("content,expect", [
     ('{"schema": ', "is not valid JSON (line 1"),
-    ("[1, 2]", "not a report"),
+    ("[1, 2]", "not a pytest-sits report"),
     ('{"schema": "pytest-sits/report"}', "is not a valid pytest-sits report"),
     (b"\xff\xfe", "is not UTF-8"),
 ])
@@ -122,7 +126,7 @@ def test_cli_bad_report_is_a_usage_error_naming_file_and_fix(tmp_path, capsys, c
     bad = tmp_path / "bad.json"
     bad.write_bytes(content if isinstance(content, bytes) else content.encode())
     good = write(tmp_path, "fast", platform_report("fast", **FAST))
-    assert cli.main(["compare", str(bad), good]) == cli.USAGE_ERROR
+    assert cli.main(["compare", str(bad), good]) == USAGE_ERROR
     err = capsys.readouterr().err
     assert str(bad) in err and expect in err and "fix:" in err and "Traceback" not in err
 
@@ -131,13 +135,13 @@ def test_untrusted_files_links_size_and_count(tmp_path, capsys):
     good = write(tmp_path, "fast", platform_report("fast", **FAST))
     link = tmp_path / "link.json"
     os.symlink(good, link)
-    with pytest.raises(decision.ReportInputError, match="symbolic link"):
-        decision.load_report(str(link))
-    with pytest.raises(decision.ReportInputError, match="over the 100 byte limit"):
-        decision.load_report(good, max_bytes=100)
-    with pytest.raises(decision.ReportInputError, match="not a regular file"):
-        decision.load_report(str(tmp_path))
-    assert cli.main(["compare", good]) == cli.USAGE_ERROR
+    with pytest.raises(UntrustedInputError, match="symbolic link"):
+        read_report(str(link))
+    with pytest.raises(UntrustedInputError, match="over the 100-byte limit"):
+        read_report(good, limit=100)
+    with pytest.raises(UntrustedInputError, match="a folder, not a file"):
+        read_report(str(tmp_path))
+    assert cli.main(["compare", good]) == USAGE_ERROR
     assert "two reports or more" in capsys.readouterr().err
 
 
@@ -169,7 +173,7 @@ def test_compare_sim_h100_a100_l40s_ranks_as_documented(sim_reports, capsys):
     (48 GB < the 80 GB floor) and ranks last for that; H100 leads A100 on network for low-latency (PCIe Gen5
     against Gen4) and on memory for batch (3.35 against 1.94 TB/s datasheet, 90 % of it simulated)."""
     files = [sim_reports[n] for n in ("h100", "a100", "l40s")]
-    m = decision.compare(files, [decision.load_report(f) for f in files])
+    m = decision.compare(files, [read_report(f) for f in files])
     for cls in ("low-latency", "batch"):
         assert m["rankings"][cls]["order"] == [0, 1, 2], (cls, m["rankings"][cls])
         assert "fewer failed requirements" in m["rankings"][cls]["decided_by"][1]

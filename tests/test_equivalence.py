@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pytest_sits.checks.equivalence import check_golden_coverage, check_latency_ratio, check_precision, check_throughput
-from pytest_sits.compare import compare
+from pytest_sits.equivalence.comparator import compare
 from pytest_sits.equivalence.corpus import CORPUS
 from pytest_sits.equivalence.tolerance import resolve
 from pytest_sits.profiles import resolve as resolve_profile

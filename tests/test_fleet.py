@@ -1,4 +1,4 @@
-"""Fleet runs on Slurm, the fleet report, `sits health` (pytest_sits/fleet.py).
+"""Fleet runs on Slurm, the fleet report, `sits health` (pytest_sits/commands/fleet/, pytest_sits/commands/health.py).
 
 The tests marked by the ``cluster`` fixture run on a real Slurm: the local three-node cluster of
 tools/slurm/local-cluster.sh (n1, n2, n3 on 127.0.0.1).  Without it they skip, naming the commands that
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sits import fleet
+from pytest_sits.commands.fleet import common, merge as fleet_merge, node as fleet_node
 from pytest_sits.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,13 +65,13 @@ def node_dir(out: Path, node: str, src: Path = None, started: bool = True) -> Pa
     ("n1", ["n1"]), ("n[1-3]", ["n1", "n2", "n3"]), ("n[1-2,5],gpu7", ["n1", "n2", "n5", "gpu7"]),
     ("r[1-2]n[08-09]", ["r1n08", "r1n09", "r2n08", "r2n09"]), ("a,a", ["a"])])
 def test_expand_hostlist(spec, names):
-    assert fleet.expand_hostlist(spec) == names
+    assert common.expand_hostlist(spec) == names
 
 
 @pytest.mark.parametrize("spec", ["n[1-3", "n1-3]", "n[3-1]", "n[a-b]"])
 def test_bad_hostlist_names_the_fix(spec):
-    with pytest.raises(fleet.FleetError, match="fix:"):
-        fleet.expand_hostlist(spec)
+    with pytest.raises(common.FleetError, match="fix:"):
+        common.expand_hostlist(spec)
 
 
 def _nodes(values, profile="h100-sxm5"):
@@ -83,29 +83,29 @@ def _nodes(values, profile="h100-sxm5"):
 
 def test_outlier_rule_median_and_mad():
     values = [3000, 3010, 2990, 3005, 2995, 3000, 2400]
-    got = fleet.outliers(_nodes(values), k=3.5)
+    got = fleet_merge.outliers(_nodes(values), k=3.5)
     assert [o["node"] for o in got["flagged"]] == ["n7"]
     o = got["flagged"][0]
     assert o["median"] == 3000 and o["mad"] == 5
     assert o["low"] == pytest.approx(3000 - 3.5 * 1.4826 * 5) and o["high"] == pytest.approx(3000 + 3.5 * 1.4826 * 5)
     assert "1.4826 x MAD" in got["rule"] and got["k"] == 3.5 and got["groups_judged"] == 1
     # a wide k accepts the same value; a node within the spread is never flagged
-    assert fleet.outliers(_nodes(values), k=200)["flagged"] == []
-    assert fleet.outliers(_nodes(values[:6] + [3012]))["flagged"] == []
+    assert fleet_merge.outliers(_nodes(values), k=200)["flagged"] == []
+    assert fleet_merge.outliers(_nodes(values[:6] + [3012]))["flagged"] == []
 
 
 def test_outlier_rule_zero_mad_small_groups_and_profiles():
     # MAD = 0: every value that differs from the median stands out
-    assert [o["node"] for o in fleet.outliers(_nodes([0, 0, 0, 2]))["flagged"]] == ["n4"]
+    assert [o["node"] for o in fleet_merge.outliers(_nodes([0, 0, 0, 2]))["flagged"]] == ["n4"]
     # fewer than 3 nodes: not judged
-    small = fleet.outliers(_nodes([1, 100]))
+    small = fleet_merge.outliers(_nodes([1, 100]))
     assert small["flagged"] == [] and small["groups_too_small"] == 1 and small["groups_judged"] == 0
     # nodes of different profiles are never compared
     mixed = _nodes([1, 1]) + [dict(n, node=f"m{i}", profile="mi300x") for i, n in enumerate(_nodes([50, 50]))]
-    assert fleet.outliers(mixed)["flagged"] == []
+    assert fleet_merge.outliers(mixed)["flagged"] == []
     # booleans and strings are not measured numbers
     nodes = _nodes([True, True, False])
-    assert fleet.outliers(nodes)["groups_judged"] == 0
+    assert fleet_merge.outliers(nodes)["groups_judged"] == 0
 
 
 # ------------------------------------------------------------------------------------------ merge
@@ -120,7 +120,7 @@ def test_merge_pass_fail_and_no_result(reports, tmp_path, capsys):
     assert main(["fleet", "merge", str(out)]) == 1
     text = capsys.readouterr().out
     fl = json.loads((out / "fleet-report.json").read_text())
-    assert fleet.validate(fl) == []
+    assert fleet_merge.validate(fl) == []
     by = {n["node"]: n for n in fl["nodes"]}
     assert by["n1"]["result"] == "PASS" and by["n1"]["report_result"] == "SIMULATED"
     assert by["n2"]["result"] == "FAIL" and by["n2"]["counts"]["FAIL"] > 0
@@ -142,7 +142,7 @@ def test_merged_junit_has_every_node(reports, tmp_path):
     node_dir(out, "n1", reports["pass"])
     node_dir(out, "n2", reports["switch"])
     node_dir(out, "n3")
-    fl = fleet.merge(out)
+    fl = fleet_merge.merge(out)
     xml = junitparser.JUnitXml.fromfile(str(out / "fleet-junit.xml"))
     suites = {s.name: s for s in xml}
     assert set(suites) == {"n1", "n2", "n3"}
@@ -160,7 +160,7 @@ def test_merge_without_junitparser_says_how_to_install(reports, tmp_path, monkey
     monkeypatch.setitem(sys.modules, "junitparser", None)
     out = tmp_path / "fleet"
     node_dir(out, "n1", reports["pass"])
-    fl = fleet.merge(out)
+    fl = fleet_merge.merge(out)
     assert fl["junit"]["path"] is None and "pip install" in fl["junit"]["absent"]
     assert not (out / "fleet-junit.xml").exists()
 
@@ -174,7 +174,7 @@ def test_outliers_in_a_merged_fleet(reports, tmp_path):
     v = next(v for v in rep["verdicts"] if v["requirement"] == "INV-DEVICES")
     v["measured"] = v["measured"] - 8
     (d / "sits-report.json").write_text(json.dumps(rep))
-    fl = fleet.merge(out, k=3.5)
+    fl = fleet_merge.merge(out, k=3.5)
     flagged = [(o["node"], o["requirement"]) for o in fl["outliers"]["flagged"]]
     assert flagged == [("n4", "INV-DEVICES")]
     assert fl["outliers"]["k"] == 3.5 and "MAD" in fl["outliers"]["rule"]
@@ -190,11 +190,11 @@ def test_untrusted_node_reports(reports, tmp_path):
     os.symlink(reports["pass"] / "sits-report.json", d / "sits-report.json")
     (out / "evil").mkdir()
     os.symlink("/etc", out / "n5")             # a linked node folder is not followed
-    fl = fleet.merge(out)
+    fl = fleet_merge.merge(out)
     by = {n["node"]: n for n in fl["nodes"]}
     assert set(by) == {"n1", "n2", "n3", "n4"}
     assert by["n2"]["result"] == "ERROR" and "not valid JSON" in by["n2"]["reason"]
-    assert by["n3"]["result"] == "ERROR" and "not a valid report" in by["n3"]["reason"]
+    assert by["n3"]["result"] == "ERROR" and "is not a valid pytest-sits report" in by["n3"]["reason"]
     assert by["n4"]["result"] == "ERROR" and "symbolic link" in by["n4"]["reason"]
     assert all(by[n]["reason"].startswith("no result") for n in ("n2", "n3", "n4"))
 
@@ -217,14 +217,14 @@ def test_fleet_usage_errors_exit_4(tmp_path, capsys):
 def test_fleet_run_without_slurm_names_the_install(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))
     assert main(["fleet", "run", "--nodes", "2", "--out", str(tmp_path / "o")]) == 4
-    assert "`srun` not found" in capsys.readouterr().err and "apt-get install slurm-client" in fleet.SLURM_INSTALL
+    assert "`srun` not found" in capsys.readouterr().err and "apt-get install slurm-client" in common.SLURM_INSTALL
 
 
 def test_node_entry_writes_its_folder_once(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURMD_NODENAME", "gpu07")
     monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[07-08]")
     out = tmp_path / "fleet"
-    assert fleet.node_main(["node", str(out), "--", "--sits-platform", "sim:h100"]) == 0
+    assert fleet_node.node_main(["node", str(out), "--", "--sits-platform", "sim:h100"]) == 0
     d = out / "gpu07"
     marker = json.loads((d / "node.json").read_text())
     assert marker["node"] == "gpu07" and marker["job_nodelist"] == "gpu[07-08]"
@@ -233,10 +233,10 @@ def test_node_entry_writes_its_folder_once(tmp_path, monkeypatch):
     assert (d / "sits-report.json").is_file() and (d / "junit.xml").is_file() and (d / "pytest.log").is_file()
     # a second task on the same node (two array elements placed together) must not overwrite the first
     before = (d / "sits-report.json").read_bytes()
-    assert fleet.node_main(["node", str(out), "--", "--sits-platform", "sim:h100+switch"]) == 3
+    assert fleet_node.node_main(["node", str(out), "--", "--sits-platform", "sim:h100+switch"]) == 3
     assert (d / "sits-report.json").read_bytes() == before
     # gpu08 was in the allocation but never wrote anything: the merge counts it
-    fl = fleet.merge(out)
+    fl = fleet_merge.merge(out)
     assert {n["node"]: n["result"] for n in fl["nodes"]} == {"gpu07": "PASS", "gpu08": "ERROR"}
 
 
@@ -412,7 +412,7 @@ def test_fleet_run_on_slurm_faulty_node_fails_dead_node_has_no_result(cluster, t
     assert "tests run; killed" in (tmp_path / "n2.died").read_text()
     assert (out / "n2" / "node.json").is_file() and not (out / "n2" / "sits-report.json").exists()
     fl = json.loads((out / "fleet-report.json").read_text())
-    assert fleet.validate(fl) == []
+    assert fleet_merge.validate(fl) == []
     by = {n["node"]: n for n in fl["nodes"]}
     assert by["n1"]["result"] == "PASS", by["n1"]
     assert by["n3"]["result"] == "FAIL" and by["n3"]["platform"] == "SIMULATED sim:h100+switch"
@@ -427,7 +427,7 @@ def test_fleet_run_on_slurm_faulty_node_fails_dead_node_has_no_result(cluster, t
     assert "n2  ERROR      no result" in proc.stdout
     if importlib.util.find_spec("cryptography") is not None:
         # each node's folder of this live fleet run, signed, verifies (a FAIL is evidence as much as a PASS)
-        from pytest_sits import bundle
+        from pytest_sits.commands import bundle
 
         key, pub = bundle.keygen(str(tmp_path / "lab"))
         for node in ("n1", "n3"):

@@ -276,7 +276,7 @@ def test_garbage_values(world, tmp_path, rel, content):
 
 
 # --------------------------------------------------------------------------
-# Holes the fuzzing found in the snapshot reader (pytest_sits/untrusted.py, probes/pcie.py, probes/sysfs.py,
+# Holes the fuzzing found in the snapshot reader (pytest_sits/files.py, probes/pcie.py, probes/sysfs.py,
 # platforms/snapshot.py), now closed: each case is read without a hang, a traceback or a read outside.
 
 

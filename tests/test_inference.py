@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pytest_sits.checks.service import (check_coldstart, check_frag, check_latency, check_power, check_ppl,
+from pytest_sits.checks.inference import (check_coldstart, check_frag, check_latency, check_power, check_ppl,
                                         check_sample, check_sla, tenant_sla)
 from pytest_sits.conditions.inference import (acquire_coldstart, acquire_frag, acquire_ppl, acquire_sample_skew,
                                               acquire_sla, acquire_sweep, efficiency, energy_between, per_tenant,
@@ -21,7 +21,7 @@ from pytest_sits.inference.sut import Workload, early_stopping_bound
 from pytest_sits.platforms.sim.inference import SimInferenceRig
 from pytest_sits.probes import power
 from pytest_sits.profiles import resolve
-from pytest_sits.session import SitsRun, SitsUsageError
+from pytest_sits.plugin.session import SitsRun, SitsUsageError
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
 SWEEP_KEYS = {"target_qps": float, "rho": float, "power_w": (float, type(None)), "p50_latency_s": float,

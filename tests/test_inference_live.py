@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_sits.checks.service import check_coldstart, check_frag, check_latency, check_sla  # noqa: E402
+from pytest_sits.checks.inference import check_coldstart, check_frag, check_latency, check_sla  # noqa: E402
 from pytest_sits.conditions.inference import (InferenceRig, acquire_coldstart, acquire_frag,  # noqa: E402
                                               acquire_sla, acquire_sweep, per_tenant)
 from pytest_sits.inference.endpoint import CompletionsClient, EndpointError, LoopbackServer  # noqa: E402

@@ -125,7 +125,7 @@ def test_cpulist():
 
 
 def test_nvml_bus_id_normalised():
-    from pytest_sits.probes.nvml import normalise_bus_id
+    from pytest_sits.probes.pcie import normalise_bus_id
 
     assert normalise_bus_id(b"00000000:17:00.0") == "0000:17:00.0"
     assert normalise_bus_id("00000000:AB:00.0") == "0000:ab:00.0"

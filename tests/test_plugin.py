@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from pytest_sits import report as rep
+from pytest_sits import files
+from pytest_sits.report import model as rep
 
 SITS_TESTS = """
 import pytest
@@ -230,14 +231,14 @@ def test_bad_platform_is_usage_error(pytester):
 
 def test_atomic_write_keeps_old_file_on_failure(tmp_path):
     target = tmp_path / "r.json"
-    rep.atomic_write(target, "old")
+    files.atomic_write(target, "old")
 
     class Boom:
         def __str__(self):
             raise RuntimeError
 
     with pytest.raises(TypeError):
-        rep.atomic_write(target, Boom())
+        files.atomic_write(target, Boom())
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
@@ -276,7 +277,7 @@ def test_report_files_are_readable_like_any_written_file(tmp_path):
 
     old = os.umask(0o022)
     try:
-        rep.atomic_write(tmp_path / "r.json", "{}")
+        files.atomic_write(tmp_path / "r.json", "{}")
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644

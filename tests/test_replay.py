@@ -6,7 +6,7 @@ import pytest
 
 from pytest_sits.cli import main
 from pytest_sits.platforms.sim.faults import FAULTS
-from pytest_sits.replay import replay_report
+from pytest_sits.report.replay import replay_report
 
 THERMAL = {"thermal-hot", "thermal-drift", "sensor-na", "sla-miss"}  # level full
 MEASURED = {"membw-low", "pcie-bw-low", "crg-slow", "power-high", "latency-high", "sensor-lag", "sensor-dropout",

@@ -12,18 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sits.replay import replay_verdict
+from pytest_sits.report.replay import replay_verdict
 
 from pytest_sits.catalogue import CATALOGUE
 from pytest_sits.checks import load_all
 from pytest_sits.checks.inventory import GIB
-from pytest_sits.compare import compare
+from pytest_sits.equivalence.comparator import compare
 from pytest_sits.platforms import from_spec
 from pytest_sits.probes.textimport import parse_lspci_tv, parse_nvidia_smi_topo
 from pytest_sits.probes.topology import link_capability, pcie_path, peer_mesh, sample_link
 from pytest_sits.profiles import resolve
-from pytest_sits.recorder import plain
-from pytest_sits.session import SitsRun
+from pytest_sits.report.model import plain
+from pytest_sits.plugin.session import SitsRun
 from pytest_sits.verdict import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from pytest_sits import report as rep
+from pytest_sits import files
+from pytest_sits.report import store as rep
 
 
 def _pair(d):
@@ -52,9 +53,9 @@ def test_stale_temp_files_of_a_killed_run_are_removed(tmp_path):
 def test_umask_is_read_without_changing_it(tmp_path):
     old = os.umask(0o027)
     try:
-        assert rep._umask() == 0o027
+        assert files.umask() == 0o027
         assert os.umask(0o027) == 0o027  # unchanged by the read
-        rep.atomic_write(tmp_path / "r.json", "{}")
+        files.atomic_write(tmp_path / "r.json", "{}")
         assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o640
     finally:
         os.umask(old)

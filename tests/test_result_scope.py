@@ -2,7 +2,7 @@
 
 import json
 
-from pytest_sits import report as rep
+from pytest_sits.report import model as rep
 from pytest_sits.catalogue import CATALOGUE
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from pytest_sits.checks.security import check_firmware, check_tee, entry_matches, version_key
-from pytest_sits.conditions.health import acquire_firmware, acquire_tee
+from pytest_sits.conditions.security import acquire_firmware, acquire_tee
 from pytest_sits.platforms import from_spec
-from pytest_sits.probes import tee
+from pytest_sits.probes import security as tee
 from pytest_sits.profiles import resolve
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, WARN
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from pytest_sits.checks.steady import SteadyDetector
+from pytest_sits.checks.thermal import SteadyDetector
 from pytest_sits.checks.thermal import check_cpu_steady, check_gpu_steady
 from pytest_sits.conditions.loads import CpuLoad
 from pytest_sits.conditions.locks import exclusive

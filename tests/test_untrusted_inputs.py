@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from pytest_sits import report as rep
+from pytest_sits.report import render as rep
 from pytest_sits.platforms import PlatformError, from_spec
 from pytest_sits.platforms.snapshot import capture
 

@@ -4,9 +4,30 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..compare import describe
-from . import check
 from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
+from . import check
+
+
+def describe(r: Dict[str, Any]) -> str:
+    """The mismatch message of a comparison (:func:`pytest_sits.equivalence.comparator.compare`), in the manner
+    of torch.testing.assert_close."""
+    if r.get("exact"):
+        return f"Mismatched elements: {r['mismatches']} / {r['n']} ({r['mismatch_fraction']:.1%}) (exact match required)"
+    idx = lambda v: "(" + ", ".join(map(str, v)) + (",)" if len(v) == 1 else ")") if v else "()"  # noqa: E731
+    text = (f"Mismatched elements: {r['mismatches']} / {r['n']} ({r['mismatch_fraction']:.1%})\n"
+            f"Greatest absolute difference: {r['max_abs_diff']:.6g} at index {idx(r['max_abs_index'])} "
+            f"(up to {r['atol']:g} allowed)\n"
+            f"Greatest relative difference: {r['max_rel_diff']:.6g} at index {idx(r['max_rel_index'])} "
+            f"(up to {r['rtol']:g} allowed)\n"
+            f"ULP distance: max {r['ulp_max']}, p99 {r['ulp_p99']:g}; cosine similarity {r['cosine_similarity']:.9f}; "
+            f"SNR {r['snr_db']:.1f} dB")
+    if r.get("kl_divergence") is not None:
+        text += f"; KL divergence {r['kl_divergence']:.3g}"
+    if r["nan_in_one"] or r["inf_mismatching"]:
+        text += f"\nNaN in one output only: {r['nan_in_one']}; infinities that differ: {r['inf_mismatching']}"
+    if r["signed_zero_differences"]:
+        text += f"\nSigned zeros that differ (equal under the rule): {r['signed_zero_differences']}"
+    return text
 
 
 @check("EQ-PRECISION")

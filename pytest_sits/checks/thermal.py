@@ -1,12 +1,149 @@
-"""THERM-GPU-STEADY and THERM-CPU-STEADY, decided by replaying the trace through the detector."""
+"""THERM-GPU-STEADY and THERM-CPU-STEADY: the steady-state rule as a pure online detector, and the checks,
+which decide by replaying the trace through it.
+
+:class:`SteadyDetector` is online, O(1) amortised per sample, and decides
+within one sample of the criterion holding.  The calibration (a condition)
+runs it while it steers a load; the check runs the same rule on the trace.
+
+The steady rule (stated in every verdict):
+  over the last ``window_s`` of contiguous valid readings,
+  (1) drift: |least-squares slope × window| <= tolerance;
+  (2) sub-window means: each of 4 sub-window means within ± tolerance of the window mean;
+  (3) spread: max - min <= max(2 × tolerance, one sensor step);
+  (4) band: the window mean lies in [band_low, band_high].
+A sensor whose step is coarser than 2 × tolerance (NVML and coretemp: 1 °C
+against ±0.3 °C) cannot show the tolerance directly: the rule then holds
+only when the readings dither between adjacent steps (the sub-window means
+of a dithering signal resolve finer than a step).  A reading that stays on
+one value for the whole window says "steady within ± half a step" and
+nothing finer: that is INCONCLUSIVE, never a silent PASS.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from . import check
 from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, Verdict
-from .steady import SteadyDetector, rule_text
+
+
+SUBWINDOWS = 4
+MIN_SAMPLES = 8
+MAX_NA_RUN = 10
+
+RULE = ("over the last {w:g} s of contiguous valid readings: |least-squares slope × {w:g} s| <= {tol:g} °C; "
+        "each of 4 sub-window means within ±{tol:g} °C of the window mean; max - min <= max({tol2:g} °C, one "
+        "sensor step of {step:g} °C); window mean in [{lo:g}, {hi:g}] °C. With a step coarser than {tol2:g} °C "
+        "the readings must dither between adjacent steps; one constant value is INCONCLUSIVE.")
+
+
+def rule_text(th: Dict[str, Any], step: float) -> str:
+    return RULE.format(w=th["window_s"], tol=th["tolerance_c"], tol2=2 * th["tolerance_c"], step=step,
+                       lo=th["band_low_c"], hi=th["band_high_c"])
+
+
+class SteadyDetector:
+    """Sliding-window statistics over (t, value) samples; every update is amortised O(1)."""
+
+    def __init__(self, window_s: float, tolerance_c: float, band: Tuple[float, float], step_c: float):
+        self.w, self.tol, self.band, self.step = window_s, tolerance_c, band, step_c
+        self.reset()
+
+    def reset(self) -> None:
+        self.t: List[float] = []
+        self.y: List[float] = []
+        self.cum: List[float] = [0.0]
+        self.start = 0
+        self.bounds = [0] * (SUBWINDOWS - 1)
+        self.n = 0
+        self.st = self.sy = self.stt = self.sty = 0.0
+        self.t0: Optional[float] = None
+        self.maxq: Deque[int] = deque()
+        self.minq: Deque[int] = deque()
+        self.counts: Dict[float, int] = {}
+
+    def add(self, t: float, value: Optional[float]) -> Dict[str, Any]:
+        if value is None:  # a failed reading breaks contiguity: the window starts again
+            self.reset()
+            return {"ready": False, "steady": False, "reason": "sensor reading failed"}
+        if self.t0 is None:
+            self.t0 = t
+        x = t - self.t0
+        i = len(self.t)
+        self.t.append(x)
+        self.y.append(value)
+        self.cum.append(self.cum[-1] + value)
+        self.n += 1
+        self.st += x
+        self.sy += value
+        self.stt += x * x
+        self.sty += x * value
+        self.counts[value] = self.counts.get(value, 0) + 1
+        while self.maxq and self.y[self.maxq[-1]] <= value:
+            self.maxq.pop()
+        self.maxq.append(i)
+        while self.minq and self.y[self.minq[-1]] >= value:
+            self.minq.pop()
+        self.minq.append(i)
+        full = x - self.t[self.start] >= self.w
+        while self.start < i and x - self.t[self.start + 1] >= self.w:  # keep exactly one sample at/over the edge
+            self._drop(self.start)
+            self.start += 1
+            full = True
+        while self.maxq[0] < self.start:
+            self.maxq.popleft()
+        while self.minq[0] < self.start:
+            self.minq.popleft()
+        return self.state(full)
+
+    def _drop(self, j: int) -> None:
+        x, v = self.t[j], self.y[j]
+        self.n -= 1
+        self.st -= x
+        self.sy -= v
+        self.stt -= x * x
+        self.sty -= x * v
+        self.counts[v] -= 1
+        if not self.counts[v]:
+            del self.counts[v]
+
+    def state(self, full: bool) -> Dict[str, Any]:
+        n = self.n
+        end = len(self.t)
+        mean = self.sy / n
+        denom = n * self.stt - self.st * self.st
+        slope = (n * self.sty - self.st * self.sy) / denom if denom > 1e-12 else 0.0
+        drift = slope * self.w
+        spread = self.y[self.maxq[0]] - self.y[self.minq[0]]
+        # sub-window boundaries move forward only: amortised O(1)
+        t_first = self.t[self.start]
+        span = self.t[end - 1] - t_first
+        sub_means = []
+        prev = self.start
+        for k in range(SUBWINDOWS - 1):
+            edge = t_first + span * (k + 1) / SUBWINDOWS
+            b = max(self.bounds[k], prev)
+            while b < end and self.t[b] < edge:
+                b += 1
+            self.bounds[k] = b
+            if b > prev:
+                sub_means.append((self.cum[b] - self.cum[prev]) / (b - prev))
+            prev = b
+        if end > prev:
+            sub_means.append((self.cum[end] - self.cum[prev]) / (end - prev))
+        sub_ok = all(abs(m - mean) <= self.tol + 1e-9 for m in sub_means)
+        coarse = self.step > 2 * self.tol
+        spread_ok = spread <= max(2 * self.tol, self.step) + 1e-9
+        distinct = len(self.counts)
+        ready = full and n >= MIN_SAMPLES
+        stable = ready and abs(drift) <= self.tol and sub_ok and spread_ok
+        in_band = self.band[0] <= mean <= self.band[1]
+        constant = coarse and distinct == 1
+        return {"ready": ready, "steady": stable and not constant, "stable_constant": stable and constant,
+                "in_band": in_band, "mean": mean, "drift": drift, "spread": spread, "sub_means": sub_means,
+                "distinct_values": distinct, "samples": n, "window_start": self.t[self.start] + (self.t0 or 0.0),
+                "last": self.y[-1]}
 
 
 @check("THERM-GPU-STEADY")

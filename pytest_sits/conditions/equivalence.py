@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..compare import compare
+from ..equivalence.comparator import compare
 from ..equivalence.corpus import CORPUS
 from ..equivalence.golden import GoldenError, GoldenSet, key, record_entry, record_unsupported
 from ..equivalence.runner import (Unsupported, comparable, execute, from_storage, prepare, reference_output,

@@ -1,7 +1,7 @@
-"""Acquire the evidence of DEP-ECC, DEP-ROWREMAP, DEP-THROTTLE, DEP-PERSIST, DEP-POWERCAP, DEP-PCIE-ERRORS,
-DEP-XID, SEC-FIRMWARE and SEC-TEE.
+"""Acquire the evidence of DEP-ECC, DEP-ROWREMAP, DEP-THROTTLE, DEP-PERSIST, DEP-POWERCAP, DEP-PCIE-ERRORS
+and DEP-XID.
 
-Static facts (ECC, remapped rows, persistence, power limits, firmware) come
+Static facts (ECC, remapped rows, persistence, power limits) come
 from the device's management facts in the inventory (live NVML/amdsmi, a
 snapshot's captured facts, the simulated ones, or ``nvidia-smi -q`` text).
 The rest needs a *health window*: one loaded period per device in which the
@@ -16,40 +16,14 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ..probes import health as hp
+from .inventory import NVIDIA, management_facts, relevant_errors
 from .loads import LoadUnavailable
-
-NVIDIA, AMD = "10de:", "1002:"
-
 
 # --------------------------------------------------------------------------
 # Static facts
-
-
-def _facts(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
-    """The device's management facts and the library's field errors, or the reason there are none."""
-    pci = str(acc.get("pci_id", ""))
-    lib = "nvml" if pci.startswith(NVIDIA) else "amdsmi" if pci.startswith(AMD) else None
-    if lib is None:
-        return {"absent": f"{acc['bdf']}: {acc.get('vendor')} devices' health fields are read by no management "
-                          "library in this version (NVML and amdsmi only)"}
-    top = (inventory.get("management") or {}).get(lib) or {}
-    errors = [e for e in top.get("errors") or [] if isinstance(e, dict)]
-    m = acc.get("management")
-    if not m:
-        errors = errors + [{"field": "management", "error": top.get("reason") or f"{lib} reported no facts "
-                                                                                    f"for {acc['bdf']}"}]
-        m = {}
-    return {"facts": m, "errors": errors, "source": top.get("source") or lib, "library": lib, "top": top}
-
-
-def _relevant(errors: List[Dict[str, Any]], fields: List[str]) -> List[Dict[str, Any]]:
-    out = [e for e in errors if e.get("field") in fields]
-    out += [dict(e, field=f) for e in errors if e.get("field") == "management" for f in fields]
-    return out
 
 
 ECC_FIELDS = ["ecc_mode_current", "ecc_mode_pending", "ecc_volatile_corrected", "ecc_volatile_uncorrected",
@@ -57,7 +31,7 @@ ECC_FIELDS = ["ecc_mode_current", "ecc_mode_pending", "ecc_volatile_corrected", 
 
 
 def acquire_ecc(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
-    f = _facts(inventory, acc)
+    f = management_facts(inventory, acc)
     if "absent" in f:
         return f
     m = f["facts"]
@@ -65,11 +39,11 @@ def acquire_ecc(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any
             "ecc_mode_pending": m.get("ecc_mode_pending"),
             "counts": {k: m.get(f"ecc_{k}") for k in ("volatile_uncorrected", "aggregate_uncorrected",
                                                      "volatile_corrected", "aggregate_corrected")},
-            "errors": _relevant(f["errors"], ECC_FIELDS)}
+            "errors": relevant_errors(f["errors"], ECC_FIELDS)}
 
 
 def acquire_rowremap(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
-    f = _facts(inventory, acc)
+    f = management_facts(inventory, acc)
     if "absent" in f:
         return f
     m = f["facts"]
@@ -78,22 +52,22 @@ def acquire_rowremap(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str
     fields = ["remapped_rows", "retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending", "bad_pages"]
     return {"device": acc["bdf"], "source": f["source"], "remapped_rows": m.get("remapped_rows"),
             "retired_pages": pages if any(v is not None for v in pages.values()) else None,
-            "errors": _relevant(f["errors"], fields)}
+            "errors": relevant_errors(f["errors"], fields)}
 
 
 def acquire_persistence(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
-    f = _facts(inventory, acc)
+    f = management_facts(inventory, acc)
     if "absent" in f:
         return f
     if f["library"] != "nvml":
         return {"absent": f"{acc['bdf']}: persistence mode is an NVIDIA driver setting; {acc.get('vendor')} "
                           "devices have none"}
     return {"device": acc["bdf"], "source": f["source"], "persistence_mode": f["facts"].get("persistence_mode"),
-            "errors": _relevant(f["errors"], ["persistence_mode"])}
+            "errors": relevant_errors(f["errors"], ["persistence_mode"])}
 
 
 def acquire_powercap(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
-    f = _facts(inventory, acc)
+    f = management_facts(inventory, acc)
     if "absent" in f:
         return f
     if f["library"] != "nvml":
@@ -102,33 +76,8 @@ def acquire_powercap(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str
     return {"device": acc["bdf"], "source": f["source"], "enforced_mw": m.get("power_limit_enforced_mw"),
             "requested_mw": m.get("power_limit_mw"), "default_mw": m.get("power_limit_default_mw"),
             "constraints_mw": m.get("power_limit_constraints_mw"),
-            "errors": _relevant(f["errors"], ["power_limit_enforced_mw", "power_limit_default_mw",
+            "errors": relevant_errors(f["errors"], ["power_limit_enforced_mw", "power_limit_default_mw",
                                               "power_limit_constraints_mw"])}
-
-
-DRIVER_MODULES = {"nvml": "nvidia", "amdsmi": "amdgpu"}
-
-
-def acquire_firmware(inventory: Dict[str, Any], acc: Dict[str, Any], root: Optional[Path]) -> Dict[str, Any]:
-    """Driver, VBIOS, InfoROM and GSP versions; the driver module's signature state when ``root`` is given
-    (None: text evidence, no kernel to read)."""
-    f = _facts(inventory, acc)
-    if "absent" in f:
-        return f
-    m, top = f["facts"], f["top"]
-    versions = {"driver": m.get("driver_version") or top.get("driver_version"), "vbios": m.get("vbios_version"),
-                "inforom": m.get("inforom_image_version"), "gsp": m.get("gsp_firmware_version")}
-    sig = hp.module_signature(root, DRIVER_MODULES[f["library"]]) if root is not None else \
-        {"state": "unknown", "reason": "text evidence: no kernel to read the module's signature state from"}
-    return {"device": acc["bdf"], "source": f["source"], "versions": versions, "module_signature": sig,
-            "errors": _relevant(f["errors"], ["driver_version", "vbios_version", "inforom_image_version",
-                                              "gsp_firmware_version"])}
-
-
-def acquire_tee(root: Path, inventory: Dict[str, Any]) -> Dict[str, Any]:
-    from ..probes import tee
-
-    return tee.collect(root, (inventory.get("management") or {}).get("nvml") or {}, inventory["accelerators"])
 
 
 # --------------------------------------------------------------------------
@@ -392,29 +341,3 @@ def xid_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
 
 # --------------------------------------------------------------------------
 # Submitted `nvidia-smi -q` text
-
-
-def audit_nvidia_smi_q(path: Path, profile: Any) -> List[Any]:
-    """Verdicts of TOPO-PCIE-LINK, DEP-ECC, DEP-ROWREMAP, DEP-PERSIST, DEP-POWERCAP and SEC-FIRMWARE for every GPU
-    of a submitted ``nvidia-smi -q`` text, decided by the checks that judge live NVML."""
-    from ..checks.health import check_ecc, check_persistence, check_powercap, check_rowremap
-    from ..checks.security import check_firmware
-    from ..checks.topology import check_pcie_link
-    from ..probes.nvsmi_q import MAX_BYTES, inventory_view, link_evidence, parse
-    from ..untrusted import read_file
-
-    facts = parse(read_file(path, MAX_BYTES).decode("utf-8", "replace"))
-    inv = inventory_view(facts)
-    verdicts = []
-    for acc in inv["accelerators"]:
-        bdf = acc["bdf"]
-        verdicts.append(check_pcie_link(link_evidence(acc["management"]),
-                                        profile.check_thresholds("TOPO-PCIE-LINK"), bdf))
-        verdicts.append(check_ecc(acquire_ecc(inv, acc), profile.check_thresholds("DEP-ECC"), bdf))
-        verdicts.append(check_rowremap(acquire_rowremap(inv, acc), profile.check_thresholds("DEP-ROWREMAP"), bdf))
-        verdicts.append(check_persistence(acquire_persistence(inv, acc), profile.check_thresholds("DEP-PERSIST"),
-                                          bdf))
-        verdicts.append(check_powercap(acquire_powercap(inv, acc), profile.check_thresholds("DEP-POWERCAP"), bdf))
-        verdicts.append(check_firmware(acquire_firmware(inv, acc, None), profile.check_thresholds("SEC-FIRMWARE"),
-                                       bdf))
-    return verdicts

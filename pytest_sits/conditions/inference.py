@@ -765,10 +765,9 @@ class Inference:
             with exclusive(f"device-{self.subject}", purpose=f"inference {key}"):
                 self.cache[k] = self._shared(shared) or fn()
                 if self.run_id is not None and not self.cache[k].get("absent"):
-                    shared.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = shared.with_suffix(".tmp")
-                    tmp.write_text(json.dumps({"run": self.run_id, "evidence": self.cache[k]}, default=str))
-                    tmp.replace(shared)
+                    from ..files import atomic_write
+
+                    atomic_write(shared, json.dumps({"run": self.run_id, "evidence": self.cache[k]}, default=str))
         return self.cache[k]
 
     def _shared(self, path: Path) -> Optional[Dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 * :class:`ThermalController` - drives a load's duty cycle so that the
   temperature moves into the band, then holds the load still so it can settle.
-* :func:`calibrate` - the loop: read, detect (:mod:`pytest_sits.checks.steady`),
+* :func:`calibrate` - the loop: read, detect (:mod:`pytest_sits.checks.thermal`),
   control, until steady or timeout.
 * live rigs: a sensor (hwmon/thermal zone for a CPU package, NVML for a GPU)
   with the load that heats it (numpy threads on the package's CPUs, a torch
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from ..checks.steady import MAX_NA_RUN, SteadyDetector
+from ..checks.thermal import MAX_NA_RUN, SteadyDetector
 from ..probes.sensors import AmdsmiTemperature, NvmlTemperature, cpu_package_sensors, no_cpu_sensor_reason
 from ..probes.sysfs import parse_cpulist, read_text
 from .loads import CpuLoad

@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..untrusted import ARRAY_LIMIT, UntrustedInputError, load_json, open_confined
+from ..files import ARRAY_LIMIT, UntrustedInputError, atomic_write, load_json, open_confined
 
 FORMAT = "sits-golden/1"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -93,8 +93,6 @@ def _load_array(root: Path, rel: str, meta: Dict[str, Any]) -> np.ndarray:
 
 
 def _atomic_json(path: Path, data: Any) -> None:
-    from ..report import atomic_write
-
     atomic_write(path, json.dumps(data, indent=2, sort_keys=True, default=str))
 
 

@@ -15,7 +15,7 @@ from .. import __version__
 from ..probes import nvml as nvml_probe
 from ..probes import sysfs
 from ..probes.sysfs import SysfsValueError
-from ..untrusted import UntrustedInputError, load_json
+from ..files import UntrustedInputError, load_json, write_new
 from .base import Platform, PlatformError
 
 SNAPSHOT_FORMAT = "sits-snapshot/1"
@@ -169,15 +169,6 @@ def _mkdirs(base: Path, rel: Path) -> Path:
     return cur
 
 
-def _create(path: Path, data: bytes) -> None:
-    """Write a new file: O_EXCL (never over an existing file) and O_NOFOLLOW (never through a link)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
 def capture(dest: Path, root: Path = Path("/"), nvml: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Copy what the probes read below ``root`` into ``dest`` (a snapshot).
 
@@ -195,7 +186,7 @@ def capture(dest: Path, root: Path = Path("/"), nvml: Optional[Dict[str, Any]] =
             except OSError as exc:
                 skipped.append({"path": "/" + str(rel), "error": exc.strerror})
                 continue
-            _create(_mkdirs(fs, rel.parent) / rel.name, data)
+            write_new(_mkdirs(fs, rel.parent) / rel.name, data)
             copied += 1
     bus = root / "sys/bus/pci/devices"
     root_real = os.path.realpath(root)
@@ -211,7 +202,7 @@ def capture(dest: Path, root: Path = Path("/"), nvml: Optional[Dict[str, Any]] =
                 data = (Path(real) / attr).read_bytes()
             except OSError:
                 continue
-            _create(target / attr, data)
+            write_new(target / attr, data)
             copied += 1
         try:
             drv = os.path.basename(os.readlink(os.path.join(real, "driver")))
@@ -221,11 +212,11 @@ def capture(dest: Path, root: Path = Path("/"), nvml: Optional[Dict[str, Any]] =
         link_dir = _mkdirs(fs, Path("sys/bus/pci/devices"))
         os.symlink(os.path.relpath(target, link_dir), link_dir / entry.name)
     nv = nvml if nvml is not None else nvml_probe.collect()
-    _create(dest / "nvml.json", json.dumps(nv, indent=2, sort_keys=True, default=str).encode())
+    write_new(dest / "nvml.json", json.dumps(nv, indent=2, sort_keys=True, default=str).encode())
     if nvml is None:
         from ..probes import amd
 
-        _create(dest / "amdsmi.json", json.dumps(amd.collect(), indent=2, sort_keys=True, default=str).encode())
+        write_new(dest / "amdsmi.json", json.dumps(amd.collect(), indent=2, sort_keys=True, default=str).encode())
     now = time.time()
     manifest = {
         "format": SNAPSHOT_FORMAT, "sits_version": __version__,
@@ -234,5 +225,5 @@ def capture(dest: Path, root: Path = Path("/"), nvml: Optional[Dict[str, Any]] =
         "root": str(root), "files": copied, "unreadable": skipped,
         "euid": os.geteuid() if hasattr(os, "geteuid") else None,
     }
-    _create(dest / "manifest.json", json.dumps(manifest, indent=2).encode())
+    write_new(dest / "manifest.json", json.dumps(manifest, indent=2).encode())
     return manifest

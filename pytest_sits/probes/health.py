@@ -136,7 +136,7 @@ def read_nvml_system(pynvml: Any, out: Dict[str, Any], get: Getter) -> None:
 
 def nvml_handle_for_bdf(pynvml: Any, bdf: str) -> Any:
     """The NVML handle of the device at PCI address ``bdf`` (sysfs spelling)."""
-    from .nvml import normalise_bus_id
+    from .pcie import normalise_bus_id
 
     for i in range(pynvml.nvmlDeviceGetCount()):
         h = pynvml.nvmlDeviceGetHandleByIndex(i)

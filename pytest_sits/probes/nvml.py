@@ -13,15 +13,7 @@ import time
 from typing import Any, Callable, Dict, List
 
 from . import health
-
-
-def normalise_bus_id(bus_id: Any) -> str:
-    """NVML writes '00000000:17:00.0'; sysfs writes '0000:17:00.0'."""
-    if isinstance(bus_id, bytes):
-        bus_id = bus_id.decode()
-    bus_id = str(bus_id).strip().lower()
-    dom, rest = bus_id.split(":", 1)
-    return f"{int(dom, 16):04x}:{rest}"
+from .pcie import normalise_bus_id
 
 
 def _text(value: Any) -> Any:

@@ -208,7 +208,7 @@ def _power(gpu: Node) -> Dict[str, Any]:
 
 
 def _device(bus: str, gpu: Node) -> Dict[str, Any]:
-    from .nvml import normalise_bus_id
+    from .pcie import normalise_bus_id
 
     dev: Dict[str, Any] = {"pci_bus_id": normalise_bus_id(bus), "source_line": gpu["line"]}
     dev["name"] = _value(gpu, "Product Name")[0]

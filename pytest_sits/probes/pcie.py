@@ -128,3 +128,12 @@ def build_config(vendor: int, device: int, class_code: int, port_type: Optional[
         lnksta = ((cur_gen or max_gen) & 0xF) | (((cur_width or max_width) & 0x3F) << 4)
         cfg[ptr + 0x12:ptr + 0x14] = lnksta.to_bytes(2, "little")
     return bytes(cfg)
+
+
+def normalise_bus_id(bus_id: Any) -> str:
+    """NVML writes '00000000:17:00.0'; sysfs writes '0000:17:00.0'."""
+    if isinstance(bus_id, bytes):
+        bus_id = bus_id.decode()
+    bus_id = str(bus_id).strip().lower()
+    dom, rest = bus_id.split(":", 1)
+    return f"{int(dom, 16):04x}:{rest}"

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..untrusted import read_resolved, resolve_inside
+from ..files import read_resolved, resolve_inside
 from .pcie import gen_of, parse_config, parse_sysfs_speed
 
 #: Largest file read below a non-live root (/proc/cpuinfo of a 1,024-CPU host is about 1.5 MB).

@@ -50,7 +50,7 @@ class SimPlatform(Platform):
         return SimHealthReader
 
     def crg(self) -> Any:
-        from .health import SimCrg
+        from .crg import SimCrg
 
         return SimCrg(self.profile, self.faults)
 

@@ -7,37 +7,25 @@ worst-status rule come from the verdict layer (:mod:`pytest_sits.verdict`).
 
 from __future__ import annotations
 
-import json
-import math
 import time
 import warnings
 from typing import Any, Dict, Optional
 
 import pytest
 
-from .verdict import ERROR, FAIL, INCONCLUSIVE, SKIP, WAIVED, WARN, Verdict, apply_waiver, worst
+from ..report.model import plain
+from ..verdict import ERROR, FAIL, INCONCLUSIVE, SKIP, WAIVED, WARN, Verdict, apply_waiver, worst
 
 PROPERTY = "sits_verdict"
 REQUIREMENT_PROPERTY = "sits_requirement"
-#: Where the plugin keeps the session's resolved run (:class:`pytest_sits.session.SitsRun`).
+#: The marker that names a test's requirement: ``@pytest.mark.sits_requirement(ID)``.
+MARKER = "sits_requirement"
+#: Where the plugin keeps the session's resolved run (:class:`pytest_sits.plugin.session.SitsRun`).
 RUN_KEY: "pytest.StashKey[Any]" = pytest.StashKey()
 
 
 class SitsWarning(UserWarning):
     """A WARN verdict: conforms, but deserves a look."""
-
-
-def plain(value: Any) -> Any:
-    """JSON-safe data: NaN and infinities become strings (strict JSON parsers reject bare NaN/Infinity)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    return plain(json.loads(json.dumps(value, default=str)))
 
 
 def append(item: pytest.Item, verdict: Verdict, simulated: bool, waiver: Optional[str]) -> Dict[str, Any]:
@@ -51,6 +39,18 @@ def append(item: pytest.Item, verdict: Verdict, simulated: bool, waiver: Optiona
     data = plain(data)
     item.user_properties.append((PROPERTY, data))
     return data
+
+
+def requirement_of(item: pytest.Item) -> Optional[str]:
+    """The requirement ID of the test's ``sits_requirement`` marker (None: not a requirement test)."""
+    mark = item.get_closest_marker(MARKER)
+    if mark is None:
+        return None
+    return mark.args[0] if mark.args else mark.kwargs.get("id")
+
+
+class RequirementMismatch(Exception):
+    """A test recorded a verdict of a requirement other than the one its marker names."""
 
 
 def _skip(msg: str) -> None:
@@ -71,6 +71,12 @@ class Recorder:
         if not verdicts:
             raise TypeError("sits_record() needs at least one Verdict: a requirement test must decide something "
                             "(an acquire function with nothing to judge returns {'absent': why} evidence)")
+        marked = requirement_of(self.item)
+        wrong = sorted({v.requirement for v in verdicts if marked is not None and v.requirement != marked})
+        if wrong:
+            raise RequirementMismatch(f"{self.item.nodeid} is marked {marked} but recorded a verdict of "
+                                      f"{', '.join(wrong)}; fix: record {marked} verdicts here, and test "
+                                      f"{', '.join(wrong)} in a test marked with it")
         simulated = bool(self.run.platform.simulated)
         recorded = []
         for v in verdicts:

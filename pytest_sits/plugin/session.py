@@ -15,12 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
-from .catalogue import LEVELS
-from .platforms import Platform, PlatformError, from_spec
-from .profiles import Profile, ProfileError, auto_pick, resolve
+from ..catalogue import LEVELS
+from ..platforms import Platform, PlatformError, from_spec
+from ..profiles import Profile, ProfileError, auto_pick, resolve
 
 ENV_PROFILE, ENV_PLATFORM, ENV_LEVEL, ENV_REPORT_DIR = (
     "SITS_PROFILE", "SITS_PLATFORM", "SITS_LEVEL", "SITS_REPORT_DIR")
+#: The options an environment variable can set (option dest -> variable); the same dests are ini keys.
+OPTION_ENV = {"sits_profile": ENV_PROFILE, "sits_platform": ENV_PLATFORM, "sits_level": ENV_LEVEL,
+              "sits_report_dir": ENV_REPORT_DIR}
 
 
 class SitsUsageError(Exception):
@@ -87,7 +90,7 @@ class SitsRun:
             raise SitsUsageError("--sits-golden-record and --sits-golden are exclusive; fix: record on the "
                                  "reference platform, compare on the platform under test")
         if golden:
-            from .equivalence.golden import GoldenError, GoldenSet
+            from ..equivalence.golden import GoldenError, GoldenSet
 
             try:
                 GoldenSet(Path(golden))

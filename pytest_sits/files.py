@@ -1,6 +1,7 @@
-"""Reading files other people send: snapshots, golden sets, profiles' ``extends``, reports, text logs.
+"""The one home of file rules: reading files other people send, and writing files safely.
 
-Every reader of such files goes through this module, which enforces:
+Reading (snapshots, golden sets, profiles' ``extends``, reports, text logs):
+every reader of such files goes through this module, which enforces:
 
 * confinement: a path is resolved below its root and must stay there; no
   component may be a symbolic link (``O_NOFOLLOW`` on every component, checked
@@ -9,6 +10,13 @@ Every reader of such files goes through this module, which enforces:
 * size limits: at most ``limit`` bytes are read, and a larger file is refused
   with its size, never read whole;
 * clear errors: :class:`UntrustedInputError` names the file and the fix.
+
+Writing (reports, fleet files, bundles, snapshots, golden sets): a file is
+either replaced whole (:func:`atomic_write`: a temporary file beside it, then
+``rename``, so a reader or a kill never sees half of it, and a link planted at
+the destination is replaced, never written through) or created new
+(:func:`write_new`, :func:`open_new`: ``O_EXCL | O_NOFOLLOW``, never over an
+existing file, never through a link).
 """
 
 from __future__ import annotations
@@ -16,12 +24,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, BinaryIO, Iterator, Optional, Tuple, Union
 
 #: Default limits (bytes).
 TEXT_LIMIT = 16 << 20      # a text log, a profile, a sysfs attribute
-JSON_LIMIT = 256 << 20     # a report or a snapshot's facts
+JSON_LIMIT = 256 << 20     # a snapshot's facts
+REPORT_LIMIT = 256 << 20   # a stored report (sits replay, compare, fleet merge, report render/validate, verify)
 ARRAY_LIMIT = 2 << 30      # one golden array
 
 
@@ -171,3 +182,95 @@ def load_json(path: Union[str, Path], limit: int = JSON_LIMIT, what: str = "file
     except ValueError as exc:
         raise UntrustedInputError(f"{where}: not valid JSON ({exc}); fix: this {what} was altered or truncated "
                                   "elsewhere") from None
+
+
+# --------------------------------------------------------------------------------------------- writing
+
+def umask() -> int:
+    """The process umask, read without changing it (threads may be creating files meanwhile)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def unlink_quietly(path: Union[str, Path]) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _bytes(data: Union[str, bytes]) -> bytes:
+    return data.encode("utf-8") if isinstance(data, str) else data
+
+
+def _new_temp(path: Path, mode: Optional[int]) -> Tuple[int, str]:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        os.fchmod(fd, (0o666 & ~umask()) if mode is None else mode)  # mkstemp makes 0600
+    except BaseException:
+        os.close(fd)
+        unlink_quietly(tmp)
+        raise
+    return fd, tmp
+
+
+@contextmanager
+def replacing(path: Union[str, Path], mode: Optional[int] = None) -> Iterator[BinaryIO]:
+    """A binary file that replaces ``path`` whole when the block ends without an error: a temporary file beside
+    it (same folder, so the rename is atomic), flushed to disk, then renamed over ``path``.  On an error or a
+    signal the temporary file is removed and ``path`` is left as it was.  A reader never sees half a file; a
+    link planted at ``path`` is replaced by the file, never written through.  Mode: ``mode``, else what a plain
+    ``open()`` would give under the umask."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _new_temp(path, mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        unlink_quietly(tmp)
+        raise
+
+
+def atomic_write(path: Union[str, Path], data: Union[str, bytes], mode: Optional[int] = None) -> None:
+    """Replace ``path`` whole with ``data`` (see :func:`replacing`)."""
+    with replacing(path, mode) as fh:
+        fh.write(_bytes(data))
+
+
+def write_temp(path: Path, data: Union[str, bytes], mode: Optional[int] = None) -> str:
+    """Write ``data`` to a new temporary file beside ``path``, flushed to disk, and return its name: for callers
+    that rename several files into place together (a report's JSON and HTML)."""
+    fd, tmp = _new_temp(path, mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(_bytes(data))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        unlink_quietly(tmp)
+        raise
+    return tmp
+
+
+def open_new(path: Union[str, Path], mode: int = 0o644) -> BinaryIO:
+    """A new file opened for binary writing: ``O_EXCL`` (never over an existing file) and ``O_NOFOLLOW``
+    (never through a link)."""
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0), mode)
+    return os.fdopen(fd, "wb")
+
+
+def write_new(path: Union[str, Path], data: Union[str, bytes], mode: int = 0o644) -> None:
+    """Create ``path`` with ``data``; refused (FileExistsError) when anything, a link included, is there."""
+    with open_new(path, mode) as fh:
+        fh.write(_bytes(data))

@@ -18,10 +18,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from .recorder import PROPERTY, REQUIREMENT_PROPERTY, plain
+from ..report.model import plain
+from .recorder import MARKER, PROPERTY, REQUIREMENT_PROPERTY
 from .session import SitsRun
 
-MARKER = "sits_requirement"
 
 
 class SitsReporter:
@@ -55,7 +55,7 @@ class SitsReporter:
         self.workers += 1
 
     def build_report(self, exitstatus: int) -> Dict[str, Any]:
-        from . import report as rep
+        from ..report import model as rep
 
         now = time.time()
         try:
@@ -85,9 +85,9 @@ class SitsReporter:
 
     def _finalize_golden(self, exitstatus: int) -> None:
         """Write the golden set's manifest; a failure is an ERROR verdict in the report, never a lost report."""
-        from . import report as rep
-        from .equivalence.golden import finalize
-        from .verdict import ERROR, Verdict
+        from ..report import model as rep
+        from ..equivalence.golden import finalize
+        from ..verdict import ERROR, Verdict
 
         try:
             inv = self.run.platform.inventory()
@@ -105,7 +105,8 @@ class SitsReporter:
             self.verdicts[("(session finish)", 0)] = data
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        from . import report as rep
+        from ..report.render import render_html
+        from ..report.store import HTML_NAME, JSON_NAME, write_pair
 
         if self.run.golden_record is not None and (self.run.golden_record / "entries").is_dir():
             self._finalize_golden(exitstatus)
@@ -113,23 +114,23 @@ class SitsReporter:
         if self.run.report_dir is None:
             return
         try:
-            jpath = self.run.report_dir / "sits-report.json"
-            hpath = self.run.report_dir / "sits-report.html"
+            jpath = self.run.report_dir / JSON_NAME
+            hpath = self.run.report_dir / HTML_NAME
             text = json.dumps(plain(self.report), indent=2, sort_keys=False, allow_nan=False) + "\n"
-            rep.write_pair(jpath, text, hpath, rep.render_html(self.report), self.run.started_at)
+            write_pair(jpath, text, hpath, render_html(self.report), self.run.started_at)
             self.paths = [jpath, hpath]
         except OSError as exc:
             self.write_error = (f"could not write the report into {self.run.report_dir}: {exc}; fix: give a writable "
                                 "folder with --sits-report-dir DIR (or 'none' to write no report)")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from . import report as rep
+        from ..report.render import terminal_lines
 
         if self.report is None:
             return
         tr = terminalreporter
         tr.write_sep("=", "SITS2026 conformance summary" + (" (SIMULATED)" if self.run.platform.simulated else ""))
-        for line in rep.terminal_lines(self.report):
+        for line in terminal_lines(self.report):
             tr.write_line(line)
         for p in self.paths:
             tr.write_line(f"sits report: {p}")

@@ -1,6 +1,6 @@
 """Every public ``sits_*`` fixture, in one place, usable from a lab's own test modules.
 
-Each is a thin factory over objects of the session (:mod:`pytest_sits.session`)
+Each is a thin factory over objects of the session (:mod:`pytest_sits.plugin.session`)
 and of the conditions layer (:mod:`pytest_sits.conditions`).  The plugin
 loads this module (``pytest_plugins``), so ``-p no:sits`` disables both.
 
@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
-from .recorder import RUN_KEY, Recorder
+from .recorder import RUN_KEY, Recorder, requirement_of
 from .session import SitsRun
 
 
@@ -63,8 +63,45 @@ def sits_accelerators(sits_run: SitsRun) -> List[Dict[str, Any]]:
 
 @pytest.fixture
 def sits_record(request: pytest.FixtureRequest, sits_run: SitsRun) -> Recorder:
-    """Call with one or more Verdicts: they go into the report; the worst decides the test's outcome."""
+    """Call with one or more Verdicts: they go into the report; the worst decides the test's outcome.  In a test
+    marked ``@pytest.mark.sits_requirement(ID)``, a verdict of another requirement is refused."""
     return Recorder(request.node, sits_run)
+
+
+def _requirement(request: pytest.FixtureRequest, fixture: str) -> str:
+    req = requirement_of(request.node)
+    if req is None:
+        raise pytest.UsageError(f"{request.node.nodeid}: the fixture {fixture} reads the test's requirement from "
+                                "its marker; fix: mark the test @pytest.mark.sits_requirement(\"ID\")")
+    return req
+
+
+@pytest.fixture
+def sits_thresholds(request: pytest.FixtureRequest, sits_profile: Any) -> Dict[str, Any]:
+    """The thresholds the profile sets for this test's requirement (the ID of its ``sits_requirement`` marker),
+    resolved: the profile's values over the SITS2026 defaults."""
+    return sits_profile.check_thresholds(_requirement(request, "sits_thresholds"))
+
+
+@pytest.fixture
+def sits_device(request: pytest.FixtureRequest, sits_accelerator: Optional[Dict[str, Any]], sits_run: SitsRun,
+                sits_thresholds: Dict[str, Any], sits_record: Recorder) -> Dict[str, Any]:
+    """The accelerator this test judges (one test per accelerator, like ``sits_accelerator``).  Where there is
+    none, the requirement's own check decides on the absence evidence (SKIP with what the profile expected and
+    what was found), the verdict is recorded, and the test ends there: a requirement module needs no branch
+    of its own for an absent accelerator."""
+    if sits_accelerator is not None:
+        return sits_accelerator
+    from ..checks import get
+    from ..conditions.inventory import absent_accelerator
+
+    req = _requirement(request, "sits_device")
+    check = get(req)
+    if check is None:  # pragma: no cover - every catalogue requirement has a check named after it (tested)
+        raise pytest.UsageError(f"{request.node.nodeid}: no check is registered as {req!r}")
+    sits_record(check.fn(absent_accelerator(sits_run.expected(), sits_run.platform.inventory()), sits_thresholds,
+                         "accelerators"))
+    raise AssertionError("unreachable: recording a SKIP verdict ends the test")  # pragma: no cover
 
 
 @pytest.fixture
@@ -95,13 +132,16 @@ def sits_calibrated_duty() -> Dict[str, float]:
 
 
 @pytest.fixture
-def sits_thermal_steady(sits_profile: Any, sits_progress: Any, sits_calibrated_duty: Dict[str, float]) -> Any:
-    """Factory: ``with sits_thermal_steady(rig, "THERM-GPU-STEADY") as evidence:`` calibrates the rig's load until
-    its temperature is steady in the profile's band (or the timeout), and keeps the load on inside the block.
-    One calibration per device at a time, across xdist workers (a lock per device)."""
-    from .conditions.thermal import steady
+def sits_thermal_steady(request: pytest.FixtureRequest, sits_profile: Any, sits_progress: Any,
+                        sits_calibrated_duty: Dict[str, float]) -> Any:
+    """Factory: ``with sits_thermal_steady(rig) as evidence:`` calibrates the rig's load until its temperature is
+    steady in the profile's band for the test's requirement (THERM-GPU-STEADY or THERM-CPU-STEADY, from its
+    marker, or given as the second argument) or the timeout, and keeps the load on inside the block.  One
+    calibration per device at a time, across xdist workers (a lock per device)."""
+    from ..conditions.thermal import steady
 
-    def make(rig: Any, requirement: str) -> Any:
+    def make(rig: Any, requirement: Optional[str] = None) -> Any:
+        requirement = requirement or _requirement(request, "sits_thermal_steady")
         return steady(rig, requirement, sits_profile.thresholds(requirement), sits_progress, sits_calibrated_duty)
     return make
 
@@ -113,7 +153,7 @@ def sits_thermal_steady(sits_profile: Any, sits_progress: Any, sits_calibrated_d
 @pytest.fixture(scope="session")
 def sits_host_node(sits_run: SitsRun) -> Optional[Dict[str, Any]]:
     """The NUMA node host measurements bind to: the first expected accelerator's, else the first node."""
-    from .conditions.bandwidth import host_node
+    from ..conditions.bandwidth import host_node
 
     return host_node(sits_run.platform.inventory(), sits_run.expected_accelerators())
 
@@ -121,7 +161,7 @@ def sits_host_node(sits_run: SitsRun) -> Optional[Dict[str, Any]]:
 @pytest.fixture(scope="session")
 def sits_host_peak(sits_platform: Any, sits_host_node: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """STREAM peak of the host on the measurement node (evidence, or ``{"absent": reason}``), measured once."""
-    from .conditions.bandwidth import acquire_host_peak
+    from ..conditions.bandwidth import acquire_host_peak
 
     return acquire_host_peak(sits_platform, sits_host_node)
 
@@ -132,7 +172,7 @@ def sits_bandwidth_hold(sits_host_peak: Dict[str, Any], sits_host_node: Optional
     """Factory: ``with sits_bandwidth_hold() as hold:`` keeps host DRAM occupancy in the profile's band while the
     block runs (``hold.evidence()`` afterwards).  Where the host cannot be measured, calling it skips the test
     with the reason (``sits_host_peak`` holds it too)."""
-    from .conditions.bandwidth import hold_factory, peak_problem
+    from ..conditions.bandwidth import hold_factory, peak_problem
 
     problem = peak_problem(sits_host_peak)
     if problem is not None or sits_host_node is None:
@@ -151,7 +191,7 @@ def sits_bandwidth_hold(sits_host_peak: Dict[str, Any], sits_host_node: Optional
 @pytest.fixture(scope="session")
 def sits_equivalence(sits_run: SitsRun) -> Dict[str, Any]:
     """The torch devices the operator corpus runs on and the golden set (or ``{"absent": reason}``)."""
-    from .conditions.equivalence import environment
+    from ..conditions.equivalence import environment
 
     return environment(sits_run.platform, sits_run.golden, sits_run.golden_record)
 
@@ -175,7 +215,7 @@ def sits_health_window(sits_platform: Any, sits_profile: Any) -> Callable[[Dict[
     under the suite's load, AER and replay counters before and after, XID events watched, the kernel log's XID
     history) once per device per session, and returns its evidence; DEP-THROTTLE, DEP-PCIE-ERRORS and DEP-XID
     share it."""
-    from .conditions.health import HealthWindows
+    from ..conditions.health import HealthWindows
 
     return HealthWindows(sits_platform, sits_profile.thresholds("DEP-THROTTLE"), sits_platform.health_reader())
 
@@ -213,8 +253,8 @@ def sits_inference(sits_accelerator: Optional[Dict[str, Any]], sits_run: SitsRun
                    sits_inference_cache: Dict[str, Any]) -> Any:
     """The inference-under-load runs of this test's accelerator (the CPU when the profile expects none):
     ``.sweep()``, ``.sla()``, ``.coldstart()``, ``.frag()`` return evidence, each run once per session."""
-    from .conditions.inference import inference_for
-    from .conditions.inventory import absent_accelerator
+    from ..conditions.inference import inference_for
+    from ..conditions.inventory import absent_accelerator
 
     absent = None
     if sits_accelerator is None and sits_run.profile.expected_count:

@@ -13,25 +13,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from .checks import REGISTRY, load_all
-from .verdict import STATUSES, apply_waiver
+from ..checks import REGISTRY, load_all
+from ..verdict import STATUSES, apply_waiver
+from .model import coverage, plain, revive, summarise
 
 COMPARED = ("status", "measured", "reason", "subject")
-
-
-_NON_FINITE = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
-
-
-def revive(value: Any) -> Any:
-    """Undo the report's JSON-safe encoding of non-finite numbers ("inf", "-inf", "nan" strings, which strict
-    JSON cannot hold as numbers), so a check sees the numbers it saw when it decided."""
-    if isinstance(value, str):
-        return _NON_FINITE.get(value, value)
-    if isinstance(value, dict):
-        return {k: revive(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [revive(v) for v in value]
-    return value
 
 
 def _waiver(waivers: List[Dict[str, Any]], req: str) -> Optional[str]:
@@ -72,12 +58,10 @@ def replay_verdict(stored: Dict[str, Any], profile: Any = None,
 
 def replay_report(report: Dict[str, Any], profile_path: Optional[str] = None) -> Dict[str, Any]:
     """Replay every verdict of a report; list those that differ and those that cannot be replayed."""
-    from .recorder import plain
-
     load_all()
     profile = None
     if profile_path:
-        from .profiles import resolve
+        from ..profiles import resolve
 
         profile = resolve(profile_path)
     waivers = ((report.get("profile") or {}).get("data") or {}).get("waivers") or []
@@ -116,8 +100,6 @@ def replay_report(report: Dict[str, Any], profile_path: Optional[str] = None) ->
 def _summary_differs(report: Dict[str, Any], now_verdicts: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The run's result and counts recomputed from the replayed verdicts, where they differ from the stored
     ones; and requirements whose stored coverage does not match the verdicts the report holds."""
-    from .report import coverage, summarise
-
     run = report.get("run") if isinstance(report.get("run"), dict) else {}
     plat = report.get("platform") if isinstance(report.get("platform"), dict) else {}
     stored = report.get("summary") if isinstance(report.get("summary"), dict) else {}

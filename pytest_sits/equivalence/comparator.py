@@ -316,24 +316,3 @@ def _merge(accs: List[_Acc], a: np.ndarray, rtol: float, atol: float, probs: boo
         "inf_mismatching": tot.inf_mismatch, "signed_zero_differences": tot.signed_zero,
         "passed": tot.mismatches == 0,
     }
-
-
-def describe(r: Dict[str, Any]) -> str:
-    """The mismatch message, in the manner of torch.testing.assert_close."""
-    if r.get("exact"):
-        return f"Mismatched elements: {r['mismatches']} / {r['n']} ({r['mismatch_fraction']:.1%}) (exact match required)"
-    idx = lambda v: "(" + ", ".join(map(str, v)) + (",)" if len(v) == 1 else ")") if v else "()"  # noqa: E731
-    text = (f"Mismatched elements: {r['mismatches']} / {r['n']} ({r['mismatch_fraction']:.1%})\n"
-            f"Greatest absolute difference: {r['max_abs_diff']:.6g} at index {idx(r['max_abs_index'])} "
-            f"(up to {r['atol']:g} allowed)\n"
-            f"Greatest relative difference: {r['max_rel_diff']:.6g} at index {idx(r['max_rel_index'])} "
-            f"(up to {r['rtol']:g} allowed)\n"
-            f"ULP distance: max {r['ulp_max']}, p99 {r['ulp_p99']:g}; cosine similarity {r['cosine_similarity']:.9f}; "
-            f"SNR {r['snr_db']:.1f} dB")
-    if r.get("kl_divergence") is not None:
-        text += f"; KL divergence {r['kl_divergence']:.3g}"
-    if r["nan_in_one"] or r["inf_mismatching"]:
-        text += f"\nNaN in one output only: {r['nan_in_one']}; infinities that differ: {r['inf_mismatching']}"
-    if r["signed_zero_differences"]:
-        text += f"\nSigned zeros that differ (equal under the rule): {r['signed_zero_differences']}"
-    return text

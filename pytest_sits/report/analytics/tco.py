@@ -17,22 +17,6 @@ from typing import Any, Dict, List, Mapping, Optional
 SITE_DEFAULTS: Dict[str, Any] = {"depreciation_years": 3, "operators": 0.15, "operator_cards": 16,
                                  "hours_per_year": 8760, "utilisation": 1.0, "currency": "USD"}
 
-SITE_FIELDS: Dict[str, str] = {
-    "currency": "currency of every cost below",
-    "card_price": "purchase price of one card (with its share of the server)",
-    "depreciation_years": "straight-line depreciation period (A §4.2: 3 years)",
-    "electricity_price_per_kwh": "electricity price per kWh",
-    "cooling_overhead": "cooling energy as a share of the card's power (A §4.2: air 0.28, single-phase immersion 0.09)",
-    "hours_per_year": "hours of operation per year",
-    "utilisation": "share of those hours the card runs at the measured power",
-    "rack_redundancy_cost_per_year": "yearly cost of one rack's redundant power (N+1 supplies, PDU, UPS share)",
-    "cards_per_rack": "cards sharing one rack's power redundancy",
-    "operator_cost_per_year": "yearly cost of one operations engineer",
-    "operators": "operations staff per `operator_cards` cards (A §4.2: 0.15)",
-    "operator_cards": "cards those operators look after (A §4.2: 16)",
-}
-
-
 def _num(v: Any) -> Optional[float]:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         return None

@@ -17,79 +17,28 @@ Rules, stated in every output:
 - Ranking: a platform that FAILs a compared requirement ranks below every platform that does not;
   then by the weighted score, higher first.
 
-Reports are untrusted input: read without following links, at most :data:`MAX_REPORT_BYTES`, parsed
-as JSON and checked against the report schema; a bad file is a usage error naming the file and the fix.
+Reports are untrusted input, read by the one report reader (:func:`pytest_sits.report.store.read_report`:
+no link followed, size-limited, strict JSON, checked against the report schema); a bad file is a usage
+error naming the file and the fix.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import stat
+import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .analytics.metrics import DECIDED, decided_requirements, platform_metrics
-from .analytics.weights import DIMENSIONS, TIER_LABELS, TIER_WEIGHTS, tier_score
-from .verdict import FAIL, SEVERITY
+from ..report.analytics.metrics import DECIDED, decided_requirements, platform_metrics
+from ..report.analytics.weights import DIMENSIONS, TIER_LABELS, TIER_WEIGHTS, tier_score
+from ..report.render import environment, fmt
+from ..verdict import FAIL, SEVERITY
+from .base import add, err
 
-MAX_REPORT_BYTES = 512 * 1024 * 1024
 CLASSES = tuple(TIER_WEIGHTS)
 RULE = ("a platform that FAILs a requirement all reports decided ranks below every platform that does not; "
         "then by the A §4.1 weighted score (higher first); each figure normalised across the platforms "
         "(value/best when higher is better, best/value when lower is better), a dimension's score the mean "
         "of its figures")
-
-
-class ReportInputError(Exception):
-    """A report file cannot be compared; ``str()`` names the file, the problem and the fix."""
-
-    def __init__(self, file: str, problem: str, fix: str):
-        super().__init__(f"{file}: {problem}\n  fix: {fix}")
-
-
-def load_report(path: str, max_bytes: int = MAX_REPORT_BYTES) -> Dict[str, Any]:
-    """Read, parse and schema-check one report, as untrusted input (no link followed, size-limited)."""
-    from .report import validate
-
-    try:
-        # O_NONBLOCK: a FIFO given as a report must not hang the command (no effect on a regular file).
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        if os.path.islink(path):
-            raise ReportInputError(path, "is a symbolic link; reports are read without following links",
-                                   "give the path of the report file itself") from None
-        raise ReportInputError(path, f"cannot be read ({exc.strerror})",
-                               "check the path; a report is the sits-report.json of a run") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise ReportInputError(path, "is not a regular file", "give the path of a sits-report.json file")
-    with os.fdopen(fd, "rb") as fh:
-        if st.st_size > max_bytes:
-            raise ReportInputError(path, f"is {st.st_size} bytes, over the {max_bytes} byte limit for a report",
-                                   "compare the sits-report.json files the runs wrote; this is not one")
-        raw = fh.read(max_bytes + 1)
-    if len(raw) > max_bytes:
-        raise ReportInputError(path, f"is over the {max_bytes} byte limit for a report",
-                               "compare the sits-report.json files the runs wrote")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ReportInputError(path, f"is not UTF-8 text (byte {exc.start})",
-                               "give the sits-report.json a run wrote") from None
-    except json.JSONDecodeError as exc:
-        raise ReportInputError(path, f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-                               "a report written by pytest-sits is complete JSON (atomic write); this file was "
-                               "altered or truncated elsewhere: take the original") from None
-    if not isinstance(data, dict):
-        raise ReportInputError(path, "is JSON but not a report (not an object)", "give a sits-report.json file")
-    errors = validate(data)
-    if errors:
-        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
-        raise ReportInputError(path, "is not a valid pytest-sits report: " + "; ".join(errors[:3]) + more,
-                               "check it with `sits report validate FILE`; re-run the suite to write a new one")
-    return data
 
 
 def _names(files: Sequence[str], reports: Sequence[Dict[str, Any]]) -> List[str]:
@@ -104,8 +53,6 @@ def _names(files: Sequence[str], reports: Sequence[Dict[str, Any]]) -> List[str]
 
 
 def _status_cell(report: Dict[str, Any], req: str) -> Dict[str, Any]:
-    from .report import _fmt
-
     vs = [v for v in report["verdicts"] if v.get("requirement") == req]
     if not vs:
         return {"status": None, "measured": "-", "verdicts": 0}
@@ -114,12 +61,12 @@ def _status_cell(report: Dict[str, Any], req: str) -> Dict[str, Any]:
             and not isinstance(v.get("measured"), bool)]
     unit = next((v.get("unit") for v in vs if v.get("unit")), None)
     if len(vs) == 1:
-        text = _fmt(vs[0].get("measured")) + (f" {unit}" if unit and vs[0].get("measured") is not None else "")
+        text = fmt(vs[0].get("measured")) + (f" {unit}" if unit and vs[0].get("measured") is not None else "")
     elif nums:
         lo, hi = min(nums), max(nums)
-        text = (_fmt(lo) if lo == hi else f"{_fmt(lo)}..{_fmt(hi)}") + (f" {unit}" if unit else "")
+        text = (fmt(lo) if lo == hi else f"{fmt(lo)}..{fmt(hi)}") + (f" {unit}" if unit else "")
     else:
-        text = _fmt(next((v.get("measured") for v in vs if v["status"] == status), None))
+        text = fmt(next((v.get("measured") for v in vs if v["status"] == status), None))
     return {"status": status, "measured": text, "verdicts": len(vs)}
 
 
@@ -132,7 +79,7 @@ def _normalise(values: List[float], better: str) -> List[float]:
 
 
 def _analytics_of(report: Dict[str, Any]) -> Dict[str, Any]:
-    from .analytics import ANALYTICS_VERSION, analyse
+    from ..report.analytics import ANALYTICS_VERSION, analyse
 
     a = report.get("analytics")
     if isinstance(a, dict) and a.get("version") == ANALYTICS_VERSION and not a.get("error"):
@@ -255,9 +202,7 @@ def _why(a: int, b: int, names, fails, scores, dims, used, metric_rows) -> str:
 
 
 def _cell(v: Any) -> str:
-    from .report import _fmt
-
-    return _fmt(v)
+    return fmt(v)
 
 
 def matrix_rows(m: Dict[str, Any]) -> List[Tuple[str, List[str], str]]:
@@ -360,7 +305,49 @@ def render_markdown(m: Dict[str, Any]) -> str:
 
 
 def render_html(m: Dict[str, Any]) -> str:
-    from .report import _environment
-
-    return _environment().get_template("compare.html.jinja2").render(
+    return environment().get_template("compare.html.jinja2").render(
         m=m, rows=matrix_rows(m), ranking=_ranking_lines(m))
+
+
+EXAMPLES = """\
+  sits compare h100/sits-report.json a100/sits-report.json l40s/sits-report.json
+  sits compare a.json b.json --class=low-latency --html=matrix.html --markdown=matrix.md
+"""
+
+
+def add_parser(sub: Any) -> None:
+    p = add(sub, "compare", "decision matrix across platforms from their reports (A §4.1)", EXAMPLES)
+    p.add_argument("reports", nargs="+", metavar="REPORT.json", help="one report per platform")
+    p.add_argument("--class", dest="service_class", choices=["low-latency", "batch"],
+                   help="service class whose A §4.1 tier weights rank the platforms (default: both)")
+    p.add_argument("--html", metavar="OUT", help="also write the matrix as self-contained HTML")
+    p.add_argument("--markdown", metavar="OUT", help="also write the matrix as Markdown")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The decision matrix across platforms (A §4.1) from their stored reports."""
+    from ..files import UntrustedInputError, atomic_write
+    from ..report.store import read_report
+
+    if len(args.reports) < 2:
+        return err("`sits compare` needs two reports or more (one per platform), e.g. "
+                   "`sits compare h100/sits-report.json a100/sits-report.json`")
+    try:
+        reports = [read_report(path) for path in args.reports]
+    except UntrustedInputError as exc:
+        return err(str(exc))
+    except OSError as exc:
+        return err(f"{exc.filename}: cannot be read ({exc.strerror}); fix: check the path; a report is the "
+                   "sits-report.json of a run")
+    classes = [args.service_class] if args.service_class else list(CLASSES)
+    matrix = compare(args.reports, reports, classes)
+    try:
+        if args.html:
+            atomic_write(Path(args.html), render_html(matrix))
+        if args.markdown:
+            atomic_write(Path(args.markdown), render_markdown(matrix))
+    except OSError as exc:
+        return err(f"{exc.filename}: cannot write ({exc.strerror}); choose a writable path")
+    print(render_text(matrix), end="")
+    return 0

@@ -32,6 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..files import open_new, replacing, write_new
+from ..report.model import summarise, validate
+from ..report.replay import replay_report
+from ..report.store import read_report
+from .base import add, err
+
 MANIFEST, SIGNATURE = "MANIFEST.json", "MANIFEST.sig"
 SNAPSHOT = "snapshot.tar.gz"
 REPORT_NAME = "sits-report.json"
@@ -81,12 +87,6 @@ def _fingerprint(public_key: Any) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def _write_new(path: Path, data: bytes, mode: int) -> None:
-    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-
-
 def keygen(prefix: str) -> Tuple[Path, Path]:
     """Write PREFIX.key (Ed25519 private key, PEM PKCS#8, mode 0600) and PREFIX.pub (PEM); never overwrite."""
     ed25519, serialization, _ = _crypto()
@@ -98,9 +98,9 @@ def keygen(prefix: str) -> Tuple[Path, Path]:
     password = os.environ.get(KEY_PASSWORD_ENV)
     enc = (serialization.BestAvailableEncryption(password.encode()) if password
            else serialization.NoEncryption())
-    _write_new(key_path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc),
+    write_new(key_path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc),
                0o600)
-    _write_new(pub_path, key.public_key().public_bytes(serialization.Encoding.PEM,
+    write_new(pub_path, key.public_key().public_bytes(serialization.Encoding.PEM,
                                                        serialization.PublicFormat.SubjectPublicKeyInfo), 0o644)
     return key_path, pub_path
 
@@ -239,20 +239,14 @@ def create(report_dir: Path, out: Path, key_path: Optional[Path] = None, snapsho
     The machine's evidence snapshot comes from ``snapshot`` (a folder `sits capture` wrote), from a
     ``snapshot`` folder inside ``report_dir``, or, with ``capture``, is captured from this machine now.
     """
-    from . import report as rep
-
     report_dir = Path(report_dir)
     if not (report_dir / REPORT_NAME).is_file():
         raise BundleError(f"{report_dir}: no {REPORT_NAME}; fix: give the --sits-report-dir of a run "
                           "(default ./sits-report)")
     try:
-        report = json.loads((report_dir / REPORT_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BundleError(f"{report_dir / REPORT_NAME}: not readable JSON ({exc})") from None
-    errors = rep.validate(report) if isinstance(report, dict) else ["(top): not an object"]
-    if errors:
-        raise BundleError(f"{report_dir / REPORT_NAME}: not a valid report ({errors[0]}); fix: bundle the report a "
-                          "run wrote, unchanged")
+        report = read_report(REPORT_NAME, root=report_dir)
+    except (OSError, ValueError) as exc:  # ReportInputError names the file, the problem and the fix
+        raise BundleError(str(exc)) from None
     key = load_private_key(Path(key_path)) if key_path else None
     inner = report_dir / "snapshot"
     inner_ok = inner.is_dir() and not inner.is_symlink()
@@ -269,8 +263,8 @@ def create(report_dir: Path, out: Path, key_path: Optional[Path] = None, snapsho
         if sources:
             src = Path(sources[0]) if sources[0] != "capture" else Path(work) / "capture"
             if sources[0] == "capture":
-                from .platforms import PlatformError
-                from .platforms.snapshot import capture as take
+                from ..platforms import PlatformError
+                from ..platforms.snapshot import capture as take
 
                 try:
                     take(src)
@@ -287,7 +281,7 @@ def create(report_dir: Path, out: Path, key_path: Optional[Path] = None, snapsho
 
 
 def _write_bundle(report: Dict[str, Any], files: List[Tuple[str, Path]], out: Path, key: Any) -> Dict[str, Any]:
-    from . import __version__
+    from .. import __version__
 
     if len(files) > MAX_MEMBERS:
         raise BundleError(f"{len(files)} files to bundle, over the limit of {MAX_MEMBERS}")
@@ -313,24 +307,15 @@ def _write_bundle(report: Dict[str, Any], files: List[Tuple[str, Path]], out: Pa
                        "file": SIGNATURE} if key else None),
     }
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=str(out.parent))
-    try:
-        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-            _add_bytes(tar, MANIFEST, manifest_bytes)
-            if key is not None:
-                _add_bytes(tar, SIGNATURE, (key.sign(manifest_bytes).hex() + "\n").encode("ascii"))
-            for arc, full in files:
-                info = tarfile.TarInfo(arc)
-                info.size, info.mode, info.mtime = sizes[arc], 0o644, int(time.time())
-                with open(full, "rb") as fh:
-                    tar.addfile(info, fh)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with replacing(out, 0o644) as raw, tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        _add_bytes(tar, MANIFEST, manifest_bytes)
+        if key is not None:
+            _add_bytes(tar, SIGNATURE, (key.sign(manifest_bytes).hex() + "\n").encode("ascii"))
+        for arc, full in files:
+            info = tarfile.TarInfo(arc)
+            info.size, info.mode, info.mtime = sizes[arc], 0o644, int(time.time())
+            with open(full, "rb") as fh:
+                tar.addfile(info, fh)
     return manifest
 
 
@@ -428,8 +413,7 @@ def _write_member(tar: tarfile.TarFile, m: tarfile.TarInfo, root: str) -> Tuple[
     if src is None:
         raise BundleError(f"{m.name}: no data")
     h, size = hashlib.sha256(), 0
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    with os.fdopen(fd, "wb") as fh:
+    with open_new(dest) as fh:
         while size < m.size:
             chunk = src.read(min(1 << 20, m.size - size))
             if not chunk:
@@ -508,23 +492,16 @@ def verify(bundle: Path, pubkey: Path, extract_to: Optional[Path] = None) -> Ver
 
 
 def _check_report(path: Path, name: str, res: Verification) -> None:
-    from . import report as rep
-
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
+        report = read_report(path, check_schema=False)
     except (OSError, ValueError) as exc:
-        res.problems.append(f"{name}: not readable JSON ({exc})")
+        res.problems.append(f"{name}: {exc}")
         return
-    errors = rep.validate(report) if isinstance(report, dict) else ["(top): not an object"]
+    errors = validate(report)
     if errors:
         res.problems += [f"{name}: schema: {e}" for e in errors[:10]]
         return
     res.verdicts = len(report["verdicts"])
-    try:
-        from .replay import replay_report
-    except ImportError as exc:
-        res.problems.append(f"{name}: verdicts cannot be replayed: pytest_sits.replay is not available ({exc})")
-        return
     out = replay_report(report)
     res.replayed = out.get("replayed", 0)
     for d in out.get("differs", []):
@@ -540,9 +517,83 @@ def _check_report(path: Path, name: str, res: Verification) -> None:
         # A FAIL or ERROR that cannot be replayed claims nothing in the run's favour; any other status must be
         # reproduced, or it is only the signer's word.
         (res.notes if status in ("FAIL", "ERROR") else res.problems).append(line)
-    # the same call the report was built with (pytest_sits.report.build)
-    summary = rep.summarise(verdicts, report["run"]["completed"], report["platform"]["simulated"],
+    # the same call the report was built with (pytest_sits.report.model.build)
+    summary = summarise(verdicts, report["run"]["completed"], report["platform"]["simulated"],
                             report["coverage"], report["run"]["level"], report["platform"]["kind"])
     if summary["result"] != report["summary"]["result"]:
         res.problems.append(f"{name}: summary.result is {report['summary']['result']}, but its verdicts give "
                             f"{summary['result']} ({summary['result_reason']})")
+
+
+# --------------------------------------------------------------------------------------------- commands
+
+BUNDLE_EXAMPLES = """\
+  sits keygen lab-key                                    lab-key.key (secret) and lab-key.pub
+  sits bundle create sits-report -o node7.sits.tar.gz --key=lab-key.key --capture
+  sits verify node7.sits.tar.gz --pubkey=lab-key.pub --extract=checked/
+"""
+
+
+def add_parser(sub: Any) -> None:
+    p = add(sub, "bundle", "pack a report folder into a signed evidence bundle", BUNDLE_EXAMPLES)
+    bsub = p.add_subparsers(dest="action", required=True)
+    q = bsub.add_parser("create", help="REPORT_DIR -o BUNDLE [--key KEY]")
+    q.add_argument("report_dir")
+    q.add_argument("-o", "--output", required=True, metavar="BUNDLE")
+    q.add_argument("--key", help="Ed25519 private key (PEM, from `sits keygen`); without it the bundle is unsigned")
+    q.add_argument("--snapshot", metavar="DIR", help="a snapshot of the machine (`sits capture DIR`) to include")
+    q.add_argument("--capture", action="store_true", help="capture this machine's evidence now and include it")
+    q.set_defaults(func=run_create)
+    p = add(sub, "verify", "check a bundle's signature and hashes, and replay every verdict", BUNDLE_EXAMPLES)
+    p.add_argument("bundle")
+    p.add_argument("--pubkey", required=True, metavar="PUB", help="the signer's public key (PEM)")
+    p.add_argument("--extract", metavar="DIR", help="also keep the verified files in DIR (new or empty)")
+    p.set_defaults(func=run_verify)
+    p = add(sub, "keygen", "make an Ed25519 key pair for signing bundles", BUNDLE_EXAMPLES)
+    p.add_argument("prefix", nargs="?", default="sits-ed25519", help="writes PREFIX.key and PREFIX.pub")
+    p.set_defaults(func=run_keygen)
+
+
+def run_create(args: Any) -> int:
+    if os.path.lexists(args.output):
+        return err(f"{args.output}: exists; a bundle is never written over another file; fix: choose a new path "
+                   "or remove the old one")
+    try:
+        manifest = create(Path(args.report_dir), Path(args.output), Path(args.key) if args.key else None,
+                          Path(args.snapshot) if args.snapshot else None, capture=args.capture)
+    except BundleError as exc:
+        return err(str(exc))
+    signed = (f"signed (Ed25519, key {manifest['signature']['public_key_sha256'][:16]}…)" if manifest["signature"]
+              else "NOT signed (no --key): hashes only, nobody can tell who made it")
+    print(f"{args.output}: {len(manifest['files'])} files, {signed}")
+    if not any(f["path"] == SNAPSHOT for f in manifest["files"]):
+        print("note: no snapshot of the machine's evidence in this bundle (give --snapshot DIR or --capture)")
+    return 0
+
+
+def run_verify(args: Any) -> int:
+    """Check a bundle's signature, every hash, and replay every verdict; exit 1 naming what does not hold."""
+    try:
+        res = verify(Path(args.bundle), Path(args.pubkey), Path(args.extract) if args.extract else None)
+    except BundleError as exc:
+        return err(str(exc))
+    for note in res.notes:
+        print(f"note: {note}")
+    for problem in res.problems:
+        print(f"FAILED: {problem}")
+    if res.ok:
+        print(f"{args.bundle}: verified: signature (key {res.signed_by[:16]}…), {res.files - 2} file hashes, "
+              f"{res.replayed} of {res.verdicts} verdicts replayed from their evidence and reproduced")
+        return 0
+    print(f"{args.bundle}: NOT verified: {len(res.problems)} problem(s)")
+    return 1
+
+
+def run_keygen(args: Any) -> int:
+    try:
+        key, pub = keygen(args.prefix)
+    except BundleError as exc:
+        return err(str(exc))
+    print(f"private key: {key} (keep it secret; sign with `sits bundle create DIR -o B --key {key}`)")
+    print(f"public key:  {pub} (give it to whoever verifies: `sits verify B --pubkey {pub}`)")
+    return 0

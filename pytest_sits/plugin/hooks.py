@@ -1,10 +1,10 @@
 """The pytest plugin: hooks only.
 
 Registered through the ``pytest11`` entry point ``sits``; disable it with
-``-p no:sits``.  Options are resolved by :class:`pytest_sits.session.SitsRun`,
-the public fixtures live in :mod:`pytest_sits.fixtures`, verdicts are
-recorded by :mod:`pytest_sits.recorder` and the report is written by
-:mod:`pytest_sits.reporter` (controller only).  Imports here stay light: the
+``-p no:sits``.  Options are resolved by :class:`pytest_sits.plugin.session.SitsRun`,
+the public fixtures live in :mod:`pytest_sits.plugin.fixtures`, verdicts are
+recorded by :mod:`pytest_sits.plugin.recorder` and the report is written by
+:mod:`pytest_sits.plugin.reporter` (controller only).  Imports here stay light: the
 hardware libraries are imported by the probes that need them.
 """
 
@@ -15,14 +15,13 @@ from typing import Any, List
 
 import pytest
 
-from .catalogue import CATALOGUE, LEVELS, level_rank
-from .recorder import PROPERTY, REQUIREMENT_PROPERTY, RUN_KEY, append
+from ..catalogue import CATALOGUE, LEVELS, level_rank
+from .recorder import MARKER, PROPERTY, REQUIREMENT_PROPERTY, RUN_KEY, append, requirement_of
 from .session import SitsRun, SitsUsageError
-from .verdict import ERROR, Verdict
+from ..verdict import ERROR, Verdict
 
-pytest_plugins = ("pytest_sits.fixtures",)
+pytest_plugins = ("pytest_sits.plugin.fixtures",)
 
-MARKER = "sits_requirement"
 _OLD_SIGTERM = pytest.StashKey[Any]()
 
 
@@ -131,7 +130,7 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
 
 def _printable(text: str) -> str:
     """Device names come from the hardware: no terminal escape codes reach the terminal."""
-    from .report import printable
+    from ..report.render import printable
 
     return printable(text)
 
@@ -148,7 +147,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if mark is None:
             keep.append(item)
             continue
-        req_id = mark.args[0] if mark.args else mark.kwargs.get("id")
+        req_id = requirement_of(item)
         if req_id not in CATALOGUE:
             raise pytest.UsageError(f"{item.nodeid}: @{MARKER}({req_id!r}) names no SITS2026 requirement; "
                                     f"fix: use one of {', '.join(CATALOGUE)}")

@@ -1,0 +1,29 @@
+"""What every subcommand shares: the usage-error exit status, error lines, YAML output, help with examples."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+#: Exit status of a usage error: a bad option, or a file that cannot be what it should be.
+USAGE_ERROR = 4
+
+
+def err(msg: str) -> int:
+    """Print ``sits: error: MSG`` on stderr; return :data:`USAGE_ERROR`."""
+    print(f"sits: error: {msg}", file=sys.stderr)
+    return USAGE_ERROR
+
+
+def yaml_text(data: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=110)
+
+
+def add(sub: Any, name: str, help: str, examples: str, **kw: Any) -> argparse.ArgumentParser:
+    """A subcommand parser whose help ends with its examples (``sits NAME --help``)."""
+    return sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".",
+                          epilog="examples:\n" + examples.rstrip("\n"),
+                          formatter_class=argparse.RawDescriptionHelpFormatter, **kw)

@@ -1,0 +1,69 @@
+"""The node runner: what Slurm starts on every node of a fleet run.
+
+``python -m pytest_sits.commands.fleet.node OUT -- <pytest args>`` runs the
+suite on this node with its report and JUnit XML in ``OUT/<node>/``, and
+records when it started (``node.json``) and how it ended (``node-exit.json``),
+so the merge can tell a node that never started from one that died.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from .common import JUNIT_NAME, NODE_EXIT_FILE, NODE_FILE, NODE_LOG, NODE_NAME, node_name, now_iso, write_json
+
+
+def node_command(out: Path, node: str, pytest_args: Sequence[str], python: str = sys.executable) -> List[str]:
+    """The suite's command line on one node: its report and JUnit XML go to OUT/<node>/."""
+    dest = out / node
+    return [python, "-m", "pytest", "--pyargs", "pytest_sits.conformance", *pytest_args,
+            "--sits-report-dir", str(dest), "--junitxml", str(dest / JUNIT_NAME), "-p", "no:cacheprovider"]
+
+
+def node_main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run on each node by Slurm: ``python -m pytest_sits.commands.fleet.node OUT -- <pytest args>``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["node"]:
+        argv = argv[1:]
+    if not argv:
+        print("usage: python -m pytest_sits.commands.fleet.node OUT -- <pytest args>", file=sys.stderr)
+        return 4
+    out, rest = Path(argv[0]), argv[1:]
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    node = node_name()
+    if not NODE_NAME.match(node):
+        print(f"sits fleet: node name {node!r} cannot name a directory; fix: use Slurm node names made of "
+              "letters, digits, '.', '_' and '-'", file=sys.stderr)
+        return 4
+    dest = out / node
+    run_id = os.environ.get("SITS_FLEET_RUN_ID", "")
+    try:
+        dest.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        # Two elements of one job array placed on the same node: the second must not overwrite the first.
+        print(f"sits fleet: {dest} exists: node {node} already ran in this fleet run; this task stops",
+              file=sys.stderr)
+        return 3
+    marker = {"node": node, "hostname": socket.gethostname(), "run_id": run_id,
+              "job_id": os.environ.get("SLURM_JOB_ID"), "step_id": os.environ.get("SLURM_STEP_ID"),
+              "array_task_id": os.environ.get("SLURM_ARRAY_TASK_ID"),
+              "job_nodelist": os.environ.get("SLURM_JOB_NODELIST"), "started_at": now_iso(),
+              "command": node_command(out, node, rest)}
+    write_json(dest / NODE_FILE, marker)
+    started = time.monotonic()
+    with open(dest / NODE_LOG, "wb") as log:
+        rc = subprocess.call(marker["command"], stdout=log, stderr=subprocess.STDOUT)
+    write_json(dest / NODE_EXIT_FILE, {"node": node, "exit_code": rc, "finished_at": now_iso(),
+                                        "duration_s": round(time.monotonic() - started, 3)})
+    return rc
+
+
+if __name__ == "__main__":  # pragma: no cover - the per-node entry point Slurm runs
+    sys.exit(node_main())

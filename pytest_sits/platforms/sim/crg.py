@@ -1,0 +1,89 @@
+"""The compute-ready graph of a simulated machine (CRG-NODE, CRG-EDGE, CRG-SYNC, CRG-JITTER): figures derived
+from the profile's datasheet facts, labelled simulated; fault ``crg-slow`` scales them down."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+
+class SimCrg:
+    """Compute-ready graph figures of a simulated machine, from the profile's datasheet facts."""
+
+    NODE_SHARE = {"float16": 0.70, "bfloat16": 0.68}
+
+    def __init__(self, profile: Any, faults: List[str]):
+        self.profile, self.faults = profile, list(faults)
+        self.slow = "crg-slow" in self.faults
+
+    def node(self, acc: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
+        peak = self.profile.hardware.get("fp16_dense_tflops")
+        if not peak:
+            return {"absent": f"{acc['bdf']}: simulated, and the profile gives no fp16_dense_tflops to "
+                              "simulate the GEMM from"}
+        k = 0.3 if self.slow else 1.0
+        results = [{"dtype": d, "tflops": round(float(peak) * share * k, 2), "size": int(th.get("size", 8192)),
+                    "iterations": int(th.get("iterations", 20)), "verified": True}
+                   for d, share in self.NODE_SHARE.items()]
+        return {"device": acc["bdf"], "results": results, "simulated": True,
+                "method": f"simulated: {', '.join(f'{s:.0%}' for s in self.NODE_SHARE.values())} of the "
+                          f"datasheet's {peak} dense FP16 TFLOPS" + (" × 0.3 (fault crg-slow)" if self.slow else "")}
+
+    def _edge_gbps(self) -> float:
+        link = self.profile.hardware.get("peer_link") or {}
+        if link.get("type") == "nvlink":
+            g = float(link.get("bandwidth_gbps", 0)) / 2 * 0.85  # each way, through NVSwitch or a bridge
+        elif link.get("type") in ("xgmi", "hccs"):
+            g = float(link.get("bandwidth_gbps", 0)) / max(1, int(link.get("links", 1))) / 2 * 0.85
+        else:
+            from ...probes.pcie import link_theoretical_gbps
+
+            g = link_theoretical_gbps(int(self.profile.hardware.get("pcie_gen", 4)),
+                                      int(self.profile.hardware.get("pcie_width", 16))) * 0.8
+        return g * (0.02 if self.slow else 1.0)
+
+    def edges(self, accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Optional[str] = None
+              ) -> List[Tuple[Dict[str, Any], str]]:
+        if absent:
+            return [({"absent": absent}, "accelerators")]
+        if len(accs) < 2:
+            return [({"absent": f"a device-to-device edge needs 2 accelerators; found {len(accs)}"}, "accelerators")]
+        g = round(self._edge_gbps(), 2)
+        out = []
+        for i, a in enumerate(accs):
+            for b in accs[i + 1:]:
+                out.append(({"pair": [a["bdf"], b["bdf"]], "bytes": int(th.get("bytes", 1 << 28)), "runs": 7,
+                             "gbps_median": g, "samples_gbps": [g] * 7, "verified": True,
+                             "peer_access": (self.profile.hardware.get("peer_link") or {}).get("type") != "none",
+                             "nvlink_bytes": None, "simulated": True,
+                             "method": "simulated from the profile's peer link"
+                                       + (" × 0.02 (fault crg-slow)" if self.slow else "")},
+                            f"{a['bdf']}<->{b['bdf']}"))
+        return out
+
+    def sync(self, accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, Any],
+             absent: Optional[str] = None) -> Dict[str, Any]:
+        if absent:
+            return {"absent": absent}
+        if len(accs) < 2:
+            return {"absent": f"an all-reduce between devices needs 2 accelerators; found {len(accs)}"}
+        link = self.profile.hardware.get("peer_link") or {}
+        if link.get("type") in ("nvlink", "xgmi", "hccs"):
+            bus = float(link.get("bandwidth_gbps", 0)) / 2 * 0.8  # the whole fabric, each way
+        else:
+            from ...probes.pcie import link_theoretical_gbps
+
+            bus = link_theoretical_gbps(int(self.profile.hardware.get("pcie_gen", 4)),
+                                        int(self.profile.hardware.get("pcie_width", 16))) * 0.7
+        bus = round(bus * (0.02 if self.slow else 1.0), 3)
+        n = len(accs)
+        return {"backend": "nccl (simulated)", "world_size": n, "bytes": int(th.get("bytes", 1 << 28)),
+                "participants": "GPUs", "busbw_gbps": bus, "algbw_gbps": round(bus * n / (2 * (n - 1)), 3),
+                "verified": True, "simulated": True, "devices": [a["bdf"] for a in accs]}
+
+    def jitter(self, acc: Optional[Dict[str, Any]], th: Dict[str, Any]) -> Dict[str, Any]:
+        return {"device": acc["bdf"] if acc else "host", "simulated": True,
+                "timer": {"clock": "time.perf_counter_ns", "implementation": "simulated", "resolution_ns": 1.0,
+                          "granularity_ns": 30.0, "read_cost_ns": 35.0},
+                "latency_ns": {"n": 2000, "min": 9000.0, "p1": 9100.0, "p50": 9400.0, "p99": 11800.0,
+                               "max": 30000.0},
+                "workload": "simulated 1024-element add with synchronize"}

@@ -1,0 +1,294 @@
+"""Renderings of a report: the self-contained HTML page (Jinja, autoescaped), Markdown and terminal lines.
+
+Each renders the JSON report (:mod:`pytest_sits.report.model`) and nothing
+else; text from the hardware or from other people passes through
+:func:`printable` before it reaches a terminal or a Markdown cell.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import json
+from pathlib import Path
+from typing import Any, Dict, List
+
+from ..verdict import ERROR, FAIL, INCONCLUSIVE
+from .model import analytics_section
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+#: Timelines drawn per HTML page at most (verdicts needing attention first); the rest link to the JSON.
+MAX_TIMELINE_CHARTS = 10
+#: Characters of each verdict's evidence shown in the HTML page; the JSON report keeps all of it.
+EVIDENCE_EXCERPT_CHARS = 400
+_FMT_CAP = 300
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        return _excerpt(value, _FMT_CAP)
+    return str(value)
+
+
+class _Full(Exception):
+    pass
+
+
+_LITERALS = {True: "true", False: "false", None: "null"}
+
+
+def _excerpt(obj: Any, limit: int = EVIDENCE_EXCERPT_CHARS) -> str:
+    """A JSON-like excerpt of ``obj`` of at most about ``limit`` characters, in time proportional to the excerpt
+    (not to ``obj``): long lists show their first items and how many more there are, long strings are cut."""
+    from json.encoder import encode_basestring  # the C string encoder json.dumps uses, without its set-up
+
+    parts: List[str] = []
+    left = limit
+
+    def emit(text: str) -> None:
+        nonlocal left
+        parts.append(text)
+        left -= len(text)
+        if left <= 0:
+            raise _Full
+
+    def walk(o: Any) -> None:
+        if isinstance(o, str):
+            emit(encode_basestring(o if len(o) <= 200 else o[:200] + "..."))
+        elif o is None or isinstance(o, bool):
+            emit(_LITERALS[o])
+        elif isinstance(o, float):
+            emit(f"{o:.6g}")
+        elif isinstance(o, int):
+            emit(str(o))
+        elif isinstance(o, dict):
+            emit("{")
+            first = True
+            for k, v in o.items():
+                emit(("" if first else ", ") + encode_basestring(str(k)) + ": ")
+                first = False
+                walk(v)
+            emit("}")
+        elif isinstance(o, (list, tuple)):
+            emit("[")
+            shown = o if len(o) <= 6 else o[:3]
+            for i, v in enumerate(shown):
+                if i:
+                    emit(", ")
+                walk(v)
+            if len(o) > len(shown):
+                emit(f", ... {len(o) - len(shown)} more")
+            emit("]")
+        else:
+            emit(encode_basestring(str(o)))
+
+    try:
+        walk(obj)
+    except _Full:
+        return "".join(parts)[:limit] + " ..."
+    return "".join(parts)
+
+
+def _measured(v: Dict[str, Any]) -> str:
+    unit = v.get("unit")
+    return fmt(v.get("measured")) + (f" {unit}" if unit and v.get("measured") is not None else "")
+
+
+@functools.lru_cache(maxsize=1)
+def environment():
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)),
+                      autoescape=select_autoescape(enabled_extensions=("jinja2", "html"), default=True))
+    env.filters["fmt"] = fmt
+    env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
+    return env
+
+
+def _timeline_charts(verdicts: List[Dict[str, Any]]) -> Dict[int, Any]:
+    """verdict index -> its charts, for at most MAX_TIMELINE_CHARTS timelines: FAIL/ERROR/INCONCLUSIVE first."""
+    from .charts import charts_for
+
+    with_series = [i for i, v in enumerate(verdicts)
+                   if isinstance(v.get("evidence"), dict) and v["evidence"].get("series")]
+    urgent = [i for i in with_series if verdicts[i].get("status") in (FAIL, ERROR, INCONCLUSIVE)]
+    order = urgent + [i for i in with_series if verdicts[i].get("status") not in (FAIL, ERROR, INCONCLUSIVE)]
+    out: Dict[int, Any] = {}
+    drawn = 0
+    for i in order:
+        series = verdicts[i]["evidence"]["series"]
+        n = len(series) if isinstance(series, list) else 0
+        if drawn + n > MAX_TIMELINE_CHARTS:
+            continue
+        out[i] = charts_for(verdicts[i]["evidence"])
+        drawn += n
+    return out
+
+
+def _analytics_view(report: Dict[str, Any], recompute: bool = False) -> Dict[str, Any]:
+    """The analytics section (the report's own, else computed now from its verdicts) and its charts."""
+    from . import charts
+    from .analytics import ANALYTICS_VERSION
+
+    a = report.get("analytics")
+    computed_now = recompute or not (isinstance(a, dict) and a.get("version") == ANALYTICS_VERSION)
+    if computed_now:
+        a = analytics_section(report["verdicts"], report.get("profile") or {})
+    view: Dict[str, Any] = {"a": a, "computed_now": computed_now}
+    if a.get("error"):
+        return view
+    hm = a.get("heatmap") or {}
+    points = (a.get("sweep") or {}).get("points") or []
+    try:
+        view["heatmap_svg"] = charts.heatmap_chart(hm, points)
+        view["pareto_svg"] = charts.pareto_chart(hm, points, (a.get("pareto") or {}).get("front") or [])
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        view["chart_error"] = f"the analytics section could not be drawn ({type(exc).__name__}: {exc})"
+    return view
+
+
+def render_html(report: Dict[str, Any]) -> str:
+    """The self-contained HTML page of a report.  Its size is bounded per verdict (an evidence excerpt, at most
+    MAX_TIMELINE_CHARTS timelines per page), whatever the evidence holds; the JSON keeps everything."""
+    # Rendering allocates many short-lived objects next to a report that may hold millions; the cyclic
+    # collector would walk that whole heap again and again (measured: 18 s against 11 s for 10,000 verdicts
+    # with 300-window timelines). It is paused while rendering and restored after.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _render_html(report)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _render_html(report: Dict[str, Any]) -> str:
+    verdicts = report["verdicts"]
+    charts = _timeline_charts(verdicts)
+    rows = []
+    for i, v in enumerate(verdicts):
+        has_series = isinstance(v.get("evidence"), dict) and bool(v["evidence"].get("series"))
+        rows.append({"v": v, "index": i, "measured": _measured(v), "threshold": fmt(v.get("threshold")),
+                     "charts": charts.get(i, []), "charts_left_out": has_series and i not in charts,
+                     "excerpt": _excerpt(v.get("evidence") or {})})
+    view = dict(report)
+    view["rows"] = rows
+    view["analytics_view"] = _analytics_view(report)
+    view["limits"] = {"charts": MAX_TIMELINE_CHARTS, "excerpt": EVIDENCE_EXCERPT_CHARS}
+    template = environment().get_template("report.html.jinja2")
+    try:
+        return template.render(r=view)
+    except Exception as exc:  # jinja2's UndefinedError and any shape error of an altered analytics section
+        if view["analytics_view"]["computed_now"]:
+            raise
+        # The stored analytics section is not what this version writes (an altered file): recompute it.
+        view["analytics_view"] = _analytics_view(report, recompute=True)
+        view["analytics_view"]["stored_unreadable"] = f"{type(exc).__name__}: {exc}"
+        return template.render(r=view)
+
+
+def _md(text: Any) -> str:
+    """A table cell of Markdown: no raw HTML (Markdown renderers pass it through), no column breaks."""
+    t = printable(str(text), keep="\n\t").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return t.replace("|", "\\|").replace("\n", " ")
+
+
+def printable(text: str, keep: str = "") -> str:
+    """Text from the hardware or from other people, without terminal escape codes or other control characters
+    (those in ``keep`` pass through); each one is shown as ``\\xNN``."""
+    return "".join(c if c.isprintable() or c in keep else f"\\x{ord(c):02x}" for c in text)
+
+
+def _markdown_analytics(a: Dict[str, Any]) -> List[str]:
+    lines = ["", "## Analytics (SITS2026 A §2.5, §4.1, §4.2; not pass/fail)", ""]
+    sw = a.get("sweep") or {}
+    hm = a.get("heatmap") or {}
+    if sw.get("status") != "measured":
+        lines.append(f"- sweep: {sw.get('reason', 'no sweep measured')}")
+    else:
+        lines.append(f"- sweep: {len(sw.get('points') or [])} points over {len(sw.get('subjects') or [])} subject(s)")
+    if hm.get("status") == "drawn":
+        grid, par = hm["interpolation"], hm["pareto"]
+        lines.append(f"- heat map (power x P99 latency x load): {grid['scheme']}")
+        lines.append(f"- Pareto pruning: {par['kept']} grid points kept, {par['dropped']} dominated")
+        if hm.get("best"):
+            b = hm["best"]
+            lines.append(f"- best SLA-weighted score {b['score']:.4g} at load {b['rho']:.3g}, {b['power_w']:.4g} W, "
+                         f"P99 {b['latency_ms']:.4g} ms, error {b['error_rate_pct']:.3g} %, {b['throughput_qps']:.4g} req/s")
+    else:
+        lines.append(f"- heat map: not drawn ({hm.get('reason', 'no data')})")
+    sla = a.get("sla") or {}
+    if sla:
+        w = ", ".join(f"{k} {sla['targets'][k]:g} -> {sla['weights'][k]:.4g}" for k in sla.get("weights", {}))
+        lines.append(f"- SLA weights {sla.get('formula')} ({sla.get('source')}): {w}")
+        lines.append(f"- {sla.get('discrepancy')}")
+    tco = a.get("tco") or {}
+    if tco.get("status") == "computed":
+        lines.append(f"- TCO per card per year (site inputs declared, not measured; power {tco['power_w']:.4g} W, "
+                     f"{tco['power_source']}): {tco['total_per_year']} {tco['currency']}"
+                     + (f" (partial: not declared {', '.join(tco['missing'])})" if tco.get("partial") else ""))
+    else:
+        lines.append(f"- TCO: {tco.get('reason', 'not computed')}")
+    tpw = a.get("tokens_per_watt") or {}
+    if tpw.get("status") == "measured":
+        lines.append(f"- tokens per watt at P99: {fmt(tpw.get('median_tokens_per_watt_p99'))} (median over cards)")
+    elif tpw.get("status") == "derived":
+        lines.append(f"- tokens per joule: {fmt(tpw.get('value'))} ({tpw.get('source')})")
+    else:
+        lines.append(f"- tokens per watt: {tpw.get('reason', 'not computed')}")
+    return lines
+
+
+def render_markdown(report: Dict[str, Any]) -> str:
+    lines = [f"# SITS2026 conformance report: {report['summary']['result']}", ""]
+    if report["platform"]["simulated"]:
+        lines += ["**SIMULATED platform: not a conformance result.**", ""]
+    lines += [f"- result: {_md(report['summary']['result'])}: {_md(report['summary'].get('result_reason', ''))}",
+              f"- profile: `{_md(report['profile']['name'])}` ({_md(report['profile']['how'])})",
+              f"- platform: {_md(report['platform']['label'])}",
+              f"- level: {report['run']['level']}; completed: {report['run']['completed']}", "",
+              "| requirement | subject | status | measured | threshold | reason |", "|---|---|---|---|---|---|"]
+    for v in report["verdicts"]:
+        cells = [v["requirement"], v["subject"], v["status"], _measured(v), fmt(v["threshold"]), v["reason"]]
+        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    lines += ["", "## Coverage of the SITS2026 catalogue", "", "| requirement | level | state | statuses |",
+              "|---|---|---|---|"]
+    for row in report.get("coverage") or []:
+        cells = [row.get("requirement"), row.get("level"), row.get("state"), ", ".join(row.get("statuses") or [])]
+        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    from .analytics import ANALYTICS_VERSION
+
+    a = report.get("analytics")
+    if not (isinstance(a, dict) and a.get("version") == ANALYTICS_VERSION):
+        a = analytics_section(report["verdicts"], report.get("profile") or {})
+    if a.get("error"):
+        return "\n".join(lines + ["", f"Analytics: {a['error']}"]) + "\n"
+    try:
+        lines += _markdown_analytics(a)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        lines += ["", f"Analytics: the section could not be read ({type(exc).__name__}: {exc})"]
+    return "\n".join(lines) + "\n"
+
+
+def terminal_lines(report: Dict[str, Any], width: int = 120) -> List[str]:
+    rows = [("requirement", "subject", "status", "measured", "threshold")]
+    for v in report["verdicts"]:
+        measured = fmt(v["measured"]) + (f" {v['unit']}" if v.get("unit") and v["measured"] is not None else "")
+        rows.append((v["requirement"], v["subject"], v["status"], measured, fmt(v["threshold"])))
+    rows = [tuple(printable(c, keep="\n\t").replace("\n", " ") for c in r) for r in rows]
+    widths = [min(max(len(r[i]) for r in rows), cap) for i, cap in enumerate((22, 24, 12, 24, 60))]
+
+    def cut(text: str, n: int) -> str:
+        return text if len(text) <= n else text[: n - 1] + "…"
+
+    out = ["  ".join(cut(c, widths[i]).ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    s = report["summary"]
+    counts = ", ".join(f"{n} {k}" for k, n in s["counts"].items() if n)
+    out.append(f"result: {s['result']} ({s['result_reason']}){'; ' + counts if counts else ''}")
+    return out
