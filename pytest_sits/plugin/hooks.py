@@ -10,19 +10,18 @@ hardware libraries are imported by the probes that need them.
 
 from __future__ import annotations
 
-import signal
 from typing import Any, List
 
 import pytest
 
 from ..catalogue import CATALOGUE, LEVELS, level_rank
 from .recorder import MARKER, PROPERTY, REQUIREMENT_PROPERTY, RUN_KEY, append, requirement_of
+from .interrupts import Interrupts
 from .session import SitsRun, SitsUsageError
 from ..verdict import ERROR, Verdict
 
 pytest_plugins = ("pytest_sits.plugin.fixtures",)
 
-_OLD_SIGTERM = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,9 +64,16 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def _sigterm(signum: int, frame: Any) -> None:
-    """SIGTERM (a scheduler's stop) ends the run as Ctrl-C does: loads stop, the report is written INCOMPLETE."""
-    raise KeyboardInterrupt("SIGTERM")
+_INTERRUPTS = pytest.StashKey[Interrupts]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Take SIGINT and SIGTERM over before the run is set up (see interrupts.py); given back at the end."""
+    interrupts = Interrupts()
+    if interrupts.install():
+        config.add_cleanup(interrupts.restore)
+    config.stash[_INTERRUPTS] = interrupts
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -83,10 +89,14 @@ def pytest_configure(config: pytest.Config) -> None:
     except SitsUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[RUN_KEY] = run
-    try:
-        config.stash[_OLD_SIGTERM] = signal.signal(signal.SIGTERM, _sigterm)
-    except ValueError:  # not the main thread (pytest run inside a thread): leave signals alone
-        pass
+    # SIGTERM ends the run as Ctrl-C does; a signal while the run is set up stops it once the session runs, a
+    # second one while stopping or one while the report is written does not cut the stop short (interrupts.py).
+    interrupts = config.stash.get(_INTERRUPTS, None)
+    if interrupts is None:  # pytest_cmdline_main did not run (pytest started another way)
+        interrupts = config.stash[_INTERRUPTS] = Interrupts()
+        if interrupts.install():
+            config.add_cleanup(interrupts.restore)
+    run.interrupts = interrupts
     if _is_worker(config):
         return
     config.hook.pytest_sits_update_inventory(config=config, inventory=run.platform.inventory())
@@ -99,12 +109,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("sits-reporter")
     if reporter is not None:
         config.pluginmanager.unregister(reporter)
-    old = config.stash.get(_OLD_SIGTERM, None)
-    if old is not None:
-        try:
-            signal.signal(signal.SIGTERM, old)
-        except ValueError:
-            pass
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.cleanup()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -133,6 +140,14 @@ def _printable(text: str) -> str:
     from ..report.render import printable
 
     return printable(text)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> None:
+    """The session runs: a signal received while it was set up stops it here, so the report is written."""
+    run = session.config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.interrupts.session_runs()
 
 
 @pytest.hookimpl(tryfirst=True)

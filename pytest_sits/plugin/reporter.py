@@ -62,7 +62,10 @@ class SitsReporter:
             name = pytest.ExitCode(exitstatus).name
         except ValueError:
             name = str(exitstatus)
-        completed = exitstatus not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+        # A signal is recorded whatever pytest made of it: a second Ctrl-C can cut pytest's own handling of the
+        # first short, and pytest then passes "OK" here. A run that received one did not complete.
+        completed = (exitstatus not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+                     and not self.run.interrupts.before_report)
         try:
             inventory = self.run.platform.inventory()
         except Exception as exc:  # a broken probe must not lose the verdicts
@@ -75,6 +78,7 @@ class SitsReporter:
                  "duration_s": round(now - self.run.started_at, 3), "completed": completed,
                  "exit_status": int(exitstatus), "exit_status_name": name, "level": self.run.level,
                  "args": [str(a) for a in self.config.invocation_params.args],
+                 "interrupts": [dict(r) for r in self.run.interrupts.before_report],
                  "xdist_workers": self.workers, "tests": self.outcomes},
             environment={"hostname": socket.gethostname(), "python": _pyplatform.python_version(),
                          "os": _pyplatform.platform(), "packages": rep.package_versions()},
@@ -105,6 +109,16 @@ class SitsReporter:
             self.verdicts[("(session finish)", 0)] = data
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.run.interrupts.before_report and exitstatus != pytest.ExitCode.INTERNAL_ERROR:
+            # A second Ctrl-C can cut pytest's handling of the first short: pytest then says "OK". It was not.
+            exitstatus = session.exitstatus = pytest.ExitCode.INTERRUPTED
+        # A signal now is recorded, not raised: the report pair is written whole (interrupts.py).
+        with self.run.interrupts.writing_report():
+            self._finish(exitstatus)
+        if self.run.interrupts.during_report:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+
+    def _finish(self, exitstatus: int) -> None:
         from ..report.render import render_html
         from ..report.store import HTML_NAME, JSON_NAME, write_pair
 

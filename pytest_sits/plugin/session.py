@@ -10,6 +10,8 @@ profile file and the controller's inventory instead of probing again.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any, Dict, Optional, Tuple
 from ..catalogue import LEVELS
 from ..platforms import Platform, PlatformError, from_spec
 from ..profiles import Profile, ProfileError, auto_pick, resolve
+from .interrupts import Interrupts
 
 ENV_PROFILE, ENV_PLATFORM, ENV_LEVEL, ENV_REPORT_DIR = (
     "SITS_PROFILE", "SITS_PLATFORM", "SITS_LEVEL", "SITS_REPORT_DIR")
@@ -55,6 +58,12 @@ class SitsRun:
     endpoint: Optional[str] = None
     #: The BMC's Redfish service for wall power: url, and credentials from $SITS_REDFISH_USER/_PASSWORD.
     redfish: Optional[Dict[str, Any]] = None
+    #: The signals this process received, and how they are handled (see interrupts.py).
+    interrupts: Interrupts = field(default_factory=Interrupts)
+    #: The run's scratch folder (the simulated machine's trees, the workers' too), made by the controller and
+    #: removed by it at the end, also when a worker was killed before it could clean up.
+    workdir: Optional[Path] = None
+    owns_workdir: bool = False
 
     @classmethod
     def from_config(cls, config: Any) -> "SitsRun":
@@ -109,8 +118,9 @@ class SitsRun:
             raise SitsUsageError(f"unknown level {level!r} (from {level_how}); fix: use one of {', '.join(LEVELS)}")
         plat_spec, plat_how = _pick(platform_opt, ENV_PLATFORM, platform_ini)
         prof_spec, prof_how = _pick(profile_opt, ENV_PROFILE, profile_ini)
+        workdir = Path(tempfile.mkdtemp(prefix="sits-run-")) if (plat_spec or "").startswith("sim:") else None
         try:
-            platform = from_spec(plat_spec or "live")
+            platform = from_spec(plat_spec or "live", workdir=workdir)
             platform.inventory()  # a broken snapshot is a usage error now, not a traceback later
             if prof_spec:
                 flag = {"option": "--sits-profile", "env": f"${ENV_PROFILE}", "ini": "sits_profile"}[prof_how]
@@ -121,15 +131,20 @@ class SitsRun:
             else:
                 name, why = auto_pick(platform.inventory()["accelerators"])
                 profile = resolve(name, how="auto", why=why)
-        except ProfileError as exc:
-            raise SitsUsageError(f"bad profile: {exc}") from None
-        except PlatformError as exc:
-            raise SitsUsageError(f"bad platform: {exc}") from None
+        except (ProfileError, PlatformError) as exc:
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
+            raise SitsUsageError(f"bad {'profile' if isinstance(exc, ProfileError) else 'platform'}: {exc}") from None
         rd, _ = _pick(report_dir_opt, ENV_REPORT_DIR, report_dir_ini)
         rd = rd or "sits-report"
         report_dir = None if rd.lower() == "none" else (Path(rd) if Path(rd).is_absolute() else Path.cwd() / rd)
         return cls(profile=profile, platform=platform, level=level, level_how=level_how, report_dir=report_dir,
-                   platform_spec=plat_spec or "live")
+                   platform_spec=plat_spec or "live", workdir=workdir, owns_workdir=workdir is not None)
+
+    def cleanup(self) -> None:
+        """Remove the run's scratch folder (the controller's, once its workers are gone)."""
+        if self.owns_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def to_workerinput(self) -> Dict[str, Any]:
         """What a worker needs to be the same run (plain JSON for execnet)."""
@@ -139,19 +154,21 @@ class SitsRun:
                 "started_at": self.started_at,
                 "golden_record": str(self.golden_record) if self.golden_record else None,
                 "golden": str(self.golden) if self.golden else None,
-                "endpoint": self.endpoint, "redfish_url": (self.redfish or {}).get("url")}
+                "endpoint": self.endpoint, "redfish_url": (self.redfish or {}).get("url"),
+                "workdir": str(self.workdir) if self.workdir else None}
 
     @classmethod
     def from_workerinput(cls, data: Dict[str, Any]) -> "SitsRun":
+        workdir = Path(data["workdir"]) if data.get("workdir") else None
         try:
-            platform = from_spec(data["platform_spec"])
+            platform = from_spec(data["platform_spec"], workdir=workdir)
             profile = resolve(data["profile_path"], how=data["profile_how"], why=data["profile_why"])
         except (ProfileError, PlatformError) as exc:  # pragma: no cover - the controller resolved the same
             raise SitsUsageError(str(exc)) from None
         platform.set_inventory(data["inventory"])
         run = cls(profile=profile, platform=platform, level=data["level"], level_how=data["level_how"],
                   report_dir=Path(data["report_dir"]) if data["report_dir"] else None,
-                  started_at=data["started_at"], platform_spec=data["platform_spec"])
+                  started_at=data["started_at"], platform_spec=data["platform_spec"], workdir=workdir)
         run.golden_record = Path(data["golden_record"]) if data["golden_record"] else None
         run.golden = Path(data["golden"]) if data["golden"] else None
         run.set_inference(data.get("endpoint"), data.get("redfish_url"))

@@ -58,9 +58,11 @@ def scope_of(coverage_rows: List[Dict[str, Any]], level: str, kind: str,
         elif st.startswith("NOT_AT_LEVEL"):
             st = "above_level"
         else:
-            st = {"NOT_IMPLEMENTED": "not_implemented", "DESELECTED": "deselected"}.get(st, "not_selected")
+            st = {"NOT_IMPLEMENTED": "not_implemented", "DESELECTED": "deselected", "NOT_RUN": "not_run"}.get(
+                st, "not_selected")
         by_state.setdefault(st, []).append(row["requirement"])
-    keys = ("decided", "skipped", "not_measured", "above_level", "deselected", "not_selected", "not_implemented")
+    keys = ("decided", "skipped", "not_measured", "not_run", "above_level", "deselected", "not_selected",
+            "not_implemented")
     out: Dict[str, Any] = {"level": level, "platform": kind, "catalogue": len(coverage_rows)}
     out.update({k: by_state.get(k, []) for k in keys})
     return out
@@ -71,6 +73,8 @@ def _scope_gaps(scope: Dict[str, Any]) -> List[str]:
     if scope["not_measured"]:
         gaps.append(f"{len(scope['not_measured'])} not measured here ({', '.join(scope['not_measured'][:6])}"
                     f"{', ...' if len(scope['not_measured']) > 6 else ''})")
+    if scope.get("not_run"):
+        gaps.append(f"{len(scope['not_run'])} not run (the run stopped before them)")
     if scope["above_level"]:
         gaps.append(f"{len(scope['above_level'])} above level {scope['level']}")
     if scope["deselected"]:
@@ -124,8 +128,10 @@ def summarise(verdicts: List[Dict[str, Any]], completed: bool, simulated: bool,
     return out
 
 
-def coverage(verdicts: List[Dict[str, Any]], level: str, collected: Dict[str, str]) -> List[Dict[str, Any]]:
-    """One row per catalogue requirement: what happened to it in this run."""
+def coverage(verdicts: List[Dict[str, Any]], level: str, collected: Dict[str, str],
+             completed: bool = True) -> List[Dict[str, Any]]:
+    """One row per catalogue requirement: what happened to it in this run.  In a run that did not complete, a
+    requirement in scope with no verdict is NOT_RUN (the run stopped before it), never "not selected"."""
     rows = []
     by_req: Dict[str, List[str]] = {}
     for v in verdicts:
@@ -139,6 +145,8 @@ def coverage(verdicts: List[Dict[str, Any]], level: str, collected: Dict[str, st
             state = f"NOT_AT_LEVEL_{level.upper()}"
         else:
             state = collected.get(req.id, "NOT_SELECTED")
+            if not completed and state == "NOT_SELECTED":
+                state = "NOT_RUN"
         rows.append({"requirement": req.id, "title": req.title, "source": req.source, "level": req.level,
                      "extension": req.extension, "state": state, "statuses": by_req.get(req.id, [])})
     return rows
@@ -147,7 +155,7 @@ def coverage(verdicts: List[Dict[str, Any]], level: str, collected: Dict[str, st
 def build(*, run: Dict[str, Any], environment: Dict[str, Any], platform: Dict[str, Any],
           profile: Dict[str, Any], inventory: Dict[str, Any], verdicts: List[Dict[str, Any]],
           collected: Dict[str, str]) -> Dict[str, Any]:
-    rows = coverage(verdicts, run["level"], collected)
+    rows = coverage(verdicts, run["level"], collected, run["completed"])
     return {
         "schema": "pytest-sits/report",
         "schema_version": REPORT_SCHEMA_VERSION,

@@ -192,7 +192,7 @@ def _render_html(report: Dict[str, Any]) -> str:
         return template.render(r=view)
 
 
-def _md(text: Any) -> str:
+def markdown_cell(text: Any) -> str:
     """A table cell of Markdown: no raw HTML (Markdown renderers pass it through), no column breaks."""
     t = printable(str(text), keep="\n\t").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return t.replace("|", "\\|").replace("\n", " ")
@@ -248,19 +248,19 @@ def render_markdown(report: Dict[str, Any]) -> str:
     lines = [f"# SITS2026 conformance report: {report['summary']['result']}", ""]
     if report["platform"]["simulated"]:
         lines += ["**SIMULATED platform: not a conformance result.**", ""]
-    lines += [f"- result: {_md(report['summary']['result'])}: {_md(report['summary'].get('result_reason', ''))}",
-              f"- profile: `{_md(report['profile']['name'])}` ({_md(report['profile']['how'])})",
-              f"- platform: {_md(report['platform']['label'])}",
+    lines += [f"- result: {markdown_cell(report['summary']['result'])}: {markdown_cell(report['summary'].get('result_reason', ''))}",
+              f"- profile: `{markdown_cell(report['profile']['name'])}` ({markdown_cell(report['profile']['how'])})",
+              f"- platform: {markdown_cell(report['platform']['label'])}",
               f"- level: {report['run']['level']}; completed: {report['run']['completed']}", "",
               "| requirement | subject | status | measured | threshold | reason |", "|---|---|---|---|---|---|"]
     for v in report["verdicts"]:
         cells = [v["requirement"], v["subject"], v["status"], _measured(v), fmt(v["threshold"]), v["reason"]]
-        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
     lines += ["", "## Coverage of the SITS2026 catalogue", "", "| requirement | level | state | statuses |",
               "|---|---|---|---|"]
     for row in report.get("coverage") or []:
         cells = [row.get("requirement"), row.get("level"), row.get("state"), ", ".join(row.get("statuses") or [])]
-        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
     from .analytics import ANALYTICS_VERSION
 
     a = report.get("analytics")
