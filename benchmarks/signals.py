@@ -100,6 +100,10 @@ def one_run(i: int, kind: str, xdist: bool, when: float, args: argparse.Namespac
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
     time.sleep(1.0)  # let killed children be reaped before looking for them
+    jpath, hpath = report_dir / "sits-report.json", report_dir / "sits-report.html"
+    # The run had written its report before the signal came (the process was only exiting): it finished first.
+    finished_first = sent_at is None or (jpath.exists() and jpath.stat().st_mtime < sent_wall
+                                         and kind != "SIGTERM while writing")
     problems: List[str] = []
     left = _processes_with(str(work))
     if left:
@@ -124,10 +128,6 @@ def one_run(i: int, kind: str, xdist: bool, when: float, args: argparse.Namespac
         problems.append("a traceback: " + out[out.index("Traceback"):][:300].replace("\n", " | "))
     if proc.returncode in (-signal.SIGSEGV, -signal.SIGABRT, 134, 139):
         problems.append(f"crashed (exit {proc.returncode})")
-    jpath, hpath = report_dir / "sits-report.json", report_dir / "sits-report.html"
-    # The run had written its report before the signal came (the process was only exiting): it finished first.
-    finished_first = sent_at is None or (jpath.exists() and jpath.stat().st_mtime < sent_wall
-                                         and kind != "SIGTERM while writing")
     try:
         report = read_report(jpath)
     except (UntrustedInputError, OSError) as exc:
