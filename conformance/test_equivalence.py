@@ -1,8 +1,8 @@
 """Cross-platform equivalence: EQ-PRECISION, EQ-THROUGHPUT, EQ-LATENCY, EQ-RESOURCE (level standard).
 
 Without a golden set, every torch device present is compared with numpy float64 on the same (rounded)
-inputs.  With ``--sits-golden DIR`` the stored inputs are fed byte for byte and the outputs compared with
-the stored ones; with ``--sits-golden-record DIR`` the reference device's inputs and outputs are stored.
+inputs.  With ``--sits-golden=DIR`` the stored inputs are fed byte for byte and the outputs compared with
+the stored ones; with ``--sits-golden-record=DIR`` the reference device's inputs and outputs are stored.
 """
 
 import pytest

@@ -281,3 +281,48 @@ def test_report_files_are_readable_like_any_written_file(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644
+
+
+def test_an_option_value_after_a_space_that_pytest_took_for_a_path_is_a_usage_error(pytester, tmp_path):
+    """`--sits-profile /elsewhere/x.yaml` moved pytest's rootdir and ignored the lab's ini file; now it stops and
+    names the `=` form, which works."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "x.yaml").write_text("name: x\nextends: host\n")
+    pytester.makeini("[pytest]\nsits_report_dir = none\n")
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest("--sits-profile", str(elsewhere / "x.yaml"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --sits-profile {elsewhere / 'x.yaml'}: pytest took the value given after a "
+                                 f"space for a test path when it chose its rootdir*; fix: write "
+                                 f"--sits-profile={elsewhere / 'x.yaml'}"])
+    result = pytester.runpytest(f"--sits-profile={elsewhere / 'x.yaml'}")
+    assert result.ret == 0
+    result = pytester.runpytest("--sits-level", "quick")  # not a path: pytest parses it right
+    assert result.ret == 0
+
+
+@pytest.mark.parametrize("args,status", [
+    (["--sits-platform=sim:h100"], 0),                       # quick, every verdict conforms (SIMULATED, PARTIAL)
+    (["--sits-platform=sim:h100+switch"], 10),               # a FAIL: NON_CONFORMANT
+    (["--sits-platform=sim:h100", "-m", "THERM-GPU-STEADY", "--sits-level=full", "--sits-report-dir=none",
+      "-k", "11:00"], 0),
+    (["--sits-profile=h100", "-m", "DEP-ECC"], 11),          # every verdict SKIP (no GPU here): nothing decided
+    (["--sits-platform=sim:h100", "--collect-only"], 0),
+])
+def test_exit_statuses_ci_can_gate_on(pytester, conformance_args, args, status, report_of):
+    result = pytester.runpytest(*conformance_args, *args)
+    assert result.ret == status, result.stdout.str()[-2000:]
+    if "--collect-only" in args:
+        assert not (pytester.path / "sits-report").exists()  # nothing ran: no report written over the last one
+    elif "--sits-report-dir=none" not in args:
+        run = report_of(pytester.path)["run"]
+        assert run["exit_status"] == status and run["pytest_exit_status"] in (0, 1)
+
+
+def test_a_report_that_cannot_be_written_is_its_own_exit_status(pytester, conformance_args, tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    result = pytester.runpytest(*conformance_args, "--sits-platform=sim:h100", f"--sits-report-dir={blocked / 'r'}")
+    assert result.ret == 12
+    result.stdout.fnmatch_lines([f"*could not write the report into {blocked / 'r'}*fix: give a writable folder*"])

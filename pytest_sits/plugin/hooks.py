@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, List
 
+from pathlib import Path
+
 import pytest
 
 from ..catalogue import CATALOGUE, LEVELS, level_rank
@@ -76,6 +78,30 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     config.stash[_INTERRUPTS] = interrupts
 
 
+def _values_taken_as_paths(config: pytest.Config) -> List[str]:
+    """``--sits-X VALUE`` given as two arguments whose VALUE exists on disk: pytest's first look at the command
+    line, which chooses the rootdir and the ini file, does not know the plugin's options yet and takes VALUE as a
+    test path (so a lab's pytest.ini is ignored, or a checkout's own tests are collected)."""
+    args = [str(a) for a in config.invocation_params.args]
+    here = Path(config.invocation_params.dir)
+    takes_value = {opt for opt in _option_names(config)}
+    out = []
+    for flag, value in zip(args, args[1:]):
+        if flag in takes_value and not value.startswith("-") and (here / value).exists():
+            out.append(f"{flag} {value}")
+    return out
+
+
+def _option_names(config: pytest.Config) -> List[str]:
+    """The plugin's options that take a value."""
+    try:
+        group = config._parser.getgroup("sits")  # noqa: SLF001 - pytest exposes no public view of a group
+        return [name for opt in group.options for name in opt.names() if name.startswith("--")
+                and opt.attrs().get("action", "store") == "store"]
+    except Exception:  # pragma: no cover - another pytest: every --sits- option takes a value
+        return [a for a in map(str, config.invocation_params.args) if a.startswith("--sits-")]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
@@ -84,6 +110,13 @@ def pytest_configure(config: pytest.Config) -> None:
         "level (quick/standard/full) unless `level` is given.")
     for req in CATALOGUE.values():
         config.addinivalue_line("markers", f"{req.id}: SITS2026 requirement — {req.title} (level {req.level}).")
+    if not _is_worker(config):
+        spaced = _values_taken_as_paths(config)
+        if spaced:
+            fixed = ", ".join("=".join(s.split(" ", 1)) for s in spaced)
+            raise pytest.UsageError(
+                f"{', '.join(spaced)}: pytest took the value given after a space for a test path when it chose its "
+                f"rootdir ({config.rootpath}) and ini file ({config.inipath or 'none'}); fix: write {fixed}")
     try:
         run = SitsRun.from_config(config)
     except SitsUsageError as exc:

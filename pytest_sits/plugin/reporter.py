@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from ..report.model import plain
+from ..report.model import EXIT_NO_REPORT, EXIT_NON_CONFORMANT, EXIT_UNDECIDED, exit_status, plain
 from .recorder import MARKER, PROPERTY, REQUIREMENT_PROPERTY
 from .session import SitsRun
 
@@ -112,11 +112,17 @@ class SitsReporter:
         if self.run.interrupts.before_report and exitstatus != pytest.ExitCode.INTERNAL_ERROR:
             # A second Ctrl-C can cut pytest's handling of the first short: pytest then says "OK". It was not.
             exitstatus = session.exitstatus = pytest.ExitCode.INTERRUPTED
+        if session.config.getoption("collectonly", False):
+            return  # nothing ran: the last real report stays as it is
         # A signal now is recorded, not raised: the report pair is written whole (interrupts.py).
         with self.run.interrupts.writing_report():
             self._finish(exitstatus)
         if self.run.interrupts.during_report:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
+        elif self.write_error:
+            session.exitstatus = EXIT_NO_REPORT
+        elif self.report is not None:
+            session.exitstatus = self.report["run"]["exit_status"]
 
     def _finish(self, exitstatus: int) -> None:
         from ..report.render import render_html
@@ -125,6 +131,13 @@ class SitsReporter:
         if self.run.golden_record is not None and (self.run.golden_record / "entries").is_dir():
             self._finalize_golden(exitstatus)
         self.report = self.build_report(exitstatus)
+        # The status the run ends with (pytest's own for pytest's outcomes, else what the verdicts decided), in the
+        # report as well: CI gates on either.
+        run = self.report["run"]
+        run["pytest_exit_status"] = run["exit_status"]
+        run["exit_status"] = exit_status(self.report["summary"], int(exitstatus))
+        run["exit_status_name"] = {EXIT_NON_CONFORMANT: "NON_CONFORMANT", EXIT_UNDECIDED: "UNDECIDED"}.get(
+            run["exit_status"], run["exit_status_name"])
         if self.run.report_dir is None:
             return
         try:

@@ -297,3 +297,17 @@ def collect(root: Path) -> Dict[str, Any]:
         "numa": numa_facts(root),
         "pci": pci,
     }
+
+
+def ptp_clocks(root: Path) -> List[Dict[str, Any]]:
+    """The PTP hardware clocks the kernel lists (``/sys/class/ptp/ptpN``: a NIC's or a platform's timestamp
+    clock), with their names and the device file each is read through."""
+    base = root / "sys/class/ptp"
+    out = []
+    for d in sorted(base.glob("ptp[0-9]*"), key=lambda p: p.name) if base.is_dir() else []:
+        if not re.fullmatch(r"ptp\d{1,4}", d.name):
+            continue
+        name = read_text(root, f"sys/class/ptp/{d.name}/clock_name")
+        out.append({"device": f"/dev/{d.name}", "name": (name or "")[:64] or None,
+                    "source": f"/sys/class/ptp/{d.name}/clock_name"})
+    return out[:64]

@@ -128,6 +128,38 @@ def summarise(verdicts: List[Dict[str, Any]], completed: bool, simulated: bool,
     return out
 
 
+#: The exit statuses of a run, for CI to gate on.  pytest's own (0 to 5) keep their meaning for pytest's own
+#: outcomes; the suite's results that need a decision of their own get statuses above pytest's.
+EXIT_STATUSES = (
+    (0, "CONFORMANT or PARTIAL", "every decided verdict conforms (PASS, WARN, WAIVED, SKIP); a PARTIAL report names "
+                                 "what was not decided"),
+    (1, "pytest: tests failed", "a test that is not a SITS2026 requirement failed (a lab's own test)"),
+    (2, "INCOMPLETE", "interrupted (Ctrl-C, SIGTERM): the report holds what was measured"),
+    (3, "pytest: internal error", "pytest or a plugin broke; the report, if written, is INCOMPLETE"),
+    (4, "usage error", "a bad option, profile, platform or golden set: the message names the fix"),
+    (5, "pytest: no tests", "nothing was collected (a -m/-k that selects nothing)"),
+    (10, "NON_CONFORMANT", "a FAIL or ERROR verdict (also on a simulated platform)"),
+    (11, "UNDECIDED", "an INCONCLUSIVE verdict, or nothing decided (every verdict SKIP, or none)"),
+    (12, "report not written", "the run ended, but its report could not be written (the message names the folder)"),
+)
+EXIT_NON_CONFORMANT, EXIT_UNDECIDED, EXIT_NO_REPORT = 10, 11, 12
+
+
+def exit_status(summary: Dict[str, Any], pytest_status: int) -> int:
+    """The run's exit status (:data:`EXIT_STATUSES`): pytest's own for interrupted, broken, misused or empty runs;
+    otherwise what the verdicts decided, whatever the platform (a simulated run with a FAIL is NON_CONFORMANT
+    here, SIMULATED in the report)."""
+    if pytest_status not in (0, 1):
+        return pytest_status
+    counts = summary.get("counts") or {}
+    if counts.get(FAIL) or counts.get(ERROR):
+        return EXIT_NON_CONFORMANT
+    decided = counts.get(PASS, 0) + counts.get(WARN, 0) + counts.get(WAIVED, 0)
+    if counts.get(INCONCLUSIVE) or not decided:  # as summarise(): nothing decided is UNDECIDED
+        return EXIT_UNDECIDED
+    return pytest_status
+
+
 def coverage(verdicts: List[Dict[str, Any]], level: str, collected: Dict[str, str],
              completed: bool = True) -> List[Dict[str, Any]]:
     """One row per catalogue requirement: what happened to it in this run.  In a run that did not complete, a

@@ -84,6 +84,7 @@ class SimCrg:
         return {"device": acc["bdf"] if acc else "host", "simulated": True,
                 "timer": {"clock": "time.perf_counter_ns", "implementation": "simulated", "resolution_ns": 1.0,
                           "granularity_ns": 30.0, "read_cost_ns": 35.0},
+                "hardware_clocks": [],
                 "latency_ns": {"n": 2000, "min": 9000.0, "p1": 9100.0, "p50": 9400.0, "p99": 11800.0,
                                "max": 30000.0},
                 "workload": "simulated 1024-element add with synchronize"}
