@@ -24,7 +24,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..checks.crg import busbw, percentiles
-from .loads import LoadUnavailable, torch_device_for_bdf
+from .loads import TORCH_MISSING, LoadUnavailable, torch_device_for_bdf
 
 GEMM_DTYPES = ("float16", "bfloat16")
 
@@ -33,7 +33,7 @@ def _torch() -> Any:
     try:
         import torch
     except ImportError:
-        raise LoadUnavailable("torch is not installed (pip install torch): nothing can be measured") from None
+        raise LoadUnavailable(TORCH_MISSING) from None
     return torch
 
 
@@ -86,7 +86,7 @@ def acquire_node(acc: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
     try:
         device = torch_device_for_bdf(acc["bdf"])
     except LoadUnavailable as exc:
-        return {"absent": f"{acc['bdf']}: {exc}"}
+        return {"unavailable": f"{acc['bdf']}: {exc}"}
     size, iters = int(th.get("size", 8192)), int(th.get("iterations", 20))
     return {"device": acc["bdf"], "torch_device": device,
             "results": [gemm_tflops(device, d, size, iters) for d in th.get("dtypes") or GEMM_DTYPES],
@@ -184,8 +184,8 @@ def acquire_edges(accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Option
     if len(accs) < 2:
         return [({"absent": f"a device-to-device edge needs 2 accelerators; found {len(accs)}"}, "accelerators")]
     devs, why = _devices(accs)
-    if why:
-        return [({"absent": why}, "accelerators")]
+    if why:  # the devices are there, this installation cannot drive them: not measured, not "not applicable"
+        return [({"unavailable": why}, "accelerators")]
     nbytes = int(th.get("bytes", 1 << 28))
     out = []
     for i, a in enumerate(devs):
@@ -300,14 +300,17 @@ def acquire_sync(accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, 
     iters = int(th.get("iterations", 5))
     if absent:
         return {"absent": absent}
-    if not accs and not expected_count:
-        return allreduce("gloo", 2, int(th.get("host_bytes", 32 << 20)), iters)
-    if len(accs) < 2:
-        return {"absent": f"an all-reduce between devices needs 2 accelerators; found {len(accs)}"}
-    devs, why = _devices(accs)
-    if why:
-        return {"absent": why}
-    torch = _torch()
+    try:
+        if not accs and not expected_count:
+            return allreduce("gloo", 2, int(th.get("host_bytes", 32 << 20)), iters)
+        if len(accs) < 2:
+            return {"absent": f"an all-reduce between devices needs 2 accelerators; found {len(accs)}"}
+        devs, why = _devices(accs)
+        if why:
+            return {"unavailable": why}
+        torch = _torch()
+    except LoadUnavailable as exc:  # no torch: not measured here (the run is PARTIAL at best), never an ERROR
+        return {"unavailable": str(exc)}
     if not torch.distributed.is_available() or not torch.distributed.is_nccl_available():
         return {"absent": f"torch {torch.__version__} has no NCCL backend"}
     out = allreduce("nccl", len(devs), int(th.get("bytes", 1 << 28)), iters, [d for _, d in devs])
@@ -401,7 +404,7 @@ def acquire_jitter(acc: Optional[Dict[str, Any]], th: Dict[str, Any], root: Any 
         if fd is not None:
             os.close(fd)
     if lat is None:
-        return workload  # the device's absence
+        return workload  # why the device cannot be timed here
     return {"device": subject_dev, "timer": timer, "hardware_clocks": clocks, "latency_ns": percentiles(lat),
             "workload": workload}
 
@@ -422,7 +425,7 @@ def _latencies(acc: Optional[Dict[str, Any]], n: int, f: Any) -> Tuple[Any, Any,
     try:
         device = torch_device_for_bdf(acc["bdf"])
     except LoadUnavailable as exc:
-        return None, {"absent": f"{acc['bdf']}: {exc}"}, acc["bdf"]
+        return None, {"unavailable": f"{acc['bdf']}: {exc}"}, acc["bdf"]
     torch = _torch()
     dev = torch.device(device)
     x = torch.ones(1024, device=dev)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ..catalogue import CATALOGUE, LEVELS, level_rank
-from .recorder import MARKER, PROPERTY, REQUIREMENT_PROPERTY, RUN_KEY, append, requirement_of
+from .recorder import MARKER, REQUIREMENT_PROPERTY, RUN_KEY, append, requirement_of, verdicts_of
 from .interrupts import Interrupts
 from .session import SitsRun, SitsUsageError
 from ..verdict import ERROR, Verdict
@@ -110,6 +110,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "level (quick/standard/full) unless `level` is given.")
     for req in CATALOGUE.values():
         config.addinivalue_line("markers", f"{req.id}: SITS2026 requirement — {req.title} (level {req.level}).")
+    # A WARN verdict is also a SitsWarning; the summary already lists it with its reason, so pytest's warnings
+    # section does not repeat it, unless asked: `-W error::pytest_sits.plugin.recorder.SitsWarning` fails on it.
+    config.addinivalue_line("filterwarnings", "ignore::pytest_sits.plugin.recorder.SitsWarning")
     if not _is_worker(config):
         spaced = _values_taken_as_paths(config)
         if spaced:
@@ -141,6 +144,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("sits-reporter")
     if reporter is not None:
+        reporter.print_result()
         config.pluginmanager.unregister(reporter)
     run = config.stash.get(RUN_KEY, None)
     if run is not None:
@@ -173,6 +177,15 @@ def _printable(text: str) -> str:
     from ..report.render import printable
 
     return printable(text)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """pytest-benchmark's table only when asked for (a --benchmark-* option): EQ-THROUGHPUT's figures are in the
+    report, and a 220-column table would push the result off the screen."""
+    bs = getattr(session.config, "_benchmarksession", None)
+    asked = any(str(a).startswith("--benchmark") for a in session.config.invocation_params.args)
+    if bs is not None and not asked and hasattr(bs, "quiet"):
+        bs.quiet = True
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -215,7 +228,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     one_line = None
     if call.excinfo is not None and call.when in ("setup", "call"):
         req = next((v for k, v in item.user_properties if k == REQUIREMENT_PROPERTY), None)
-        decided = any(k == PROPERTY for k, _ in item.user_properties)
+        decided = bool(verdicts_of(item))
         outcome_exc = (pytest.skip.Exception, pytest.fail.Exception, KeyboardInterrupt)
         if req and not decided and not call.excinfo.errisinstance(outcome_exc):
             run = item.config.stash.get(RUN_KEY, None)
@@ -232,8 +245,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
             if item.config.getoption("tbstyle", "auto") == "auto":
                 one_line = f"{req} ERROR: {reason} (traceback in the report's evidence; --tb=short shows it here)"
     outcome = yield
+    rep = outcome.get_result()
+    rep.sits_verdicts = list(verdicts_of(item))  # whole verdicts, carried to the xdist controller with the report
     if one_line is not None:
-        outcome.get_result().longrepr = one_line
+        rep.longrepr = one_line
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from ..report.model import EXIT_NO_REPORT, EXIT_NON_CONFORMANT, EXIT_UNDECIDED, exit_status, plain
-from .recorder import MARKER, PROPERTY, REQUIREMENT_PROPERTY
+from .recorder import MARKER, REQUIREMENT_PROPERTY
 from .session import SitsRun
 
 
@@ -32,14 +32,15 @@ class SitsReporter:
         self.outcomes: Dict[str, int] = {}
         self.workers = 0
         self.paths: List[Path] = []
+        self.terminal: Any = None
         self.write_error: Optional[str] = None
         self.report: Optional[Dict[str, Any]] = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for value in getattr(report, "sits_verdicts", None) or []:
+            self.verdicts.setdefault((report.nodeid, value["seq"]), value)
         for key, value in report.user_properties:
-            if key == PROPERTY:
-                self.verdicts.setdefault((report.nodeid, value["seq"]), value)
-            elif key == REQUIREMENT_PROPERTY:
+            if key == REQUIREMENT_PROPERTY:
                 self.collected.setdefault(value, "COLLECTED")
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self.outcomes[report.outcome] = self.outcomes.get(report.outcome, 0) + 1
@@ -151,15 +152,34 @@ class SitsReporter:
                                 "folder with --sits-report-dir DIR (or 'none' to write no report)")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from ..report.render import terminal_lines
+        from ..report.render import terminal_rows
 
         if self.report is None:
             return
         tr = terminalreporter
+        width = max(60, min(tr._tw.fullwidth, 160))  # noqa: SLF001 - the terminal's width, as pytest measured it
         tr.write_sep("=", "SITS2026 conformance summary" + (" (SIMULATED)" if self.run.platform.simulated else ""))
-        for line in terminal_lines(self.report):
-            tr.write_line(line)
+        for line, status in terminal_rows(self.report, width):
+            tr.write_line(line, **COLOURS.get(status, {}))
         for p in self.paths:
             tr.write_line(f"sits report: {p}")
         if self.write_error:
             tr.write_line(f"sits: {self.write_error}", red=True)
+        self.terminal = tr
+
+    def print_result(self) -> None:
+        """The run's result, as the very last line of the output (after pytest's own summary line)."""
+        from ..report.render import result_line
+
+        tr = self.terminal
+        if tr is None or self.report is None:
+            return
+        result = self.report["summary"]["result"]
+        tr.write_line(result_line(self.report), bold=True, **COLOURS.get(RESULT_STATUS.get(result, ""), {}))
+
+
+#: Terminal colours by status (pytest's markup): problems red, doubts yellow, passes green.
+COLOURS = {"PASS": {"green": True}, "FAIL": {"red": True}, "ERROR": {"red": True}, "INCONCLUSIVE": {"yellow": True},
+           "WARN": {"yellow": True}, "WAIVED": {"cyan": True}}
+RESULT_STATUS = {"CONFORMANT": "PASS", "PARTIAL": "WARN", "NON_CONFORMANT": "FAIL", "UNDECIDED": "INCONCLUSIVE",
+                 "INCOMPLETE": "INCONCLUSIVE", "SIMULATED": "WAIVED"}

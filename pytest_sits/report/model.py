@@ -139,7 +139,8 @@ EXIT_STATUSES = (
     (4, "usage error", "a bad option, profile, platform or golden set: the message names the fix"),
     (5, "pytest: no tests", "nothing was collected (a -m/-k that selects nothing)"),
     (10, "NON_CONFORMANT", "a FAIL or ERROR verdict (also on a simulated platform)"),
-    (11, "UNDECIDED", "an INCONCLUSIVE verdict, or nothing decided (every verdict SKIP, or none)"),
+    (11, "UNDECIDED", "an INCONCLUSIVE verdict, or nothing decided (every verdict SKIP); a run with no verdict at "
+                      "all (no SITS2026 requirement selected) keeps pytest's status"),
     (12, "report not written", "the run ended, but its report could not be written (the message names the folder)"),
 )
 EXIT_NON_CONFORMANT, EXIT_UNDECIDED, EXIT_NO_REPORT = 10, 11, 12
@@ -149,9 +150,9 @@ def exit_status(summary: Dict[str, Any], pytest_status: int) -> int:
     """The run's exit status (:data:`EXIT_STATUSES`): pytest's own for interrupted, broken, misused or empty runs;
     otherwise what the verdicts decided, whatever the platform (a simulated run with a FAIL is NON_CONFORMANT
     here, SIMULATED in the report)."""
-    if pytest_status not in (0, 1):
-        return pytest_status
     counts = summary.get("counts") or {}
+    if pytest_status not in (0, 1) or not sum(counts.values()):
+        return pytest_status  # pytest's own outcome, or a run of no SITS2026 requirement (a lab's other tests)
     if counts.get(FAIL) or counts.get(ERROR):
         return EXIT_NON_CONFORMANT
     decided = counts.get(PASS, 0) + counts.get(WARN, 0) + counts.get(WAIVED, 0)
