@@ -95,6 +95,10 @@ def profile_schema() -> Dict[str, Any]:
                         "additionalProperties": False,
                         "properties": {
                             "type": {"type": "string", "enum": ["nvlink", "xgmi", "hccs", "none"]},
+                            "topology": {"type": "string", "enum": ["mesh", "pairs"],
+                                         "description": "mesh: every device reaches every other over the link "
+                                                        "(NVSwitch, XGMI, HCCS); pairs: bridges join two cards "
+                                                        "each (PCIe cards' NVLink bridges). Default: mesh"},
                             "version": {"type": "number", "minimum": 1, "maximum": 20},
                             "links": {"type": "integer", "minimum": 0, "maximum": 64},
                             "bandwidth_gbps": {"type": "number", "minimum": 0, "maximum": 100_000},

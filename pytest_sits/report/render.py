@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..verdict import ERROR, FAIL, INCONCLUSIVE
+from ..verdict import ERROR, FAIL, INCONCLUSIVE, SEVERITY
 from .model import analytics_section
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -140,6 +140,8 @@ def environment():
                       autoescape=select_autoescape(enabled_extensions=("jinja2", "html"), default=True))
     env.filters["fmt"] = fmt
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
+    env.filters["quantity"] = quantity
+    env.filters["anchor"] = lambda text: "".join(c if c.isalnum() or c in "-_" else "-" for c in str(text))[:80]
     return env
 
 
@@ -200,6 +202,47 @@ def render_html(report: Dict[str, Any]) -> str:
             gc.enable()
 
 
+def _by_requirement(rows: List[Dict[str, Any]], coverage_rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The verdict rows grouped by requirement, in catalogue order (then any other), each with its counts."""
+    titles = {c.get("requirement"): c.get("title") for c in coverage_rows if isinstance(c, dict)}
+    groups: Dict[str, Dict[str, Any]] = {}
+    for row in rows:
+        req = str(row["v"].get("requirement"))
+        g = groups.setdefault(req, {"requirement": req, "title": titles.get(req, ""), "rows": [], "counts": {}})
+        g["rows"].append(row)
+        status = row["v"].get("status")
+        g["counts"][status] = g["counts"].get(status, 0) + 1
+    order = [c.get("requirement") for c in coverage_rows if isinstance(c, dict) and c.get("requirement") in groups]
+    order += [r for r in groups if r not in order]
+    out = []
+    for req in order:
+        g = groups[req]
+        g["counts"] = [(s, g["counts"][s]) for s in SEVERITY if s in g["counts"]]
+        g["worst"] = g["counts"][0][0]
+        out.append(g)
+    return out
+
+
+def _attention(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """FAIL, ERROR, INCONCLUSIVE and WARN verdicts, worst first, those of one requirement that share a status and a
+    reason (their subject aside) in one entry that lists and links every subject."""
+    out: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
+    for row in rows:
+        v = row["v"]
+        if v.get("status") not in ("FAIL", "ERROR", "INCONCLUSIVE", "WARN"):
+            continue
+        reason = subject_free(str(v.get("reason", "")), str(v.get("subject", "")))
+        key = (str(v.get("status")), str(v.get("requirement")), reason)
+        e = out.setdefault(key, {"status": key[0], "requirement": key[1], "reason": reason, "subjects": [],
+                                 "remediation": v.get("remediation"), "first_reason": v.get("reason")})
+        e["subjects"].append((v.get("subject"), row["index"]))
+    entries = sorted(out.values(), key=lambda e: SEVERITY.index(e["status"]))
+    for e in entries:
+        if len(e["subjects"]) == 1:
+            e["reason"] = e["first_reason"]
+    return entries
+
+
 def _render_html(report: Dict[str, Any]) -> str:
     verdicts = report["verdicts"]
     charts = _timeline_charts(verdicts)
@@ -211,6 +254,9 @@ def _render_html(report: Dict[str, Any]) -> str:
                      "excerpt": _excerpt(v.get("evidence") or {})})
     view = dict(report)
     view["rows"] = rows
+    view["groups"] = _by_requirement(rows, report.get("coverage") or [])
+    view["statuses"] = [s for s in SEVERITY if any(row["v"].get("status") == s for row in rows)]
+    view["attention"] = _attention(rows)
     view["analytics_view"] = _analytics_view(report)
     view["limits"] = {"charts": MAX_TIMELINE_CHARTS, "excerpt": EVIDENCE_EXCERPT_CHARS}
     template = environment().get_template("report.html.jinja2")
