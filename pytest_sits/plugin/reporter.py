@@ -20,7 +20,7 @@ import pytest
 
 from ..report.model import plain
 from .recorder import MARKER, PROPERTY, REQUIREMENT_PROPERTY
-from .session import SitsRun
+from .session import SitsRun, redact_args
 
 
 
@@ -74,7 +74,7 @@ class SitsReporter:
             run={"started_at": iso(self.run.started_at), "finished_at": iso(now),
                  "duration_s": round(now - self.run.started_at, 3), "completed": completed,
                  "exit_status": int(exitstatus), "exit_status_name": name, "level": self.run.level,
-                 "args": [str(a) for a in self.config.invocation_params.args],
+                 "args": redact_args(self.config.invocation_params.args),
                  "xdist_workers": self.workers, "tests": self.outcomes},
             environment={"hostname": socket.gethostname(), "python": _pyplatform.python_version(),
                          "os": _pyplatform.platform(), "packages": rep.package_versions()},
