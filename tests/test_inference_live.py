@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 from pytest_sits.checks.inference import check_coldstart, check_frag, check_latency, check_sla  # noqa: E402
 from pytest_sits.conditions.inference import (InferenceRig, acquire_coldstart, acquire_frag,  # noqa: E402
                                               acquire_sla, acquire_sweep, per_tenant)
-from pytest_sits.inference.endpoint import CompletionsClient, EndpointClient, EndpointError
+from pytest_sits.inference.endpoint import CompletionsClient, EndpointClient, EndpointError  # noqa: E402
 from pytest_sits.inference.servers import LoopbackServer  # noqa: E402
 from pytest_sits.inference.model import Engine, ModelConfig, TinyDecoder, KVBlockPool  # noqa: E402
 from pytest_sits.verdict import FAIL, PASS, SKIP, WARN  # noqa: E402

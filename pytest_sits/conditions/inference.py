@@ -775,7 +775,8 @@ def _client_evidence(c: Dict[str, Any], queue_waits: List[float]) -> Dict[str, A
                f"queue; a server meeting the SLA needs {c['need']} in flight, so the server's own latency exceeded "
                "the target (the client was not the limit)")
     else:
-        why = f"the client never ran out of request slots (at most {c.get('max_in_flight', 0)} of {c['capacity']} in "               "flight)"
+        why = (f"the client never ran out of request slots (at most {c.get('max_in_flight', 0)} of {c['capacity']} "
+               "in flight)")
     return dict(c, queue_wait=_dist(queue_waits), queued_requests=len(waited), saturated=saturated, limited=limited,
                 statement=why)
 

@@ -6,8 +6,8 @@
   far slower than the offered load).  Faults: ``drip`` (a stream that never ends, one byte at a time),
   ``truncate`` (the connection drops mid-stream), ``no-done`` (a stream that ends without ``[DONE]``),
   ``bad-json`` (a chunk that is not JSON), ``half-body`` (a body shorter than its Content-Length),
-  ``not-openai`` (an HTML page everywhere); ``fault_first=n`` limits the fault to the first n requests.  It records when each chunk was written (the truth a client is
-  measured against).
+  ``not-openai`` (an HTML page everywhere); ``fault_first=n`` limits the fault to the first n requests.  It
+  records when each chunk was written (the truth a client is measured against).
 * :class:`LoopbackServer`: the built-in model (:class:`~pytest_sits.inference.model.Engine`) behind the same
   interface, streaming its tokens as they are produced; it can inject a delay, HTTP errors and malformed
   answers (every k-th request, deterministic).
