@@ -548,7 +548,9 @@ def _classify(exc: BaseException, handle: _Handle) -> _Failure:
         return _Failure("connection", f"the host name does not resolve ({name})")
     if isinstance(exc, ssl.SSLError):
         return _Failure("connection", f"TLS failed ({name})")
-    if isinstance(exc, (http.client.RemoteDisconnected, http.client.IncompleteRead, http.client.BadStatusLine,
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return _Failure("connection", f"the server closed the connection without an answer ({name})")
+    if isinstance(exc, (http.client.IncompleteRead, http.client.BadStatusLine,
                         http.client.LineTooLong, http.client.ResponseNotReady, http.client.ImproperConnectionState)):
         return _Failure("protocol", f"the server's answer broke off or is not HTTP ({name})")
     if isinstance(exc, (ConnectionError, OSError)):

@@ -357,7 +357,8 @@ def run_loadgen(issue: Issue, workload: Workload, logdir: Path, *, scenario: str
     if progress:
         c = run.counts()
         progress(f"{what}: done in {time.monotonic() - start:.1f} s, {c['answered']} completed ({c['errors']} "
-                 f"errors, {run.expired} past the {deadline_s:g} s deadline)")
+                 f"errors" + (f", {run.expired} answered by the run's {deadline_s:g} s deadline" if run.expired else "")
+                 + ")")
     parsed = parse_logs(logdir)
     return {"scenario": scenario, "target_qps": target_qps, "duration_s": duration_s, "t0_ns": run.t0,
             "t1_ns": run.t1, "queries": sorted(run.queries, key=lambda q: (q[0], q[1])),
