@@ -134,6 +134,16 @@ def test_a_never_ending_stream_ends_at_the_deadline_as_a_timeout():
     assert elapsed < 3  # wall clock, although a byte arrives every 0.1 s (a socket timeout would never fire)
 
 
+def test_model_discovery_and_the_preflight_have_a_wall_clock_deadline_too():
+    with ScriptedServer(fault="drip-models") as url, EndpointClient(url, deadline_s=5) as c:
+        t0 = time.monotonic()
+        assert c.discover_model(deadline_s=1.0) is None
+        r = preflight(c, deadline_s=1.0)
+        elapsed = time.monotonic() - t0
+    assert r["cause"] == "timeout" and "fix:" in r["error"]
+    assert elapsed < 4  # two 1 s deadlines, although the server sends a byte every 0.1 s forever
+
+
 @pytest.mark.parametrize("fault, stream", [("truncate", True), ("no-done", True), ("bad-json", True),
                                            ("half-body", False)])
 def test_protocol_faults_are_their_own_kind_and_the_connection_is_not_reused(fault, stream):

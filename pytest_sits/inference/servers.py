@@ -3,7 +3,7 @@
 * :class:`ScriptedServer`: a server whose timing is known exactly: the first chunk ``ttft_s`` after a request
   starts, then one chunk of ``tokens_per_chunk`` tokens every ``tokens_per_chunk * itl_s`` (absolute schedule,
   so jitter does not accumulate); at most ``capacity`` requests generate at once, the others wait (a server
-  far slower than the offered load).  Faults: ``drip`` (a stream that never ends, one byte at a time),
+  far slower than the offered load).  Faults: ``drip`` (a stream that never ends, one byte at a time; ``drip-models``: the model list),
   ``truncate`` (the connection drops mid-stream), ``no-done`` (a stream that ends without ``[DONE]``),
   ``bad-json`` (a chunk that is not JSON), ``half-body`` (a body shorter than its Content-Length),
   ``not-openai`` (an HTML page everywhere); ``fault_first=n`` limits the fault to the first n requests.  It
@@ -79,6 +79,11 @@ class _Base(BaseHTTPRequestHandler):
         if not self.authorised():
             return None
         path = self.path.split("?")[0].rstrip("/")
+        if path == "/v1/models" and getattr(s, "fault", None) == "drip-models":
+            self.start_stream()
+            while True:  # a model list that never ends, one byte every 0.1 s
+                self.chunk(b" ")
+                time.sleep(0.1)
         if path == "/v1/models":
             return self.send_json(200, {"object": "list", "data": [{"id": s.model_name, "object": "model"}]})
         if path in POST_PATHS:
