@@ -9,9 +9,9 @@ error, detail), which the sampler joins with power and load.
 
 One lifecycle for every LoadGen run in a process:
 
-* LoadGen is driven by two long-lived threads of this module: ``sits-loadgen`` constructs the SUT and the QSL,
-  runs ``StartTest`` (LoadGen calls ``issue`` on it) and destroys them; ``sits-loadgen-complete`` is the only
-  caller of ``QuerySamplesComplete``.  Neither exits while the process can still run a test: LoadGen's logger
+* LoadGen is driven by two long-lived threads of this module: ``sits-mlperf-loadgen`` constructs the SUT and
+  the QSL, runs ``StartTest`` (LoadGen calls ``issue`` on it) and destroys them; ``sits-mlperf-complete`` is the
+  only caller of ``QuerySamplesComplete``.  Neither exits while the process can still run a test: LoadGen's logger
   keeps a log buffer per thread that calls it, and a thread that exits while LoadGen's IO thread still reads
   that buffer crashes the process (SIGSEGV).  The threads end when the main thread has ended and no run is in
   flight.  A system under test never calls LoadGen itself, so its own threads may come and go.
@@ -119,7 +119,7 @@ class _Run:
         self.failure: Optional[BaseException] = None
         self.t0 = self.t1 = 0
 
-    # -- LoadGen's issue callback (runs on the sits-loadgen thread; never raises into LoadGen)
+    # -- LoadGen's issue callback (runs on the sits-mlperf-loadgen thread; never raises into LoadGen)
     def issue_query(self, samples: List[Any]) -> None:
         for qs in samples:
             t = time.monotonic_ns()
@@ -206,8 +206,8 @@ class _LoadgenThreads:
             self.started = True
         # Not daemon threads: an interpreter that exits waits for a run still in flight instead of tearing
         # LoadGen down under it; they end by themselves once the main thread has ended and nothing is in flight.
-        threading.Thread(target=self._driver, name="sits-loadgen", daemon=False).start()
-        threading.Thread(target=self._completer, name="sits-loadgen-complete", daemon=False).start()
+        threading.Thread(target=self._driver, name="sits-mlperf-loadgen", daemon=False).start()
+        threading.Thread(target=self._completer, name="sits-mlperf-complete", daemon=False).start()
 
     def _idle_and_orphaned(self) -> bool:
         return not threading.main_thread().is_alive() and self.run is None and not self.jobs
@@ -308,7 +308,7 @@ def run_loadgen(issue: Issue, workload: Workload, logdir: Path, *, scenario: str
     lset.enable_trace = False
     n_samples = len(workload.prompts)
 
-    def job() -> None:  # on the sits-loadgen thread: construct, run, destroy
+    def job() -> None:  # on the sits-mlperf-loadgen thread: construct, run, destroy
         try:
             sut = lg.ConstructSUT(run.issue_query, lambda: None)
             qsl = lg.ConstructQSL(n_samples, n_samples, lambda s: None, lambda s: None)
