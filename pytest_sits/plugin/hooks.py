@@ -45,8 +45,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sits-golden", dest="sits_golden", default=None, metavar="DIR",
                     help="compare with a golden set recorded elsewhere (stored inputs, SHA-256 checked).")
     group.addoption("--sits-endpoint", dest="sits_endpoint", default=None, metavar="URL",
-                    help="an OpenAI-compatible completions server (vLLM, TGI, SGLang, Triton) held to SVC-SLA, "
-                         "e.g. http://127.0.0.1:8000; default: the built-in model.")
+                    help="an OpenAI-compatible server (vLLM, TGI, SGLang, llama.cpp, Triton) held to SVC-SLA: its "
+                         "base URL, e.g. http://127.0.0.1:8000 (asked GET /v1/models and one short request "
+                         "before any load); default: the built-in model.")
+    group.addoption("--sits-endpoint-key", dest="sits_endpoint_key", default=None, metavar="KEY",
+                    help="the endpoint's API key, sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY; "
+                         "prefer the variable: a key on the command line shows in the process list). Never "
+                         "written to the report.")
     group.addoption("--sits-redfish", dest="sits_redfish", default=None, metavar="URL",
                     help="the BMC's Redfish service for wall power (credentials from $SITS_REDFISH_USER and "
                          "$SITS_REDFISH_PASSWORD).")

@@ -20,7 +20,7 @@ import pytest
 
 from ..report.model import EXIT_NO_REPORT, EXIT_NON_CONFORMANT, EXIT_UNDECIDED, exit_status, plain
 from .recorder import MARKER, REQUIREMENT_PROPERTY
-from .session import SitsRun
+from .session import SitsRun, redact_args
 
 
 
@@ -78,7 +78,7 @@ class SitsReporter:
             run={"started_at": iso(self.run.started_at), "finished_at": iso(now),
                  "duration_s": round(now - self.run.started_at, 3), "completed": completed,
                  "exit_status": int(exitstatus), "exit_status_name": name, "level": self.run.level,
-                 "args": [str(a) for a in self.config.invocation_params.args],
+                 "args": redact_args(self.config.invocation_params.args),
                  "interrupts": [dict(r) for r in self.run.interrupts.before_report],
                  "xdist_workers": self.workers, "tests": self.outcomes},
             environment={"hostname": socket.gethostname(), "python": _pyplatform.python_version(),

@@ -29,6 +29,31 @@ OPTION_ENV = {"sits_profile": ENV_PROFILE, "sits_platform": ENV_PLATFORM, "sits_
               "sits_report_dir": ENV_REPORT_DIR}
 
 
+ENV_ENDPOINT_KEY = "OPENAI_API_KEY"
+#: Options whose value is a secret: shown as *** wherever the command line is recorded.
+SECRET_OPTIONS = ("--sits-endpoint-key",)
+
+
+def redact_args(args: Any) -> list:
+    """The command line with the values of secret options replaced by ``***``."""
+    out, hide = [], False
+    for a in map(str, args):
+        if hide:
+            out.append("***")
+            hide = False
+            continue
+        name = a.split("=", 1)[0]
+        if name in SECRET_OPTIONS:
+            if "=" in a:
+                out.append(f"{name}=***")
+            else:
+                out.append(a)
+                hide = True
+            continue
+        out.append(a)
+    return out
+
+
 class SitsUsageError(Exception):
     """A bad option, profile or platform: the message names the fix."""
 
@@ -64,6 +89,8 @@ class SitsRun:
     #: removed by it at the end, also when a worker was killed before it could clean up.
     workdir: Optional[Path] = None
     owns_workdir: bool = False
+    #: The endpoint's API key (--sits-endpoint-key, else $OPENAI_API_KEY); never written to a report.
+    endpoint_key: Optional[str] = field(default=None, repr=False)
 
     @classmethod
     def from_config(cls, config: Any) -> "SitsRun":
@@ -77,22 +104,26 @@ class SitsRun:
             level_opt=config.getoption("sits_level"), level_ini=config.getini("sits_level"),
             report_dir_opt=config.getoption("sits_report_dir"), report_dir_ini=config.getini("sits_report_dir"))
         run.set_golden(config.getoption("sits_golden_record"), config.getoption("sits_golden"))
-        run.set_inference(config.getoption("sits_endpoint", None), config.getoption("sits_redfish", None))
+        run.set_inference(config.getoption("sits_endpoint", None), config.getoption("sits_redfish", None),
+                          config.getoption("sits_endpoint_key", None))
         return run
 
-    def set_inference(self, endpoint: Optional[str], redfish_url: Optional[str]) -> None:
-        """The external system under test and the BMC, checked now (a bad URL is a usage error)."""
+    def set_inference(self, endpoint: Optional[str], redfish_url: Optional[str],
+                      endpoint_key: Optional[str] = None) -> None:
+        """The external system under test and the BMC, checked now (a bad URL is a usage error); the endpoint's
+        key from the option, else ``$OPENAI_API_KEY``."""
         from urllib.parse import urlsplit
 
         for flag, url in (("--sits-endpoint", endpoint), ("--sits-redfish", redfish_url)):
             if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname):
                 raise SitsUsageError(f"{flag} {url!r} is not an http(s) URL; fix: {flag} http://HOST:PORT")
         self.endpoint = endpoint or None
+        self.endpoint_key = endpoint_key or os.environ.get(ENV_ENDPOINT_KEY) or None
         self.redfish = {"url": redfish_url, "user": os.environ.get("SITS_REDFISH_USER"),
                         "password": os.environ.get("SITS_REDFISH_PASSWORD")} if redfish_url else None
 
     def inference_options(self) -> Dict[str, Any]:
-        return {"endpoint": self.endpoint, "redfish": self.redfish}
+        return {"endpoint": self.endpoint, "redfish": self.redfish, "endpoint_key": self.endpoint_key}
 
     def set_golden(self, record: Optional[str], golden: Optional[str]) -> None:
         if record and golden:
@@ -155,7 +186,8 @@ class SitsRun:
                 "golden_record": str(self.golden_record) if self.golden_record else None,
                 "golden": str(self.golden) if self.golden else None,
                 "endpoint": self.endpoint, "redfish_url": (self.redfish or {}).get("url"),
-                "workdir": str(self.workdir) if self.workdir else None}
+                "workdir": str(self.workdir) if self.workdir else None,
+                "endpoint_key": self.endpoint_key}
 
     @classmethod
     def from_workerinput(cls, data: Dict[str, Any]) -> "SitsRun":
@@ -171,7 +203,7 @@ class SitsRun:
                   started_at=data["started_at"], platform_spec=data["platform_spec"], workdir=workdir)
         run.golden_record = Path(data["golden_record"]) if data["golden_record"] else None
         run.golden = Path(data["golden"]) if data["golden"] else None
-        run.set_inference(data.get("endpoint"), data.get("redfish_url"))
+        run.set_inference(data.get("endpoint"), data.get("redfish_url"), data.get("endpoint_key"))
         return run
 
     def expected(self) -> Dict[str, Any]:
