@@ -42,12 +42,12 @@ def health(args: Any) -> int:
     keep = Path(args.report_dir) if args.report_dir else None
     tmp = None if keep else tempfile.mkdtemp(prefix="sits-health-")
     rdir = keep or Path(tmp)
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "--sits-level", "quick", "-q",
-           "-p", "no:cacheprovider", "--sits-report-dir", str(rdir)]
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "--sits-level=quick", "-q",
+           "-p", "no:cacheprovider", f"--sits-report-dir={rdir}"]
     if args.platform:
-        cmd += ["--sits-platform", args.platform]
+        cmd.append(f"--sits-platform={args.platform}")
     if args.profile:
-        cmd += ["--sits-profile", args.profile]
+        cmd.append(f"--sits-profile={args.profile}")
     extra = list(args.pytest_args or [])
     cmd += extra[1:] if extra[:1] == ["--"] else extra
     problems: List[str] = []

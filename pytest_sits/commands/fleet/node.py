@@ -23,7 +23,7 @@ def node_command(out: Path, node: str, pytest_args: Sequence[str], python: str =
     """The suite's command line on one node: its report and JUnit XML go to OUT/<node>/."""
     dest = out / node
     return [python, "-m", "pytest", "--pyargs", "pytest_sits.conformance", *pytest_args,
-            "--sits-report-dir", str(dest), "--junitxml", str(dest / JUNIT_NAME), "-p", "no:cacheprovider"]
+            f"--sits-report-dir={dest}", f"--junitxml={dest / JUNIT_NAME}", "-p", "no:cacheprovider"]
 
 
 def node_main(argv: Optional[Sequence[str]] = None) -> int:
