@@ -195,7 +195,8 @@ def r_pending(text: str, run: Run, entry: Dict[str, Any], field: str) -> Result:
     vs = run.of("DEP-ROWREMAP")
     low = text.lower()
     if re.search(r"pending(?: page blacklist)?\s*:?\s*yes|pending yes", low):
-        return _all(vs, lambda v: v["status"] == "FAIL" and "pending" in v["reason"], "FAIL (pending)",
+        named = [v for b in BUS.findall(text) for v in run.by_bus("DEP-ROWREMAP", b)]
+        return _all(named or vs, lambda v: v["status"] == "FAIL" and "pending" in v["reason"], "FAIL (pending)",
                     "DEP-ROWREMAP")
     if re.search(r"failure\s*:?\s*yes", low):
         return _all(vs, lambda v: v["status"] == "FAIL", "FAIL (remap failure)", "DEP-ROWREMAP")

@@ -260,8 +260,10 @@ def check_powercap(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
     enforced, requested, default = (_w(evidence.get(k)) for k in ("enforced_mw", "requested_mw", "default_mw"))
     cons = evidence.get("constraints_mw") or [None, None]
     lo, hi = _w(cons[0]), _w(cons[1])
-    shown = (f"enforced {enforced} W (requested {requested} W, default {default} W, settable "
-             f"{lo}-{hi} W)")
+    known = [f"{k} {v} W" for k, v in (("requested", requested), ("default", default)) if v is not None]
+    if lo is not None and hi is not None:
+        known.append(f"settable {lo}-{hi} W")
+    shown = f"enforced {enforced} W" + (f" ({', '.join(known)})" if known else "")
     threshold = f">= {tdp} W × (1 - {tol:g})" if tdp else "the profile's TDP"
     common = dict(threshold=threshold, unit="W", subject=subject, evidence=evidence,
                   method="nvmlDeviceGetEnforcedPowerLimit against the profile's hardware.tdp_w")
@@ -437,7 +439,7 @@ def check_xid(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
         sources.append(f"no event watch ({watch.get('reason')})")
     if hist_xids is not None:
         sources.append(f"kernel log since boot: {len(hist_xids)} XID line(s) for this device, none critical")
-    else:
+    elif not watch.get("period"):  # a submitted log is the watch itself
         sources.append(f"kernel log unreadable ({hist.get('reason')})")
     if other:
         return Verdict(req, WARN, f"non-critical XID(s) {period}: {', '.join(map(str, other))}; "

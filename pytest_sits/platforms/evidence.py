@@ -293,10 +293,16 @@ def build(evidence: Dict[str, Any], label: str, under_load: bool) -> Dict[str, A
                 links.setdefault(bdf, ev)
     nvml["attached_gpus"] = (declared.get("nvidia") or {}).get("count")
 
-    # AMD: amd-smi (text / --json) and rocm-smi
+    # AMD: amd-smi (text / --json) and rocm-smi.  Their GPU indices are one numbering (both tools number GPUs
+    # in the order the driver enumerates them): a file that gives an index its PCI address names it for all.
+    amd_files = [f for f in files if f["kind"] in ("amd-smi", "rocm-smi")]
     amd_by_index: Dict[int, str] = {}
+    for f in amd_files:
+        for dev in f["facts"]["devices"]:
+            if dev.get("index") is not None and dev.get("pci_bus_id"):
+                amd_by_index.setdefault(dev["index"], dev["pci_bus_id"])
     rocm_topo: Optional[Tuple[Dict[str, Any], Dict[str, Any]]] = None
-    for f in (f for f in files if f["kind"] in ("amd-smi", "rocm-smi")):
+    for f in amd_files:
         facts = f["facts"]
         amdsmi.update(available=True, source=f"submitted {f['tool']}", reason=None)
         amdsmi["files"].append(f["name"])
@@ -438,7 +444,8 @@ def build(evidence: Dict[str, Any], label: str, under_load: bool) -> Dict[str, A
                 a = add(key, _acc(key, None, "AMD", None, f["name"]))
                 a["note"] = "named by its index in rocm-smi; no text gives its PCI address"
 
-    # kernel logs
+    # kernel logs: the events, and the GPUs they name (an Xid names an NVIDIA GPU; an AER line of the nvidia or
+    # amdgpu driver with an accelerator's [vendor:device] ID names one) when no other text lists the machine
     for f in (f for f in files if f["kind"] == "kernel-log"):
         facts = f["facts"]
         if klog is None:
@@ -449,6 +456,13 @@ def build(evidence: Dict[str, Any], label: str, under_load: bool) -> Dict[str, A
         klog["aer"].extend(dict(x, file=f["name"]) for x in facts["aer"])
         if facts.get("span_s"):
             klog["spans"].append({"file": f["name"], "from_s": facts["span_s"][0], "to_s": facts["span_s"][1]})
+        for dev in facts.get("devices") or []:
+            known = [k for k in order if k.rsplit(".", 1)[0] == dev["bdf"].rsplit(".", 1)[0]]
+            if known or (dev["vendor"] == "NVIDIA" and complete.get("nvidia")) or \
+                    (dev["vendor"] == "AMD" and complete.get("amd")):
+                continue  # another text lists the machine's GPUs: the log adds events, not devices
+            a = add(dev["bdf"], _acc(dev["bdf"], dev.get("pci_id"), dev["vendor"], None, f["name"]))
+            a["note"] = f"named by the kernel log ({dev['why']}); no other text gives its facts"
 
     accelerators = []
     for key in order:

@@ -152,9 +152,39 @@ def parse_as(kind: str, text: str, known_ids: Any = ()) -> Dict[str, Any]:
         xids = parse_xids(lines)
         aer = parse_aer_lines(lines)
         stamps = [m.group(1) for m in (re.match(r"^\s*\[\s*(\d{1,8}\.\d{3,6})\]", ln) for ln in lines) if m]
-        return {"records": len(lines), "xids": xids, "aer": aer,
+        return {"records": len(lines), "xids": xids, "aer": aer, "devices": log_devices(lines, xids),
                 "span_s": [float(stamps[0]), float(stamps[-1])] if stamps else None}
     raise ValueError(f"no reader for kind {kind!r}")
+
+_LOG_DEVICE = re.compile(r"\b(?P<drv>nvidia|amdgpu) (?P<bdf>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):.{0,80}?"
+                         r"device \[(?P<vid>[0-9a-f]{4}):(?P<did>[0-9a-f]{4})\]", re.I)
+
+
+def log_devices(lines: List[str], xids: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The accelerators a kernel log names: the GPU of each NVRM Xid line (its bus; function 0), and functions of
+    the nvidia or amdgpu driver whose AER detail line gives an accelerator's [vendor:device] ID."""
+    from .textimport import ACCEL_IDS
+
+    out: Dict[str, Dict[str, Any]] = {}
+    for x in xids:
+        bdf = f"{x['bdf_prefix']}.0"
+        out.setdefault(bdf, {"bdf": bdf, "vendor": "NVIDIA", "pci_id": None, "why": "an NVRM Xid line names it"})
+    for line in lines:
+        m = _LOG_DEVICE.search(line)
+        if not m:
+            continue
+        pci_id = f"{m.group('vid').lower()}:{m.group('did').lower()}"
+        if pci_id not in ACCEL_IDS:
+            continue
+        bdf = m.group("bdf").lower()
+        prev = out.get(bdf) or out.get(bdf.rsplit(".", 1)[0] + ".0")
+        if prev is not None and prev["bdf"].rsplit(".", 1)[0] == bdf.rsplit(".", 1)[0]:
+            prev["pci_id"] = prev["pci_id"] or pci_id
+            continue
+        out[bdf] = {"bdf": bdf, "vendor": "NVIDIA" if pci_id.startswith("10de") else "AMD", "pci_id": pci_id,
+                    "why": f"the {m.group('drv')} driver reports {ACCEL_IDS[pci_id]} ({pci_id}) at it"}
+    return sorted(out.values(), key=lambda d: d["bdf"])
+
 
 # ---- reading a folder -------------------------------------------------------------------------------------
 

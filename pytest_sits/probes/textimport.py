@@ -399,8 +399,15 @@ def read_lspci_tv(text: str, classes: Optional[Dict[str, int]] = None, known_ids
                     # Its parent's line was cut: the branch hangs from an unknown parent.
                     cuts.append({"line": lineno, "what": f"the branch at column {col + margin + 1} hangs from a line "
                                                          "that is not in the text (elided or cut)"})
-                    orphan = {"kind": "cut", "child_col": col, "line": lineno, "domain": None, "sec": None}
-                    stack = (kept[:1] if kept else [root]) + [orphan]
+                    orphan = {"kind": "cut", "child_col": col, "line": lineno, "domain": _domain_of(kept),
+                              "sec": None}
+                    # the branches to its left are still open: a later line at their column continues them
+                    left = []
+                    for n in kept:
+                        if n.get("child_col") is None or n["child_col"] >= col:
+                            break
+                        left.append(n)
+                    stack = (left or [root]) + [orphan]
         for tok in tokens:
             parent = stack[-1]
             if parent["child_col"] is None:
@@ -417,7 +424,7 @@ def read_lspci_tv(text: str, classes: Optional[Dict[str, int]] = None, known_ids
                 if parent["kind"] == "bus":
                     tok["domain"], bus = parent["domain"], parent["bus"]
                 elif parent["kind"] == "cut":  # the bus of a device below a cut is unknown
-                    tok["domain"], bus = None, None
+                    tok["domain"], bus = parent.get("domain"), None
                 else:  # on the secondary bus of the bridge above (printed "-" only when it is bus 00)
                     tok["domain"], bus = parent["domain"], parent["sec"] or "00"
                     if parent["domain"] is None:  # below a bridge whose own place was cut: its bus is known
