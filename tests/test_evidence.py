@@ -246,6 +246,37 @@ def test_two_files_of_different_machines_are_refused(tmp_path):
         EvidencePlatform(d).inventory()
 
 
+def test_a_snapshot_among_the_texts_is_the_machine_and_the_texts_add_to_it(tmp_path):
+    from pytest_sits.conditions.security import acquire_tee
+    from pytest_sits.conditions.topology import acquire_link_under_load, acquire_pcie_path, acquire_peer_mesh
+    from pytest_sits.platforms.snapshot import capture
+
+    sim = from_spec("sim:h100+switch")
+    d = tmp_path / "ev"
+    d.mkdir()
+    capture(d / "snap", root=sim.root, nvml=sim.nvml())
+    shutil.copyfile(DATA / "kernel-log-xid-aer.txt", d / "dmesg.txt")
+    plat = EvidencePlatform(d)
+    inv = plat.inventory()
+    kinds = {f["name"]: f["kind"] for f in inv["submitted"]["files"]}
+    assert kinds == {"dmesg.txt": "kernel-log", "snap": "snapshot"}
+    assert [a["bdf"] for a in inv["accelerators"]] == [a["bdf"] for a in sim.inventory()["accelerators"]]
+    assert inv["numa"] == sim.inventory()["numa"] and plat.root == plat.snapshot.root
+    acc = inv["accelerators"][0]
+    path = acquire_pcie_path(inv, acc)["path"]
+    assert [h["port_type"] for h in path["hops"]] == ["switch_downstream", "switch_upstream", "root_port"]
+    link = acquire_link_under_load(plat, inv, acc, 1)
+    assert link["samples"][0]["speed_gts"] and not link["samples"][0]["under_load"]
+    assert acquire_peer_mesh(inv, {"pci_ids": ["10de:2330"]})["mesh"]["p2p_nvlink"]
+    assert "unavailable" not in acquire_tee(plat.root, inv)  # the snapshot's kernel files are read
+    assert inv["submitted"]["kernel_log"]["records"] == 14
+    alone = EvidencePlatform(d / "snap")  # the snapshot folder itself
+    assert [f["kind"] for f in alone.evidence["files"]] == ["snapshot"]
+    (d / "snap" / "manifest.json").write_text('{"format": "sits-snapshot/1"}')
+    os.rename(d / "snap" / "fs", d / "snap" / "fs-moved")
+    assert [f["kind"] for f in EvidencePlatform(d).evidence["files"] if f["status"] == "read"] == ["kernel-log"]
+
+
 # ---- the rules on text evidence: each fails on bad evidence and passes on good ---------------------------------
 
 EXPECT8 = {"expected": {"count": 8, "pci_ids": ["10de:2330"], "model": "H100 SXM5", "memory_gb": 80,

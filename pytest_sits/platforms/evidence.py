@@ -86,6 +86,22 @@ class EvidencePlatform(Platform):
                 raise PlatformError(f"{path}: no such file or folder; fix: give the folder of submitted texts")
         self.path, self.under_load = path, bool(under_load)
         self.evidence = read_evidence(path, files, known_ids)
+        self.snapshot: Optional[Any] = None
+        for f in self.evidence["files"]:
+            if f["kind"] != "snapshot":
+                continue
+            if self.snapshot is not None:
+                raise PlatformError(f"{path}: two snapshots ({self.snapshot.directory} and {f['path']}): two machines "
+                                    "or two states of one; fix: submit one machine's evidence per folder")
+            from .snapshot import SnapshotPlatform
+
+            try:
+                snap = SnapshotPlatform(Path(f["path"]))
+                snap.inventory()
+            except PlatformError as exc:
+                f.update(status="refused", kind=None, why=f"a snapshot that cannot be read: {exc}")
+                continue
+            self.snapshot = snap
         read = [f for f in self.evidence["files"] if f["status"] == "read"]
         if not read:
             lines = [f"{f['name']}: {f['why']}" for f in self.evidence["files"]]
@@ -103,13 +119,16 @@ class EvidencePlatform(Platform):
             f"; {len(self.evidence['files']) - len(read)} refused" if len(read) < len(self.evidence["files"]) else "") \
             + ("; under load as declared by the submitter" if self.under_load else "") + ")"
         super().__init__(path, label)
-        self.root = None  # no file tree of the machine: nothing may be read as if it were its /sys or /proc
+        # No file tree of the machine, unless a snapshot came with the texts: nothing else may be read as if it were
+        # its /sys or /proc.
+        self.root = self.snapshot.root if self.snapshot is not None else None
 
     # ---- the inventory -----------------------------------------------------------------------------------
 
     def inventory(self) -> Dict[str, Any]:
         if self._inventory is None:
-            self._inventory = build(self.evidence, self.label, self.under_load)
+            base = self.snapshot.inventory() if self.snapshot is not None else None
+            self._inventory = build(self.evidence, self.label, self.under_load, base)
         return self._inventory
 
     def describe(self) -> str:
@@ -210,8 +229,38 @@ def _missing_errors(dev: Dict[str, Any], entry: Dict[str, Any]) -> None:
                          "error": f"{label} is not in {entry['name']}{_cut_note(entry)}"})
 
 
-def build(evidence: Dict[str, Any], label: str, under_load: bool) -> Dict[str, Any]:
-    """The inventory of the machine the submitted files describe."""
+def _from_snapshot(base: Dict[str, Any], name: str, under_load: bool) -> Tuple[List[Dict[str, Any]], Dict[str, Any],
+                                                                              Dict[str, Any]]:
+    """The accelerators of a snapshot that came with the texts, and the paths and link readings its captured sysfs
+    gives (one reading each, at capture time)."""
+    from ..probes.topology import link_capability, pcie_path
+
+    index = {d["bdf"]: d for d in base.get("pci") or []}
+    accs, paths, links = [], {}, {}
+    for a in base.get("accelerators") or []:
+        acc = dict(a, sources=[name])
+        accs.append(acc)
+        dev = index.get(a["bdf"])
+        if dev is None:
+            continue
+        paths[a["bdf"]] = dict(pcie_path(dev, index), source=f"the snapshot {name} (captured sysfs)")
+        lk = dev.get("link") or {}
+        links[a["bdf"]] = {
+            "device": a["bdf"], "capability": link_capability(dev, index),
+            "samples": [{"speed_gts": lk.get("current_speed_gts"), "width": lk.get("current_width"),
+                         "under_load": bool(under_load), "source": f"the snapshot {name} (sysfs at capture)"}],
+            "load": ({"kind": "declared", "declared": True, "observed": False,
+                      "reason": "declared by the submitter, not observed"} if under_load else
+                     {"kind": None, "reason": "one reading captured by `sits capture`, with no load declared"}),
+            "method_text": f"current_link_speed/width of the snapshot {name}, against the device's and the slot's "
+                           "maxima"}
+    return accs, paths, links
+
+
+def build(evidence: Dict[str, Any], label: str, under_load: bool,
+          base: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The inventory of the machine the submitted files describe (``base``: the inventory of a snapshot among
+    them, whose captured facts come first)."""
     from ..probes import nvsmi_q
     from ..probes.textimport import link_evidence_vv, topo_pcie_paths
 
@@ -251,6 +300,25 @@ def build(evidence: Dict[str, Any], label: str, under_load: bool) -> Dict[str, A
         raise PlatformError(f"{fa} and {fb} disagree on {what} ({a!r} and {b!r}): they describe different machines "
                             "or different states of one; fix: submit one machine's texts per folder, captured together")
 
+    if base is not None:  # a snapshot: its captured inventory first, the texts add to it
+        snap_name = next((f["name"] for f in files if f["kind"] == "snapshot"), "snapshot")
+        s_accs, s_paths, s_links = _from_snapshot(base, snap_name, under_load)
+        for a in s_accs:
+            add(a["bdf"], a)
+        paths.update(s_paths)
+        links.update(s_links)
+        for d in base.get("pci") or []:
+            pci[d["bdf"]] = dict(d, source=snap_name)
+        for node in base.get("numa") or []:
+            numa_cpus[node["node"]] = node.get("cpulist")
+        for lib, target in (("nvml", nvml), ("amdsmi", amdsmi)):
+            facts = (base.get("management") or {}).get(lib) or {}
+            if facts.get("available"):
+                target.update({k: v for k, v in facts.items() if k != "devices"}, files=[snap_name],
+                              source=f"the snapshot {snap_name} ({lib})")
+        for vendor in {str(a.get("vendor") or "").lower() for a in s_accs} - {""}:
+            complete.setdefault(vendor, []).append(f"{snap_name} (a snapshot lists every PCI function)")
+
     # NVIDIA: nvidia-smi -q (text or XML)
     for f in (f for f in files if f["kind"] in ("nvidia-smi-q", "nvidia-smi-q-xml")):
         facts = f["facts"]
@@ -277,6 +345,9 @@ def build(evidence: Dict[str, Any], label: str, under_load: bool) -> Dict[str, A
             a["memory_source"] = "nvml" if dev.get("memory_total_bytes") is not None else None
             if bdf in accs and accs[bdf].get("management"):
                 old = accs[bdf]["management"]
+                if base is not None and "source" not in old:
+                    notes.append(f"{bdf}: the snapshot's NVML facts are kept; {f['name']} is not used for it")
+                    continue
                 for k in ("uuid", "serial"):
                     if old.get(k) and dev.get(k) and old[k] != dev[k]:
                         conflict(f"the {k} of {bdf}", old[k], dev[k], old.get("source"), f["name"])
@@ -444,6 +515,13 @@ def build(evidence: Dict[str, Any], label: str, under_load: bool) -> Dict[str, A
                 a = add(key, _acc(key, None, "AMD", None, f["name"]))
                 a["note"] = "named by its index in rocm-smi; no text gives its PCI address"
 
+    if mesh is None and base is not None and ((base.get("management") or {}).get("nvml") or {}).get("p2p_nvlink"):
+        from ..probes.topology import peer_mesh
+
+        snap_accs = [a for a in base.get("accelerators") or [] if a.get("management")]
+        mesh = peer_mesh(snap_accs, base["management"]["nvml"])
+        mesh_file = next((f["name"] for f in files if f["kind"] == "snapshot"), "snapshot")
+
     # kernel logs: the events, and the GPUs they name (an Xid names an NVIDIA GPU; an AER line of the nvidia or
     # amdgpu driver with an accelerator's [vendor:device] ID names one) when no other text lists the machine
     for f in (f for f in files if f["kind"] == "kernel-log"):
@@ -476,11 +554,12 @@ def build(evidence: Dict[str, Any], label: str, under_load: bool) -> Dict[str, A
         covered = sum(1 for a in accelerators if (a["vendor"] or "").lower() == vendor)
         d["covered"] = covered
     inv: Dict[str, Any] = {
-        "collected_at": None, "host": {"hostname": None, "kernel": None, "os": None},
-        "cpu": {"model": None, "sockets": None, "cores": None, "threads": None,
-                "source": "not in the submitted texts"},
-        "memory": {"total_bytes": None, "source": "not in the submitted texts"},
-        "numa": _nodes(numa_cpus),
+        "collected_at": (base or {}).get("collected_at"),
+        "host": (base or {}).get("host") or {"hostname": None, "kernel": None, "os": None},
+        "cpu": (base or {}).get("cpu") or {"model": None, "sockets": None, "cores": None, "threads": None,
+                                           "source": "not in the submitted texts"},
+        "memory": (base or {}).get("memory") or {"total_bytes": None, "source": "not in the submitted texts"},
+        "numa": (base or {}).get("numa") if base is not None else _nodes(numa_cpus),
         "pci": list(pci.values()),
         "accelerators": accelerators,
         "management": {"nvml": nvml, "amdsmi": amdsmi, "nvml_devices_without_sysfs": []},

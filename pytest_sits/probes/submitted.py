@@ -188,13 +188,33 @@ def log_devices(lines: List[str], xids: List[Dict[str, Any]]) -> List[Dict[str, 
 
 # ---- reading a folder -------------------------------------------------------------------------------------
 
+SNAPSHOT_KIND = "snapshot"
+
+
+def is_snapshot(folder: Path) -> bool:
+    """A folder `sits capture DIR` wrote: its manifest.json names the snapshot format, and it has an fs/ tree."""
+    from ..files import UntrustedInputError, load_json
+
+    if os.path.islink(folder / "fs") or not (folder / "fs").is_dir() or not os.path.lexists(folder / "manifest.json"):
+        return False
+    try:
+        manifest = load_json("manifest.json", 1 << 20, what="snapshot manifest", root=folder)
+    except UntrustedInputError:
+        return False
+    return isinstance(manifest, dict) and str(manifest.get("format", "")).startswith("sits-snapshot/")
+
+
 def _walk(root: Path) -> Tuple[List[str], List[Dict[str, Any]]]:
-    """Regular files below ``root`` (relative names, sorted), and what was not read (links, devices, too deep)."""
+    """Regular files below ``root`` (relative names, sorted; a snapshot folder as one name ending in '/'), and
+    what was not read (links, devices, too deep)."""
     found: List[str] = []
     skipped: List[Dict[str, Any]] = []
     todo: List[Tuple[str, int]] = [("", 0)]
     while todo:
         rel, depth = todo.pop()
+        if is_snapshot(root / rel if rel else root):
+            found.append(f"{rel}/" if rel else "./")
+            continue
         try:
             entries = sorted(os.scandir(root / rel) if rel else os.scandir(root), key=lambda e: e.name)
         except OSError as exc:
@@ -283,10 +303,17 @@ def read_evidence(path: Path, files: Optional[List[Tuple[str, Optional[str]]]] =
         pairs = [(Path(f), kind) for f, kind in files]
     elif path.is_dir() and not path.is_symlink():
         names, skipped = _walk(path)
-        pairs = [(path / n, None) for n in names]
+        pairs = [(Path(str(path / n.rstrip("/")) + "/") if n.endswith("/") else path / n, None) for n in names]
     else:
         pairs = [(path, None)]
     for fpath, kind in pairs:
+        if str(fpath).endswith("/") or (fpath.is_dir() and not fpath.is_symlink() and is_snapshot(fpath)):
+            shown = str(fpath.relative_to(path)) if files is None and path.is_dir() else str(fpath)
+            entries.append({"name": shown.rstrip("/") or ".", "kind": SNAPSHOT_KIND, "tool": "sits capture snapshot",
+                            "status": "read", "why": "a folder `sits capture` wrote (manifest.json, fs/)",
+                            "facts": None, "cuts": [], "bytes": None, "path": str(fpath).rstrip("/") or ".",
+                            "declared": kind})
+            continue
         if os.path.islink(fpath):
             skipped.append({"name": str(fpath), "why": "a symbolic link: links are not followed in submitted "
                                                          "evidence; name the file itself"})
