@@ -238,6 +238,39 @@ def test_the_h100_folder_is_one_machine(tmp_path):
         plat.accelerator_load(accs[0])
 
 
+def test_the_amd_folder_is_one_machine_judged_on_xgmi_ecc_power_and_firmware(tmp_path):
+    """amd-smi static (text) and metric (--json), rocm-smi --showtopo and lspci -PP of one MI300X host: indices
+    matched to PCI addresses, each rule failing where the texts show a fault and passing elsewhere."""
+    from pytest_sits.checks.health import check_powercap
+    from pytest_sits.checks.security import check_firmware
+    from pytest_sits.conditions.health import acquire_ecc, acquire_persistence, acquire_powercap
+    from pytest_sits.conditions.security import acquire_firmware
+    from pytest_sits.conditions.topology import acquire_peer_mesh
+
+    d = folder(tmp_path, "amd-smi-static-mi300x.txt", "amd-smi-metric-mi300x.json", "rocm-smi-showtopo-mi300x.txt",
+               "lspci-pp-mi300x.txt")
+    inv = EvidencePlatform(d).inventory()
+    accs = {a["bdf"]: a for a in inv["accelerators"]}
+    assert list(accs) == ["0000:03:00.0", "0000:23:00.0", "0000:43:00.0", "0000:61:00.0"]
+    assert [a["numa_node"] for a in accs.values()] == [0, 0, 1, 1]
+    th = {"tdp_w": 750, "tolerance": 0.03}
+    assert check_powercap(acquire_powercap(inv, accs["0000:23:00.0"]), th, "0000:23:00.0").status == FAIL
+    assert check_powercap(acquire_powercap(inv, accs["0000:03:00.0"]), th, "0000:03:00.0").status == PASS
+    eth = {"require_enabled": True, "max_volatile_uncorrected": 0}
+    assert check_ecc(acquire_ecc(inv, accs["0000:43:00.0"]), eth, "x").status == FAIL
+    assert check_ecc(acquire_ecc(inv, accs["0000:03:00.0"]), eth, "x").status == PASS
+    mesh = acquire_peer_mesh(inv, {"pci_ids": ["1002:74a1"]})
+    v = check_peer_mesh(mesh, {"required": True})
+    assert v.status == FAIL and "0000:43:00.0<->0000:61:00.0" in v.reason
+    fw = acquire_firmware(inv, accs["0000:03:00.0"], None)
+    assert fw["versions"]["vbios"] == "022.040.003.043.000001" and fw["versions"]["driver"] == "6.8.5"
+    allowed = {"allowed": {"vbios": [{"min": "022.040.003.043.000001", "reason": "OEM 2024 release"}]}}
+    assert check_firmware(fw, allowed, "x").status == PASS
+    assert check_firmware(fw, {"allowed": {"vbios": [{"version": "022.040.003.042.000000", "reason": "old"}]}},
+                          "x").status == FAIL
+    assert "NVIDIA driver setting" in acquire_persistence(inv, accs["0000:03:00.0"])["absent"]
+
+
 def test_two_files_of_different_machines_are_refused(tmp_path):
     d = folder(tmp_path, "nvidia-smi-q-h100-570.txt")
     other = (DATA / "nvidia-smi-q-h100-570.txt").read_text().replace("570.124.06", "550.54.15")
