@@ -4,7 +4,7 @@ Both generations of the text are read: the current one (driver 535 and later:
 "Clocks Event Reasons", "GPU Power Readings", PCIe "Device Max" and "Host
 Max") and the older one ("Clocks Throttle Reasons", "Power Readings" with
 "Enforced Power Limit", a single PCIe "Max"), and the XML of ``nvidia-smi -q
--x`` (DTD v10 to v12: ``clocks_throttle_reasons`` or ``clocks_event_reasons``,
+-x`` (DTD v11 and v12: ``clocks_throttle_reasons`` or ``clocks_event_reasons``,
 ``power_readings`` or ``gpu_power_readings``).  The XML is turned into the
 tree the text gives (each tag named as the text names it), so one reader
 serves both.  The result has the keys of :func:`pytest_sits.probes.nvml.collect`
