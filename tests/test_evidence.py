@@ -535,3 +535,13 @@ def test_realdata_benchmark_rules_run_on_a_small_manifest(tmp_path):
                            str(tmp_path), "-v"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "total: 1/1 files agree" in proc.stdout and "0 traceback(s)" in proc.stdout
+
+
+def test_sits_audit_usage_errors_say_the_fix(tmp_path, capsys):
+    assert main(["audit", str(DATA / "nvidia-smi-q-a100-525.txt"), "--profile", "nonexistent"]) == 4
+    assert "fix: bundled profiles:" in capsys.readouterr().err
+    assert main(["audit", str(tmp_path / "none")]) == 4
+    assert "no such file or folder" in capsys.readouterr().err
+    (tmp_path / "link").symlink_to(DATA)
+    assert main(["audit", str(tmp_path / "link")]) == 4
+    assert "not read through links" in capsys.readouterr().err

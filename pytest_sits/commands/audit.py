@@ -171,8 +171,15 @@ def show(report: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 def audit(spec: str, args: argparse.Namespace) -> int:
     """Run the suite on ``spec`` and report: the exit status by the worst verdict."""
+    from .. import profiles
     from ..files import atomic_write
     from ..verdict import worst
+
+    if args.profile:
+        try:
+            profiles.resolve(args.profile)
+        except profiles.ProfileError as exc:  # the whole message, with its fix, before anything runs
+            return err(f"bad profile: {exc}")
 
     keep = args.report_dir is not None
     report_dir = Path(args.report_dir).resolve() if keep else Path(tempfile.mkdtemp(prefix="sits-audit-report-"))
