@@ -140,12 +140,18 @@ def test_no_cuda_device_is_a_skip_with_the_reason():
 
 
 def test_snapshot_like_platform_measures_nothing():
+    """A snapshot (or submitted texts) has devices it cannot measure: not measured, never "not applicable"."""
     class Frozen:
         def host_measurement_reason(self):
             return "a snapshot holds captured files, not a machine to measure"
     crg = Crg(Frozen())
-    assert "snapshot" in crg.jitter(None, {})["absent"]
-    assert "snapshot" in crg.sync([], 0, {})["absent"]
+    assert "snapshot" in crg.jitter(None, {})["unavailable"]
+    assert "snapshot" in crg.sync([], 0, {})["unavailable"]
+    assert "snapshot" in crg.node({"bdf": "0000:17:00.0"}, {})["unavailable"]
+    (ev, _), = crg.edges([], {})
+    assert "snapshot" in ev["unavailable"]
+    # an absence the caller established stays an absence
+    assert crg.sync([], 8, {}, absent="profile expects 8 × H100; found none")["absent"].startswith("profile")
 
 
 def test_gloo_allreduce_between_two_processes_runs_for_real():
