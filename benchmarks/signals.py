@@ -153,6 +153,9 @@ def one_run(i: int, kind: str, xdist: bool, when: float, args: argparse.Namespac
               "completed": None if report is None else report["run"]["completed"],
               "result": None if report is None else report["summary"]["result"], "problems": problems,
               "duration_s": round(time.monotonic() - started, 1)}
+    if problems and args.failures:
+        Path(args.failures).mkdir(parents=True, exist_ok=True)
+        (Path(args.failures) / f"run-{i:02d}.log").write_text(out)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return result
@@ -168,6 +171,7 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--keep", action="store_true", help="keep each run's folder")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    ap.add_argument("--failures", metavar="DIR", help="keep the whole output of every run that missed a check here")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     results = []
