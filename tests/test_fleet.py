@@ -76,8 +76,8 @@ def test_bad_hostlist_names_the_fix(spec):
 
 def _nodes(values, profile="h100-sxm5"):
     return [{"node": f"n{i}", "profile": profile,
-             "_report": {"verdicts": [{"requirement": "MEM-BW-EFFICIENCY", "subject": "gpu0", "unit": "GB/s",
-                                       "status": "PASS", "measured": v}]}}
+             "_sum": fleet_merge._summarise({"verdicts": [{"requirement": "MEM-BW-EFFICIENCY", "subject": "gpu0",
+                                                           "unit": "GB/s", "status": "PASS", "measured": v}]})}
             for i, v in enumerate(values, 1)]
 
 
@@ -228,7 +228,11 @@ def test_node_entry_writes_its_folder_once(tmp_path, monkeypatch):
     d = out / "gpu07"
     marker = json.loads((d / "node.json").read_text())
     assert marker["node"] == "gpu07" and marker["job_nodelist"] == "gpu[07-08]"
-    assert "--pyargs" in marker["command"] and str(d) in marker["command"]
+    # every option the suite builds is --opt=value (a value after a space can be taken for a test path, which
+    # moves pytest's rootdir away from the lab's ini); the user's `--sits-platform sim:h100` is joined too
+    assert "--pyargs" in marker["command"] and f"--sits-report-dir={d}" in marker["command"]
+    assert f"--junitxml={d / 'junit.xml'}" in marker["command"] and "--sits-platform=sim:h100" in marker["command"]
+    assert str(d) not in marker["command"] and "sim:h100" not in marker["command"]
     assert json.loads((d / "node-exit.json").read_text())["exit_code"] == 0
     assert (d / "sits-report.json").is_file() and (d / "junit.xml").is_file() and (d / "pytest.log").is_file()
     # a second task on the same node (two array elements placed together) must not overwrite the first
