@@ -156,13 +156,46 @@ def test_merged_junit_has_every_node(reports, tmp_path):
     assert fl["junit"]["errors"] == 1 and fl["junit"]["failures"] == suites["n2"].failures
 
 
-def test_merge_without_junitparser_says_how_to_install(reports, tmp_path, monkeypatch):
+def test_merge_needs_no_junit_library(reports, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "junitparser", None)
     out = tmp_path / "fleet"
     node_dir(out, "n1", reports["pass"])
     fl = fleet_merge.merge(out)
-    assert fl["junit"]["path"] is None and "pip install" in fl["junit"]["absent"]
-    assert not (out / "fleet-junit.xml").exists()
+    assert fl["junit"]["path"] == "fleet-junit.xml" and fl["junit"]["tests"] > 0
+    from xml.etree import ElementTree
+
+    root = ElementTree.parse(out / "fleet-junit.xml").getroot()
+    assert root.tag == "testsuites" and int(root.get("tests")) == fl["junit"]["tests"]
+
+
+def test_merge_never_writes_through_a_planted_link(reports, tmp_path):
+    """Every file the merge writes replaces its path whole: a link planted at fleet-junit.xml (or the JSON, the
+    HTML, the Prometheus file) is replaced, and its target is untouched."""
+    out = tmp_path / "fleet"
+    node_dir(out, "n1", reports["pass"])
+    victims = {}
+    for name in ("fleet-junit.xml", "fleet-report.json", "fleet-report.html", "fleet.prom"):
+        victim = tmp_path / f"victim-{name}"
+        victim.write_text("precious")
+        os.symlink(victim, out / name)
+        victims[name] = victim
+    pytest.importorskip("prometheus_client", reason="pip install 'pytest-sits[prometheus]'")
+    fleet_merge.merge(out, prometheus=out / "fleet.prom")
+    for name, victim in victims.items():
+        assert victim.read_text() == "precious", name
+        assert not (out / name).is_symlink() and (out / name).stat().st_size > 0, name
+    assert "<testsuites" in (out / "fleet-junit.xml").read_text()
+
+
+def test_fleet_code_writes_only_through_the_safe_writer():
+    """No file of the fleet code or sits health opens a file for writing itself (files.py does it)."""
+    import re
+
+    for path in sorted((ROOT / "pytest_sits" / "commands" / "fleet").glob("*.py")) + [
+            ROOT / "pytest_sits" / "commands" / "health.py", ROOT / "pytest_sits" / "commands" / "baseline.py",
+            ROOT / "pytest_sits" / "report" / "prometheus.py"]:
+        text = path.read_text()
+        assert not re.search(r"\.write_text\(|\.write_bytes\(|open\([^)]*[\"'][wax]b?[\"']|\.write\(\s*JUnitXml", text), path
 
 
 def test_outliers_in_a_merged_fleet(reports, tmp_path):

@@ -55,6 +55,12 @@ class SitsRun:
     endpoint: Optional[str] = None
     #: The BMC's Redfish service for wall power: url, and credentials from $SITS_REDFISH_USER/_PASSWORD.
     redfish: Optional[Dict[str, Any]] = None
+    #: Where the run's Prometheus textfile goes (None: none written).
+    prometheus: Optional[Path] = None
+    #: Seconds a test may run before the watchdog ends the run (None: no watchdog).
+    watchdog_s: Optional[float] = None
+    #: The load of the health window: "suite" (the accelerator burner) or "inference" (the PLP-* load).
+    health_load: str = "suite"
 
     @classmethod
     def from_config(cls, config: Any) -> "SitsRun":
@@ -69,7 +75,28 @@ class SitsRun:
             report_dir_opt=config.getoption("sits_report_dir"), report_dir_ini=config.getini("sits_report_dir"))
         run.set_golden(config.getoption("sits_golden_record"), config.getoption("sits_golden"))
         run.set_inference(config.getoption("sits_endpoint", None), config.getoption("sits_redfish", None))
+        run.set_operations(config.getoption("sits_prometheus", None), config.getoption("sits_watchdog", None),
+                           config.getoption("sits_health_load", None))
         return run
+
+    def set_operations(self, prometheus: Optional[str], watchdog_s: Optional[float],
+                       health_load: Optional[str]) -> None:
+        """The Prometheus textfile, the watchdog and the health window's load, checked now."""
+        if prometheus:
+            from ..report.prometheus import PrometheusUnavailable, require_client
+
+            try:
+                require_client()
+            except PrometheusUnavailable as exc:
+                raise SitsUsageError(f"--sits-prometheus={prometheus}: {exc}") from None
+            path = Path(prometheus)
+            self.prometheus = path if path.is_absolute() else Path.cwd() / path
+        if watchdog_s is not None:
+            if not (0 < watchdog_s <= 7 * 86400):
+                raise SitsUsageError(f"--sits-watchdog={watchdog_s:g}: must be between 0 and 604800 seconds; fix: "
+                                     "give the longest a test may take, e.g. --sits-watchdog=300")
+            self.watchdog_s = float(watchdog_s)
+        self.health_load = health_load or "suite"
 
     def set_inference(self, endpoint: Optional[str], redfish_url: Optional[str]) -> None:
         """The external system under test and the BMC, checked now (a bad URL is a usage error)."""
@@ -139,7 +166,9 @@ class SitsRun:
                 "started_at": self.started_at,
                 "golden_record": str(self.golden_record) if self.golden_record else None,
                 "golden": str(self.golden) if self.golden else None,
-                "endpoint": self.endpoint, "redfish_url": (self.redfish or {}).get("url")}
+                "endpoint": self.endpoint, "redfish_url": (self.redfish or {}).get("url"),
+                "prometheus": str(self.prometheus) if self.prometheus else None, "watchdog_s": self.watchdog_s,
+                "health_load": self.health_load}
 
     @classmethod
     def from_workerinput(cls, data: Dict[str, Any]) -> "SitsRun":
@@ -155,6 +184,7 @@ class SitsRun:
         run.golden_record = Path(data["golden_record"]) if data["golden_record"] else None
         run.golden = Path(data["golden"]) if data["golden"] else None
         run.set_inference(data.get("endpoint"), data.get("redfish_url"))
+        run.set_operations(data.get("prometheus"), data.get("watchdog_s"), data.get("health_load"))
         return run
 
     def expected(self) -> Dict[str, Any]:

@@ -45,7 +45,6 @@ MAD_SCALE = 1.4826  # MAD × 1.4826 estimates σ for normally distributed values
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 SLURM_INSTALL = ("apt-get install slurm-client (Debian/Ubuntu; the cluster itself needs slurmctld, slurmd and munge: "
                  "tools/slurm/install.sh and tools/slurm/local-cluster.sh start a local one)")
-JUNIT_INSTALL = "pip install 'pytest-sits[fleet]'  (or: pip install junitparser)"
 
 #: Node results: the node's own verdicts folded into one word.
 NODE_PASS, NODE_FAIL, NODE_UNDECIDED, NODE_ERROR = "PASS", "FAIL", "UNDECIDED", "ERROR"

@@ -84,7 +84,8 @@ def run_fleet(args: Any) -> int:
         last = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
         raise FleetError(f"{Path(cmd[0]).name} failed (exit {proc.returncode}) and no node ran: {last}; fix: check "
                          "the Slurm options (partition, node names, account) and that `sinfo` reaches the cluster")
-    fleet = merge(out, k=args.k, jobs=args.jobs, prometheus=Path(args.prometheus) if args.prometheus else None)
+    fleet = merge(out, k=args.k, jobs=args.jobs, prometheus=Path(args.prometheus) if args.prometheus else None,
+                  strict=args.strict)
     print_summary(fleet, out)
     return 0 if fleet["summary"]["result"] == "PASS" else 1
 
