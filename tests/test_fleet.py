@@ -32,7 +32,7 @@ NODES = ("n1", "n2", "n3")
 
 def run_suite(dest: Path, platform: str) -> Path:
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-q", "-p", "no:cacheprovider",
-           "--sits-platform", platform, "--sits-report-dir", str(dest), "--junitxml", str(dest / "junit.xml")]
+           f"--sits-platform={platform}", f"--sits-report-dir={dest}", f"--junitxml={dest / 'junit.xml'}"]
     proc = subprocess.run(cmd, cwd=str(dest.parent), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=600)
     assert (dest / "sits-report.json").is_file(), proc.stdout[-3000:]
