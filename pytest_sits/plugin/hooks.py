@@ -99,17 +99,27 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError:  # not the main thread (pytest run inside a thread): leave signals alone
         pass
     if _is_worker(config):
+        if run.watchdog_s is not None:
+            from .watchdog import Watchdog
+
+            config.pluginmanager.register(Watchdog(run.watchdog_s, None, run.platform.simulated), "sits-watchdog")
         return
     config.hook.pytest_sits_update_inventory(config=config, inventory=run.platform.inventory())
     from .reporter import SitsReporter
 
-    config.pluginmanager.register(SitsReporter(config, run), "sits-reporter")
+    reporter = SitsReporter(config, run)
+    config.pluginmanager.register(reporter, "sits-reporter")
+    if run.watchdog_s is not None:
+        from .watchdog import Watchdog
+
+        config.pluginmanager.register(Watchdog(run.watchdog_s, reporter, run.platform.simulated), "sits-watchdog")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    reporter = config.pluginmanager.get_plugin("sits-reporter")
-    if reporter is not None:
-        config.pluginmanager.unregister(reporter)
+    for name in ("sits-watchdog", "sits-reporter"):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin)
     old = config.stash.get(_OLD_SIGTERM, None)
     if old is not None:
         try:
