@@ -279,14 +279,27 @@ def test_node_entry_writes_its_folder_once(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------ health
 
-def fake_scontrol(tmp_path: Path) -> Path:
+def fake_scontrol(tmp_path: Path, state: str = "IDLE+DRAIN", reason: str = "sits health: DEP-XID FAIL") -> Path:
+    """An scontrol that records its arguments (every call, in scontrol.log; the last update in scontrol.args) and
+    answers `show node` with the given state and reason."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     script = bindir / "scontrol"
+    show = f"NodeName=x Arch=x86_64 State={state} Partitions=sits Reason={reason} [root@2026-06-01T00:00:00]"
     script.write_text(f"#!{sys.executable}\nimport json, sys\n"
-                      f"open({str(tmp_path / 'scontrol.args')!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
+                      f"open({str(tmp_path / 'scontrol.log')!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+                      "if sys.argv[1:2] == ['show']:\n"
+                      f"    print({show!r})\n"
+                      "else:\n"
+                      f"    open({str(tmp_path / 'scontrol.args')!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return bindir
+
+
+def updates(tmp_path: Path) -> list:
+    log = tmp_path / "scontrol.log"
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [c for c in calls if c[:1] == ["update"]]
 
 
 def test_health_healthy_and_unhealthy_with_drain(tmp_path, monkeypatch, capsys):
@@ -312,6 +325,124 @@ def test_health_without_drain_changes_nothing(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "scontrol.args").exists()
     assert (tmp_path / "r" / "sits-report.json").is_file()
     assert "x1: unhealthy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fault, req", [("ecc-uncorrectable", "DEP-ECC"), ("xid-79", "DEP-XID")])
+def test_health_fail_drains_with_the_requirement(fault, req, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    assert main(["health", f"--platform=sim:h100+{fault}", "--drain", "--node=gpu3"]) == 1
+    [call] = updates(tmp_path)
+    assert call[:3] == ["update", "nodename=gpu3", "state=drain"]
+    assert call[3].startswith(f"reason=sits health: {req} FAIL (0000:"), call
+
+
+def test_health_hung_probe_reports_and_never_drains(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    assert main(["health", "--platform=sim:h100+probe-hang", "--drain", "--node=gpu3", "--watchdog=3",
+                 f"--report-dir={tmp_path / 'r'}"]) == 3
+    text = capsys.readouterr().out
+    assert "could not check" in text and "hung (watchdog: 3.0 s)" in text and "not drained" in text
+    assert updates(tmp_path) == []
+    rep = json.loads((tmp_path / "r" / "sits-report.json").read_text())
+    assert not rep["run"]["completed"] and rep["run"]["exit_status"] == 2
+    # the whole run bounded too: a run that outlives --timeout is killed, reported, and acts on nothing
+    assert main(["health", "--platform=sim:h100+probe-hang", "--drain", "--node=gpu3", "--watchdog=600",
+                 "--timeout=4"]) == 3
+    assert "did not finish within 4 s" in capsys.readouterr().out and updates(tmp_path) == []
+
+
+def test_health_error_or_undecided_never_drains(tmp_path, monkeypatch, capsys):
+    from pytest_sits.commands.health import UNCHECKED, UNDECIDED, UNHEALTHY, judge
+
+    ok = {"run": {"completed": True}}
+    v = {"requirement": "DEP-THROTTLE", "subject": "gpu0", "evidence": {}}
+    assert judge(dict(ok, verdicts=[dict(v, status="ERROR")]), [])[0] == UNDECIDED
+    assert judge(dict(ok, verdicts=[dict(v, status="INCONCLUSIVE")]), [])[0] == UNDECIDED
+    assert judge(None, ["no report (pytest exit 3)"])[0] == UNCHECKED
+    assert judge({"run": {"completed": False}, "verdicts": []}, [])[0] == UNCHECKED
+    hung = dict(v, status="ERROR", evidence={"watchdog": {"hung": True, "limit_s": 5}})
+    assert judge(dict(ok, verdicts=[hung]), [])[0] == UNCHECKED
+    # a FAIL decided before a hang is still a FAIL
+    fail = dict(v, requirement="DEP-ECC", status="FAIL")
+    out, lines, _ = judge({"run": {"completed": False}, "verdicts": [fail, hung]}, [])
+    assert out == UNHEALTHY and lines == ["DEP-ECC FAIL (gpu0)"]
+
+
+def test_health_prolog_and_healthcheck_modes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    # prolog/epilog: exit 1 on a FAIL (slurmd drains the node), never a Slurm command
+    assert main(["health", "--mode=prolog", "--platform=sim:h100+xid-79", "--node=gpu3"]) == 1
+    assert "slurmd drains gpu3: sits health: DEP-XID FAIL" in capsys.readouterr().err
+    assert main(["health", "--mode=epilog", "--platform=sim:h100"]) == 0
+    assert main(["health", "--mode=prolog", "--platform=sim:h100+probe-hang", "--watchdog=3"]) == 0
+    assert not (tmp_path / "scontrol.log").exists()
+    # HealthCheckProgram: drains itself, exits 0 (Slurm ignores the status, and may wait for a 0 at start-up)
+    assert main(["health", "--mode=healthcheck", "--platform=sim:h100+ecc-uncorrectable", "--node=gpu3"]) == 0
+    assert updates(tmp_path)[0][3].startswith("reason=sits health: DEP-ECC FAIL")
+
+
+def test_health_resume_rechecks_under_the_inference_load(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    rdir = tmp_path / "r"
+    assert main(["health", "--resume", "--node=gpu3", "--platform=sim:h100", f"--report-dir={rdir}"]) == 0
+    assert updates(tmp_path) == [["update", "nodename=gpu3", "state=resume"]]
+    assert "resumed gpu3" in capsys.readouterr().out
+    rep = json.loads((rdir / "sits-report.json").read_text())
+    thr = [v for v in rep["verdicts"] if v["requirement"] == "DEP-THROTTLE"]
+    assert thr and all(v["evidence"]["load"]["kind"] == "inference" and v["evidence"]["load"]["completed"]
+                       for v in thr)
+    assert {v["requirement"] for v in rep["verdicts"]} >= {"PLP-PPL", "PLP-LATENCY", "DEP-ECC", "DEP-XID"}
+    ecc = next(v for v in rep["verdicts"] if v["requirement"] == "DEP-ECC")
+    assert ecc["evidence"]["during_load"]["load"] == "inference"
+
+
+def test_health_resume_leaves_a_faulty_node_drained(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    # a fault the load provokes: the power brake asserted only under load
+    assert main(["health", "--resume", "--node=gpu3", "--platform=sim:h100+throttle-power-brake"]) == 1
+    assert updates(tmp_path) == [] and "stays drained" in capsys.readouterr().out
+    # the inference load cannot run (a snapshot-like platform would say so): never resumed on idle checks alone
+    from pytest_sits.commands.health import HEALTHY, UNDECIDED, _under_load
+
+    report = {"verdicts": [{"requirement": "DEP-THROTTLE", "subject": "gpu0", "status": "PASS",
+                            "evidence": {"load": {"kind": "suite"}, "samples": [{"under_load": True}]}}]}
+    out, why = _under_load(report, HEALTHY, [])
+    assert out == UNDECIDED and "idle checks alone never return a node to service" in why
+
+
+def test_health_resume_only_a_node_drained_by_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path, reason='bad fan (ops)')}{os.pathsep}{os.environ['PATH']}")
+    assert main(["health", "--resume", "--node=gpu3", "--platform=sim:h100"]) == 1
+    assert "another reason" in capsys.readouterr().out and updates(tmp_path) == []
+
+
+def test_health_resume_of_a_node_in_service(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path, state='IDLE', reason='none')}{os.pathsep}"
+                               f"{os.environ['PATH']}")
+    assert main(["health", "--resume", "--node=gpu3", "--platform=sim:h100"]) == 0
+    assert "not drained: nothing to resume" in capsys.readouterr().out and updates(tmp_path) == []
+
+
+def test_health_builds_its_command_with_equals(tmp_path, monkeypatch):
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def popen(cmd, **kw):
+        seen["cmd"] = cmd
+        raise Stop
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    from pytest_sits.commands import health as h
+
+    args = type("A", (), {"watchdog": None, "timeout": None, "platform": "sim:h100", "profile": "/x/h100.yaml",
+                          "pytest_args": ["--", "--sits-golden", "/g"]})()
+    with pytest.raises(Stop):
+        h.run_suite(args, tmp_path, "check")
+    cmd = seen["cmd"]
+    assert "--sits-platform=sim:h100" in cmd and "--sits-profile=/x/h100.yaml" in cmd
+    assert f"--sits-report-dir={tmp_path}" in cmd and "--sits-golden=/g" in cmd
+    assert not any(a in ("/x/h100.yaml", str(tmp_path), "/g", "sim:h100") for a in cmd)
 
 
 # ------------------------------------------------------------------------------------------ real Slurm
