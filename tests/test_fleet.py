@@ -651,3 +651,85 @@ def test_fleet_run_that_slurm_refuses_says_why(cluster, tmp_path):
                  "--", "--sits-platform", "sim:h100"], cluster, tmp_path, timeout=120)
     assert proc.returncode == 4
     assert "srun failed" in proc.stdout and "no node ran" in proc.stdout and "partition" in proc.stdout
+
+
+def _state(env, node: str, settle: float = 30) -> tuple:
+    """(state, reason) of a node once it has left the transient states (draining, completing)."""
+    deadline = time.monotonic() + settle
+    while True:
+        info = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%t|%E"], env=env, stdout=subprocess.PIPE,
+                              text=True, timeout=30).stdout.strip()
+        state, reason = info.split("|", 1)
+        # a resumed node reads "idle*" (not responding) until slurmctld's next ping reaches it
+        if (state.rstrip("*~#") not in ("drng", "comp", "mix", "alloc") and not state.endswith("*")) \
+                or time.monotonic() > deadline:
+            return state, reason
+        time.sleep(0.5)
+
+
+def _health_on(env, node: str, *args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(["srun", f"--nodelist={node}", "--nodes=1", "--ntasks=1", sys.executable, "-m",
+                           "pytest_sits.cli", "health", *args], env=env, cwd=str(cwd), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def test_health_on_slurm_fault_drains_hang_does_not_and_resume(cluster, tmp_path):
+    """On the local cluster: n3 with an uncorrected ECC error is drained with DEP-ECC in the reason; n2 whose
+    probe hangs is not drained; --resume brings a healthy n3 back after the re-check under the inference
+    load, and leaves n2 (drained for XID 79, still faulty) drained."""
+    try:
+        bad = _health_on(cluster, "n3", "--platform=sim:h100+ecc-uncorrectable", "--drain", cwd=tmp_path)
+        assert bad.returncode == 1 and "drained n3" in bad.stdout, bad.stdout
+        state, reason = _state(cluster, "n3")
+        assert state == "drain" and reason.startswith("sits health: DEP-ECC FAIL (0000:"), (state, reason)
+        hung = _health_on(cluster, "n2", "--platform=sim:h100+probe-hang", "--drain", "--watchdog=3", cwd=tmp_path)
+        assert hung.returncode == 3 and "hung (watchdog" in hung.stdout and "not drained" in hung.stdout, hung.stdout
+        assert _state(cluster, "n2")[0] == "idle"
+        # return to service: run on the node itself (a drained node takes no job), as an operator would
+        ok = sits(["health", "--resume", "--node=n3", "--platform=sim:h100"], cluster, tmp_path)
+        assert ok.returncode == 0 and "re-checked under the inference load" in ok.stdout and "resumed n3" in ok.stdout, \
+            ok.stdout
+        assert _state(cluster, "n3")[0] == "idle"
+        xid = _health_on(cluster, "n2", "--platform=sim:h100+xid-79", "--drain", cwd=tmp_path)
+        assert xid.returncode == 1 and _state(cluster, "n2")[1].startswith("sits health: DEP-XID FAIL")
+        still = sits(["health", "--resume", "--node=n2", "--platform=sim:h100+xid-79"], cluster, tmp_path)
+        assert still.returncode == 1 and "stays drained" in still.stdout, still.stdout
+        state, reason = _state(cluster, "n2")
+        assert state == "drain" and reason.startswith("sits health: DEP-XID FAIL")
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n2,n3", "state=resume"], env=cluster, timeout=30,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_health_as_slurm_prolog(cluster, tmp_path):
+    """As the cluster's Prolog on n3: a FAIL fails the prolog, and slurmd (not the tool) drains the node; a
+    hung probe lets the job run."""
+    prolog_d = SLURM_DIR / "prolog.d"
+    if not (SLURM_DIR / "prolog").is_file() or not prolog_d.is_dir():
+        pytest.skip(f"the local cluster has no prolog (started by an older local-cluster.sh); restart it: bash "
+                    f"tools/slurm/local-cluster.sh stop && {START}")
+    script = prolog_d / f"sits-test-{os.getpid()}"
+    log = tmp_path / "prolog.log"
+
+    def install(platform: str) -> None:
+        script.write_text(f"#!/bin/sh\n[ \"$SLURMD_NODENAME\" = n3 ] || exit 0\n"
+                          f"exec {sys.executable} -m pytest_sits.cli health --mode=prolog --platform={platform} "
+                          f"--watchdog=3 >>{log} 2>&1\n")
+        script.chmod(0o755)
+    try:
+        install("sim:h100+probe-hang")
+        ran = subprocess.run(["srun", "--nodelist=n3", "--nodes=1", "true"], env=cluster, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stdout + log.read_text()
+        assert _state(cluster, "n3")[0] == "idle"
+        install("sim:h100+xid-79")
+        failed = subprocess.run(["srun", "--nodelist=n3", "--nodes=1", "--immediate=30", "true"], env=cluster,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        assert failed.returncode != 0
+        state, reason = _state(cluster, "n3")
+        assert state.startswith("drain") and "prolog" in reason.lower(), (state, reason)
+        assert "slurmd drains n3: sits health: DEP-XID FAIL" in log.read_text()
+    finally:
+        script.unlink(missing_ok=True)
+        subprocess.run(["scontrol", "update", "nodename=n3", "state=resume"], env=cluster, timeout=30,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
