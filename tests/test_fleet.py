@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import os
 import shutil
 import stat
@@ -510,12 +511,17 @@ HARNESS = '''
 
 * SITS_HARNESS_PLATFORMS="n3=sim:h100+switch": that node runs that simulated platform (set before the
   suite's plugin reads SITS_PLATFORM), so one node of the fleet carries a fault.
+* SITS_HARNESS_PREEMPT_NODE=n2: before its fifth test that node's job is cancelled (scancel: SIGTERM to
+  every process of the job, as a pre-emption does).
 * SITS_HARNESS_DIE_NODE=n2: that node dies before its fifth test: SIGKILL to its slurmd, to the job
   step's slurmstepd, to the fleet task and to this pytest, all at once. Nothing of the node survives to
   write a report; Slurm sees the node stop answering.
 """
 import os
 import signal
+
+import subprocess
+import time
 
 NODE = os.environ.get("SLURMD_NODENAME", "")
 for item in filter(None, os.environ.get("SITS_HARNESS_PLATFORMS", "").split(",")):
@@ -537,6 +543,13 @@ def _ppid(pid):
 
 def pytest_runtest_setup(item):
     _seen[0] += 1
+    if NODE == os.environ.get("SITS_HARNESS_PREEMPT_NODE") and _seen[0] == 5:
+        # pre-emption as Slurm does it: the job is cancelled, every process of it gets SIGTERM
+        job = os.environ["SLURM_JOB_ID"]
+        if os.environ.get("SLURM_ARRAY_TASK_ID"):  # an array element is named ARRAYJOB_TASK
+            job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+        subprocess.run(["scancel", job])
+        time.sleep(30)
     if NODE != os.environ.get("SITS_HARNESS_DIE_NODE") or _seen[0] < 5:
         return
     with open(os.environ["SITS_HARNESS_SLURMD_PIDFILE"].format(node=NODE)) as fh:
@@ -614,6 +627,30 @@ def test_fleet_run_as_a_job_array(cluster, tmp_path):
     assert {n["node"]: n["result"] for n in fl["nodes"]} == {"n1": "PASS", "n2": "PASS", "n3": "PASS"}
     tasks = sorted(json.loads((out / n / "node.json").read_text())["array_task_id"] for n in NODES)
     assert tasks == ["0", "1", "2"]
+
+
+def test_job_array_keeps_partial_results(cluster, tmp_path):
+    """A job array of 3 elements while n3 is drained: the element on n2 is pre-empted mid-run (its report says
+    INCOMPLETE), one element never gets a node of its own; n1's result is kept and the fleet says what is
+    missing."""
+    subprocess.run(["scontrol", "update", "nodename=n3", "state=drain", "reason=test: out of service"],
+                   env=cluster, timeout=30, check=True)
+    try:
+        env = _harness_env(cluster, tmp_path, SITS_PLATFORM="sim:h100", SITS_HARNESS_PREEMPT_NODE="n2")
+        out = tmp_path / "fleet"
+        proc = sits(["fleet", "run", "--array", "--nodes=3", "--pending-limit=60", f"--out={out}", "--",
+                     "-p", "sits_fleet_harness"], env, tmp_path)
+        assert proc.returncode == 1, proc.stdout
+        fl = json.loads((out / "fleet-report.json").read_text())
+        by = {n["node"]: n for n in fl["nodes"]}
+        assert by["n1"]["result"] == "PASS", by["n1"]
+        assert by["n2"]["result"] == "ERROR" and "did not complete" in by["n2"]["reason"], by["n2"]
+        assert "stopped by SIGTERM" in by["n2"]["reason"]
+        assert "n3" not in by and fl["summary"]["missing_nodes"] == 1 and fl["summary"]["nodes"] == 3
+        assert fl["summary"]["result"] == "ERROR" and fl["summary"]["counts"] == {"PASS": 1, "FAIL": 0,
+                                                                                "UNDECIDED": 0, "ERROR": 2}
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n3", "state=resume"], env=cluster, timeout=30)
 
 
 def test_health_drains_its_own_node_through_scontrol(cluster, tmp_path):
@@ -733,3 +770,109 @@ def test_health_as_slurm_prolog(cluster, tmp_path):
         script.unlink(missing_ok=True)
         subprocess.run(["scontrol", "update", "nodename=n3", "state=resume"], env=cluster, timeout=30,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# ------------------------------------------------------------------------------------------ headline, page, scale
+
+def _fleet_of(reports, out: Path, kinds: dict) -> Path:
+    for node, kind in kinds.items():
+        if kind is None:
+            node_dir(out, node)
+        else:
+            node_dir(out, node, reports[kind])
+    return out
+
+
+def test_headline_is_the_worst_node_result(reports, tmp_path):
+    undecided = tmp_path / "u"
+    _fleet_of(reports, undecided, {"n1": "pass", "n2": "pass"})
+    rep = json.loads((undecided / "n2" / "sits-report.json").read_text())
+    v = next(v for v in rep["verdicts"] if v["status"] == "PASS")
+    v["status"] = "INCONCLUSIVE"
+    (undecided / "n2" / "sits-report.json").write_text(json.dumps(rep))
+    fl = fleet_merge.merge(undecided)
+    assert fl["summary"]["result"] == "UNDECIDED" and fl["summary"]["counts"]["UNDECIDED"] == 1
+    assert 'class="head UNDECIDED"' in (undecided / "fleet-report.html").read_text()   # never a red FAIL
+    err = _fleet_of(reports, tmp_path / "e", {"n1": "pass", "n2": None})
+    assert fleet_merge.merge(err)["summary"]["result"] == "ERROR"
+    fail = _fleet_of(reports, tmp_path / "f", {"n1": "switch", "n2": None, "n3": "pass"})
+    assert fleet_merge.merge(fail)["summary"]["result"] == "FAIL"
+    ok = _fleet_of(reports, tmp_path / "p", {"n1": "pass", "n2": "pass"})
+    assert fleet_merge.merge(ok)["summary"]["result"] == "PASS"
+
+
+def test_array_elements_that_never_started_are_counted(reports, tmp_path):
+    out = _fleet_of(reports, tmp_path / "a", {"x1": "pass", "x2": "pass"})
+    (out / "fleet-run.json").write_text(json.dumps({"run_id": "r", "mode": "array", "requested_nodes": 4}))
+    fl = fleet_merge.merge(out)
+    s = fl["summary"]
+    assert s["result"] == "ERROR" and s["missing_nodes"] == 2 and s["nodes"] == 4 and s["counts"]["ERROR"] == 2
+    assert s["counts"]["PASS"] == 2 and "2 never started" in s["result_reason"]
+    assert {n["node"] for n in fl["nodes"]} == {"x1", "x2"}          # the results that exist are kept
+
+
+def test_a_report_missing_what_the_merge_reads_is_no_result(reports, tmp_path):
+    out = _fleet_of(reports, tmp_path / "v", {"n1": "pass", "n2": "pass"})
+    rep = json.loads((out / "n2" / "sits-report.json").read_text())
+    rep["verdicts"][0]["status"] = "GREAT"
+    (out / "n2" / "sits-report.json").write_text(json.dumps(rep))
+    by = {n["node"]: n for n in fleet_merge.merge(out)["nodes"]}
+    assert by["n2"]["result"] == "ERROR" and "'GREAT' is not a status" in by["n2"]["reason"]
+    strict = {n["node"]: n for n in fleet_merge.merge(out, strict=True)["nodes"]}
+    assert strict["n2"]["result"] == "ERROR" and "is not a valid pytest-sits report" in strict["n2"]["reason"]
+
+
+def test_merge_in_worker_processes_equals_in_process(reports, tmp_path, monkeypatch):
+    kinds = {f"n{i:03d}": ("switch" if i % 7 == 0 else "pass") for i in range(1, 71)}
+    kinds["n050"] = None
+    out = _fleet_of(reports, tmp_path / "w", kinds)
+    one = fleet_merge.merge(out, jobs=1)
+    two = fleet_merge.merge(out, jobs=2)
+    for k in ("summary", "nodes", "requirements", "outliers", "measurements", "junit"):
+        assert one[k] == two[k], k
+
+
+def test_fleet_page_failing_first_linked_and_bounded(reports, tmp_path):
+    kinds = {f"gpu-node-{i:04d}.cluster.example": ("switch" if i in (5, 40) else "pass") for i in range(1, 61)}
+    kinds["gpu-node-0007.cluster.example"] = None
+    out = _fleet_of(reports, tmp_path / "h", kinds)
+    fleet_merge.merge(out)
+    html = (out / "fleet-report.html").read_text()
+    attention = html.split('id="attention"')[1].split('id="requirements"')[0]
+    assert attention.index("gpu-node-0005") < attention.index("gpu-node-0040") < attention.index("gpu-node-0007")
+    assert 'href="gpu-node-0005.cluster.example/sits-report.html"' in attention
+    assert 'class="st FAIL"' in attention and "gpu-node-0012" not in attention   # passing nodes are folded
+    assert html.count('href="gpu-node-0012.cluster.example/sits-report.html"') == 1
+    req = html.split('id="requirements"')[1].split('id="outliers"')[0]
+    assert req.index("TOPO-PCIE-DIRECT") < req.index("INV-DEVICES")           # lowest pass rate first
+    assert len(html) < 400_000
+
+
+def _browser():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def test_fleet_page_has_no_horizontal_overflow_at_420px(reports, tmp_path):
+    browser = _browser()
+    if browser is None:
+        pytest.skip("no headless Chromium (apt-get install chromium): the 420 px layout check needs a browser")
+    kinds = {f"gpu-node-{i:04d}.a-very-long-cluster-domain.example": ("switch" if i % 9 == 0 else "pass")
+             for i in range(1, 31)}
+    kinds["gpu-node-0003.a-very-long-cluster-domain.example"] = None
+    out = _fleet_of(reports, tmp_path / "b", kinds)
+    fleet_merge.merge(out)
+    page = (out / "fleet-report.html").read_text()
+    probe = page.replace("</body>", "<script>document.title = 'W=' + document.documentElement.scrollWidth + "
+                                     "' V=' + window.innerWidth;</script></body>")
+    (out / "probe.html").write_text(probe)
+    for width in (420, 1400):
+        proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                               f"--window-size={width},900", "--dump-dom", (out / "probe.html").as_uri()],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        m = re.search(r"<title>W=(\d+) V=(\d+)</title>", proc.stdout)
+        assert m, proc.stderr[-2000:]
+        scroll, view = int(m.group(1)), int(m.group(2))
+        assert scroll <= view, f"{width} px: the page is {scroll} px wide in a {view} px window"

@@ -141,8 +141,9 @@ def _load_node(out: Path, node: str, junit: bool = True, strict: bool = False) -
         exit_info = read_json(out, f"{node}/{NODE_EXIT_FILE}", MAX_SMALL_JSON)
         if isinstance(exit_info, dict) and isinstance(exit_info.get("exit_code"), int):
             entry["exit_code"] = exit_info["exit_code"]
+        stopped = exit_info.get("stopped_by") if isinstance(exit_info, dict) else None
     except (OSError, ValueError):
-        pass
+        stopped = None
     if (base / JUNIT_NAME).is_file() and not (base / JUNIT_NAME).is_symlink():
         entry["junit"] = f"{node}/{JUNIT_NAME}"
     if (base / NODE_LOG).is_file() and not (base / NODE_LOG).is_symlink():
@@ -170,6 +171,8 @@ def _load_node(out: Path, node: str, junit: bool = True, strict: bool = False) -
                      report_result=report["summary"]["result"], simulated=report["platform"]["simulated"],
                      profile=report["profile"]["name"], level=report["run"]["level"],
                      hostname=report["environment"]["hostname"], platform=report["platform"]["label"])
+        if isinstance(stopped, str) and stopped in ("SIGTERM", "SIGINT"):
+            entry["reason"] += f"; stopped by {stopped} (pre-empted, cancelled or out of time)"
         if (base / HTML_NAME).is_file() and not (base / HTML_NAME).is_symlink():
             entry["report_html"] = f"{node}/{HTML_NAME}"
         entry["_sum"] = _summarise(report)

@@ -65,16 +65,13 @@ def node_main(argv: Optional[Sequence[str]] = None) -> int:
     with open_new(dest / NODE_LOG) as log:
         proc = subprocess.Popen(marker["command"], stdout=log, stderr=subprocess.STDOUT)
 
-        def forward(signum: int, frame: object) -> None:
-            # Slurm's stop (pre-emption, scancel, time limit): the suite turns SIGTERM into an INCOMPLETE report;
-            # wait for it, and record why the node stopped.
+        def record_stop(signum: int, frame: object) -> None:
+            # Slurm's stop (pre-emption, scancel, time limit) signals every process of the job, the suite
+            # too, which turns SIGTERM into an INCOMPLETE report: record it and wait for the suite (a second
+            # signal would interrupt the suite while it writes that report).
             stopped.append(signal.Signals(signum).name)
-            try:
-                proc.send_signal(signum)
-            except OSError:
-                pass
 
-        old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+        old = {s: signal.signal(s, record_stop) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             rc = proc.wait()
         finally:
