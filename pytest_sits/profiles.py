@@ -136,7 +136,7 @@ def _fleet_baseline_schema() -> Dict[str, Any]:
                            "unit": {"type": ["string", "null"], "maxLength": 64},
                            "median": num, "mad": dict(num, minimum=0), "low": num, "high": num,
                            "nodes": {"type": "integer", "minimum": 1, "maximum": 1_000_000}}}
-    return {"type": "object", "additionalProperties": False, "required": ["sku", "nodes", "bands"],
+    return {"type": "object", "additionalProperties": False,
             "properties": {"sku": text, "source": text, "created_at": text, "fleet_created_at": text, "rule": text,
                            "nodes": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
                            "k": {"type": "number", "exclusiveMinimum": 0, "maximum": 100},

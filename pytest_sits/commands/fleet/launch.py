@@ -21,11 +21,11 @@ from .merge import discover_nodes, merge, print_summary
 
 
 def _slurm_common(args: Any) -> List[str]:
-    opts: List[str] = ["--job-name", args.job_name]
+    opts: List[str] = [f"--job-name={args.job_name}"]
     if args.partition:
-        opts += ["--partition", args.partition]
+        opts.append(f"--partition={args.partition}")
     if args.time:
-        opts += ["--time", str(args.time)]
+        opts.append(f"--time={args.time}")
     for extra in args.slurm_arg or []:
         opts.append(extra)
     return opts
@@ -55,11 +55,11 @@ def run_fleet(args: Any) -> int:
     node_entry = [args.python, "-m", "pytest_sits.commands.fleet.node", str(out), "--", *pytest_args]
     if args.array:
         cmd = [which("sbatch"), *_slurm_common(args), f"--array=0-{count - 1}", "--nodes=1", "--ntasks=1",
-               "--exclusive", "--no-requeue", "--parsable", "--output", str(out / "slurm-%A_%a.out"),
+               "--exclusive", "--no-requeue", "--parsable", f"--output={out / 'slurm-%A_%a.out'}",
                str(_array_script(out, args.python)), str(out), "--", *pytest_args]
     else:
         cmd = [which("srun"), *_slurm_common(args), f"--nodes={count}", f"--ntasks={count}",
-               "--ntasks-per-node=1", "--no-kill", "--kill-on-bad-exit=0", "--output", str(out / "slurm-%j.%t.out")]
+               "--ntasks-per-node=1", "--no-kill", "--kill-on-bad-exit=0", f"--output={out / 'slurm-%j.%t.out'}"]
         if args.nodelist:
             cmd += [f"--nodelist={args.nodelist}"]
         cmd += node_entry
