@@ -339,7 +339,7 @@ def run_window(reader: HealthReader, th: Dict[str, Any], inner_load: Any = None)
         with reader.xid_watch() as watch:
             load_ev: Dict[str, Any]
             try:
-                load = reader.load(inner_load)
+                load = reader.load(inner_load) if inner_load is not None else reader.load()
             except LoadUnavailable as exc:
                 load, load_ev = None, {"kind": None, "reason": str(exc)}
             with load if load is not None else nullcontext():
