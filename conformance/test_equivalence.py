@@ -1,8 +1,8 @@
 """Cross-platform equivalence: EQ-PRECISION, EQ-THROUGHPUT, EQ-LATENCY, EQ-RESOURCE (level standard).
 
 Without a golden set, every torch device present is compared with numpy float64 on the same (rounded)
-inputs.  With ``--sits-golden DIR`` the stored inputs are fed byte for byte and the outputs compared with
-the stored ones; with ``--sits-golden-record DIR`` the reference device's inputs and outputs are stored.
+inputs.  With ``--sits-golden=DIR`` the stored inputs are fed byte for byte and the outputs compared with
+the stored ones; with ``--sits-golden-record=DIR`` the reference device's inputs and outputs are stored.
 """
 
 import pytest
@@ -12,20 +12,18 @@ from pytest_sits.checks.equivalence import (check_golden_coverage, check_latency
 from pytest_sits.conditions.equivalence import (PAIRS, acquire_golden_coverage, acquire_precision, acquire_ratios,
                                                 acquire_throughput)
 from pytest_sits.equivalence.corpus import CORPUS
-from pytest_sits.equivalence.tolerance import resolve
 
 
 @pytest.mark.sits_requirement("EQ-PRECISION")
 @pytest.mark.parametrize("op_name,dtype", PAIRS, ids=[f"{o}-{d}" for o, d in PAIRS])
 def test_precision(op_name, dtype, sits_equivalence, sits_thresholds, sits_record):
-    tol = resolve(CORPUS[op_name], dtype, sits_thresholds)
-    sits_record(*[check_precision(ev, tol, subject)
-                  for ev, subject in acquire_precision(sits_equivalence, op_name, dtype, tol)])
+    sits_record(*[check_precision(ev, sits_thresholds, subject)
+                  for ev, subject in acquire_precision(sits_equivalence, op_name, dtype, sits_thresholds)])
 
 
 @pytest.mark.sits_requirement("EQ-PRECISION")
-def test_golden_set_matches_corpus(sits_equivalence, sits_record):
-    sits_record(check_golden_coverage(acquire_golden_coverage(sits_equivalence), {}, "golden set"))
+def test_golden_set_matches_corpus(sits_equivalence, sits_thresholds, sits_record):
+    sits_record(check_golden_coverage(acquire_golden_coverage(sits_equivalence), sits_thresholds, "golden set"))
 
 
 @pytest.mark.sits_requirement("EQ-THROUGHPUT")

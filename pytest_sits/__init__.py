@@ -5,5 +5,5 @@ Importing this package is cheap on purpose: optional hardware libraries
 needs them, never here.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 REPORT_SCHEMA_VERSION = "1.0"

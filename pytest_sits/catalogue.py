@@ -112,7 +112,7 @@ INFER_WORKLOAD_SCHEMA: Dict[str, Any] = {
 TENANT_SCHEMA: Dict[str, Any] = {
     "type": "object", "additionalProperties": False, "required": ["name", "share"],
     "properties": {"name": STR, "share": _bounded("number", 0, 1, exclusive_lo=True), "p99_ms": POS, "min_rps": POS,
-                   "max_error_rate": NUM01},
+                   "max_error_rate": NUM01, "ttft_p99_ms": _nullable(POS), "tpot_p99_ms": _nullable(POS)},
 }
 
 CATALOGUE: Dict[str, Requirement] = {r.id: r for r in [
@@ -198,11 +198,13 @@ CATALOGUE: Dict[str, Requirement] = {r.id: r for r in [
                 {"max_ns": POS, "samples": {"type": "integer", "minimum": 1, "maximum": 100_000}}, implemented=True),
     Requirement("SVC-SLA", "Per-tenant P99 latency, throughput and error rate", "B §3.2",
                 "full", "accelerator",
-                {"p99_ms": POS, "min_rps": POS, "max_error_rate": NUM01,
+                {"p99_ms": POS, "min_rps": POS, "max_error_rate": NUM01, "ttft_p99_ms": _nullable(POS),
+                 "tpot_p99_ms": _nullable(POS),
                  "tenants": {"type": "array", "items": TENANT_SCHEMA, "minItems": 1, "maxItems": 16},
                  "target_qps": _bounded("number", 0.1, 100000), "duration_s": _bounded("number", 1, 3600),
-                 "timeout_s": _bounded("number", 0.1, 600), "max_inflight": _bounded("integer", 1, 512),
-                 "workload": INFER_WORKLOAD_SCHEMA}, implemented=True),
+                 "timeout_s": _bounded("number", 0.1, 600), "max_inflight": _nullable(_bounded("integer", 1, 512)),
+                 "api": {"type": "string", "enum": ["completions", "chat"]}, "stream": BOOL,
+                 "model_name": _nullable(STR), "workload": INFER_WORKLOAD_SCHEMA}, implemented=True),
     Requirement("SVC-FRAG", "Device-memory fragmentation under paged KV cache", "B §3.2; A §1",
                 "standard", "accelerator",
                 {"max_fraction": NUM01, "queries": _bounded("integer", 8, 100000), "workload": INFER_WORKLOAD_SCHEMA},

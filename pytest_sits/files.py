@@ -131,6 +131,20 @@ def resolve_inside(root: Union[str, Path], path: Union[str, Path]) -> str:
     return real
 
 
+def exists_inside(root: Union[str, Path], rel: Union[str, Path]) -> bool:
+    """Whether ``root/rel`` exists as evidence: it is there (a link counts only where it resolves inside
+    ``root``; a link out of an evidence folder proves nothing about the machine it came from, and its target is
+    never tested)."""
+    path = Path(root) / _check_rel(rel)
+    if not os.path.lexists(path):
+        return False
+    try:
+        resolve_inside(root, path)
+    except UntrustedInputError:
+        return False
+    return True
+
+
 def read_resolved(root: Union[str, Path], rel: Union[str, Path], limit: int = TEXT_LIMIT) -> Optional[bytes]:
     """The bytes of ``root/rel`` resolved inside ``root`` (see :func:`resolve_inside`): a regular file of at
     most ``limit`` bytes; None when it does not exist or cannot be read."""

@@ -95,6 +95,10 @@ def profile_schema() -> Dict[str, Any]:
                         "additionalProperties": False,
                         "properties": {
                             "type": {"type": "string", "enum": ["nvlink", "xgmi", "hccs", "none"]},
+                            "topology": {"type": "string", "enum": ["mesh", "pairs"],
+                                         "description": "mesh: every device reaches every other over the link "
+                                                        "(NVSwitch, XGMI, HCCS); pairs: bridges join two cards "
+                                                        "each (PCIe cards' NVLink bridges). Default: mesh"},
                             "version": {"type": "number", "minimum": 1, "maximum": 20},
                             "links": {"type": "integer", "minimum": 0, "maximum": 64},
                             "bandwidth_gbps": {"type": "number", "minimum": 0, "maximum": 100_000},
@@ -338,14 +342,14 @@ def _load_yaml_with_lines(raw: Union[str, bytes], file: str) -> Tuple[Any, Dict[
                 kind = node.tag.replace(_CORE, "!!")
                 raise ProfileError(f"{_dotted(path)}: {_show(node.value)} cannot be read as {kind}", file, line,
                                    "remove the tag and write a plain value, e.g. 0.5, 12, true or a quoted string"
-                                   if explicit else "write a number that fits in 64 bits") from None
+                                   if explicit else "write a plain number, e.g. 0.5 or 12, or quote the text") from None
         if isinstance(value, float) and not math.isfinite(value):
             raise ProfileError(f"{_dotted(path)} = {node.value[:40]} is not a finite number", file, line,
                                "write a finite number (NaN and infinities are not allowed; a number "
                                "beyond 1.8e308 is infinite)")
-        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 63:
-            raise ProfileError(f"{_dotted(path)}: an integer of {value.bit_length()} bits", file, line,
-                               "write a number that fits in 64 bits")
+        if isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < (1 << 63):
+            raise ProfileError(f"{_dotted(path)} = {node.value[:40]} is beyond the signed 64-bit range", file, line,
+                               f"write an integer from {-(1 << 63)} to {(1 << 63) - 1}")
         return value
 
     def build(node: Any, path: Tuple) -> Any:
@@ -540,9 +544,16 @@ class Profile:
         facts = CHECK_FACTS.get(req_id)
         return dict(th, **facts(self)) if facts else th
 
+    @property
+    def bundled(self) -> bool:
+        """A profile shipped with the suite (its whole chain is bundled files): `sits replay` compares a report's
+        profile section with the bundled profile of that name."""
+        folder = bundled_dir().resolve()
+        return bool(self.chain) and all(Path(c).resolve().parent == folder for c in self.chain)
+
     def to_json(self) -> Dict[str, Any]:
         return {"name": self.name, "path": self.path, "chain": self.chain, "how": self.how,
-                "why": self.why, "data": self.data}
+                "why": self.why, "bundled": self.bundled, "data": self.data}
 
 
 #: Profile facts a check compares against, by requirement (added to its thresholds).
@@ -852,6 +863,13 @@ def resolve(spec: str, how: str = "option", why: str = "") -> Profile:
         data, lines = _bundled_layer(current) if current in _bundled_data() else load_file(current, folder)
         layers.append((data, lines))
         parent = data.get("extends")
+        if data.get("name") == "base" and current != _bundled("base"):
+            # Every chain ends at the bundled base, which holds every SITS2026 default: a file of that name
+            # elsewhere would replace them (and a copy missing one would validate, then break the run).
+            raise ProfileError("a profile named `base` outside the bundled profiles would replace the SITS2026 "
+                               "defaults", str(current), _line_for(lines, ("name",)),
+                               fix="give it another name and `extends: base` (the bundled one); override only "
+                                   "the thresholds you mean to change")
         if parent is None:
             if data.get("name") != "base":
                 parent = "base"

@@ -227,13 +227,24 @@ def test_analyse_runs_the_three_stages_on_a_sweep():
     assert mask.count(True) == hm["pareto"]["kept"] > 0 and mask.count(False) == hm["pareto"]["dropped"] > 0
     scores = [s for row in hm["score"] for s in row]
     assert all((s is not None) == (m is True) for s, m in zip(scores, mask))  # scored exactly where kept
-    assert hm["best"]["score"] == min(s for s in scores if s is not None)
+    # No grid point of this sweep meets the SVC-SLA defaults (P99 <= 120 ms, >= 85 req/s): no best point, said so.
+    assert hm["best"] is None and "meets every SLA target (P99 <= 120 ms" in hm["best_reason"]
     assert a["sla"]["weights"] == pytest.approx(sla_weights({"latency_ms": 120, "error_rate_pct": 0.3,
                                                              "throughput_qps": 85}))
     assert a["tco"]["status"] == "computed" and "measured" in a["tco"]["power_source"]
     assert a["tokens_per_watt"]["status"] == "derived"
     metrics = {m["key"]: m for m in a["tiers"]["metrics"]}
     assert metrics["p99_latency_ms"]["value"] is not None and metrics["p99_latency_ms"]["dimension"] == "cpu"
+
+
+def test_the_best_point_is_chosen_only_among_points_that_meet_the_sla():
+    loose = dict(SITE, sla={"latency_ms": 100_000, "error_rate_pct": 100, "throughput_qps": 1})
+    hm = analyse(make_report([make_sweep(c) for c in (350, 450, 550, 700)], site=loose))["heatmap"]
+    scores = [s for row in hm["score"] for s in row if s is not None]
+    assert hm["best"]["score"] == min(scores) and "meet every SLA target" in hm["best"]["rule"]
+    strict_latency = dict(SITE, sla={"latency_ms": 1e-6, "error_rate_pct": 100, "throughput_qps": 1})
+    hm = analyse(make_report([make_sweep(c) for c in (350, 450, 550, 700)], site=strict_latency))["heatmap"]
+    assert hm["best"] is None and "P99 <= 1e-06 ms" in hm["best_reason"]
 
 
 def test_analyse_site_sla_overrides_svc_sla():

@@ -121,6 +121,20 @@ def test_one_flipped_byte_in_any_member_fails_naming_it(signed, keys, tmp_path, 
     assert failed and any(name in line for line in failed), text
 
 
+@pytest.mark.parametrize("existing", [False, True], ids=["new-folder", "empty-folder"])
+def test_a_bundle_that_fails_leaves_nothing_extracted(signed, keys, tmp_path, capsys, existing):
+    """`--extract DIR` keeps files only when every check held: a failed verify leaves DIR as it was."""
+    content = bytearray(members(signed)["sits-report.json"])
+    content[len(content) // 2] ^= 0x01
+    bad = repack(signed, tmp_path / "bad.tar.gz", {"sits-report.json": bytes(content)})
+    target = tmp_path / "out"
+    if existing:
+        target.mkdir()
+    rc, text = verify(capsys, bad, keys["pub"], "--extract", str(target))
+    assert rc == 1 and "nothing kept" in text
+    assert (list(target.iterdir()) == []) if existing else not target.exists()
+
+
 def test_one_flipped_byte_in_the_archive_itself_fails(signed, keys, tmp_path, capsys):
     raw = bytearray(signed.read_bytes())
     raw[len(raw) // 2] ^= 0x01

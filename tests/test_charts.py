@@ -125,7 +125,9 @@ def test_html_bounds_charts_and_evidence_but_keeps_the_json():
 
 def test_a_stored_analytics_section_that_is_malformed_is_recomputed():
     r = full_report([verdict()])
-    r["analytics"] = {"version": 1, "sweep": {"status": "measured"}, "heatmap": {"status": "drawn"}}
+    from pytest_sits.report.analytics import ANALYTICS_VERSION
+
+    r["analytics"] = {"version": ANALYTICS_VERSION, "sweep": {"status": "measured"}, "heatmap": {"status": "drawn"}}
     html = report.render_html(r)
     assert "could not be read" in html and "no sweep measured" in html
 
@@ -134,3 +136,21 @@ def test_excerpt_is_bounded_whatever_the_evidence():
     deep = {"a": [{"b": "x" * 10000}] * 1000, "c": {"d": list(range(100000))}}
     assert len(report._excerpt(deep, 500)) <= 504
     assert report.fmt({"k": list(range(1000))}).endswith("more]}")
+
+
+def test_a_timeline_gap_is_drawn_as_a_gap():
+    """The hold pauses while the peak is re-measured: no line joins the windows either side of the pause."""
+    xs = [0.1 * i for i in range(40)] + [10 + 0.1 * i for i in range(40)]
+    ys = [0.88] * 40 + [0.89] * 40
+    ys[20] = None  # a window without a reading
+    svg = str(charts.line_chart({"title": "occupancy", "unit": "fraction of peak", "x": xs, "y": ys,
+                                 "gap_label": "load paused"}))
+    assert "2 gap(s)" in svg and "load paused" in svg
+    runs = charts._runs(list(zip(xs, ys)))
+    assert [len(r) for r in runs] == [20, 19, 40]  # split at the missing reading and at the 6 s jump
+
+
+def test_axis_limits_show_a_flat_quantity_flat():
+    lo, hi = charts.meaningful_limits(594.4, 594.7)  # 0.3 W around 600 W
+    assert hi - lo == pytest.approx(59.47) and lo < 594.4 and hi > 594.7
+    assert charts.meaningful_limits(100.0, 700.0) == (100.0, 700.0)

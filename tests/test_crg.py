@@ -20,6 +20,9 @@ SYNC = {"backend": "nccl", "world_size": 8, "bytes": 1 << 28, "busbw_gbps": 455.
 TIMER = {"clock": "time.perf_counter_ns", "implementation": "clock_gettime(CLOCK_MONOTONIC)", "resolution_ns": 1.0,
          "granularity_ns": 24.0, "read_cost_ns": 30.0}
 LAT = {"n": 2000, "min": 9000.0, "p1": 9100.0, "p50": 9400.0, "p99": 9900.0, "max": 30000.0}
+PHC = {"clock": "clock_gettime(/dev/ptp0)", "implementation": "PTP hardware clock", "resolution_ns": 1.0,
+       "granularity_ns": 1.0, "read_cost_ns": 40.0}
+TIGHT = {"n": 2000, "min": 9398.0, "p1": 9399.0, "p50": 9400.0, "p99": 9402.0, "max": 9410.0}
 
 CASES = {
     "node-above-floor": (check_node, NODE, H100.check_thresholds("CRG-NODE"), PASS),
@@ -37,9 +40,13 @@ CASES = {
     "sync-slow": (check_sync, dict(SYNC, busbw_gbps=40.0), H100.check_thresholds("CRG-SYNC"), FAIL),
     "sync-host-no-floor": (check_sync, dict(SYNC, backend="gloo", world_size=2, busbw_gbps=0.6),
                            resolve("host").check_thresholds("CRG-SYNC"), WARN),
-    "jitter-unresolvable": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, {"max_ns": 2.5}, INCONCLUSIVE),
+    "jitter-report-only": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, {"max_ns": 2.5}, SKIP),
     "jitter-within-loose-bound": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, {"max_ns": 1000.0}, PASS),
     "jitter-over-bound": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, {"max_ns": 200.0}, FAIL),
+    # A PTP hardware clock read at 1 ns steps decides the document's ±2.5 ns itself.
+    "jitter-hardware-clock-within": (check_jitter, {"timer": PHC, "latency_ns": TIGHT}, {"max_ns": 2.5}, PASS),
+    "jitter-hardware-clock-over": (check_jitter, {"timer": PHC, "latency_ns": LAT}, {"max_ns": 2.5}, FAIL),
+    "jitter-no-sample": (check_jitter, {"timer": PHC, "latency_ns": {"n": 0}}, {"max_ns": 2.5}, INCONCLUSIVE),
 }
 
 
@@ -64,8 +71,38 @@ def test_check_decides_and_replays(name):
 
 
 def test_jitter_never_passes_the_document_bound_on_a_software_timer():
-    v = check_jitter({"timer": TIMER, "latency_ns": dict(LAT, p1=9400.0, p99=9400.0)}, {"max_ns": 2.5}, "host")
-    assert v.status == INCONCLUSIVE and "not measurable here" in v.reason and "granularity 24 ns" in v.reason
+    """Report only: never a pass, never a result held back, the timer's figures and the jitter it saw said."""
+    v = check_jitter({"timer": TIMER, "latency_ns": dict(LAT, p1=9400.0, p99=9400.0), "hardware_clocks": []},
+                     {"max_ns": 2.5}, "host")
+    assert v.status == SKIP and v.reason.startswith("report only") and "granularity 24 ns" in v.reason
+    assert "no PTP hardware clock" in v.reason and v.measured == 0.0
+
+
+def test_jitter_names_hardware_clocks_too_coarse_to_decide():
+    coarse = [{"device": "/dev/ptp0", "name": "mlx5_ptp", "granularity_ns": 480.0}]
+    v = check_jitter({"timer": TIMER, "latency_ns": LAT, "hardware_clocks": coarse}, {"max_ns": 2.5}, "host")
+    assert v.status == SKIP and "/dev/ptp0 (mlx5_ptp, granularity 480.0 ns)" in v.reason
+
+
+def test_version_1_jitter_verdicts_of_older_reports_still_replay():
+    from pytest_sits.checks import get_version
+
+    old = get_version("CRG-JITTER", 1).fn({"timer": TIMER, "latency_ns": LAT}, {"max_ns": 2.5}, "host")
+    assert old.status == INCONCLUSIVE and old.check == {"name": "CRG-JITTER", "version": 1}
+
+
+def test_a_ptp_clock_of_this_machine_is_read_or_its_absence_recorded(tmp_path):
+    """The acquire function lists /sys/class/ptp and reads every clock back to back; where none exists the
+    evidence says so, and the software timer times the workload."""
+    from pytest_sits.conditions.crg import acquire_jitter, hardware_clocks
+
+    (tmp_path / "sys/class/ptp/ptp7").mkdir(parents=True)
+    (tmp_path / "sys/class/ptp/ptp7/clock_name").write_text("fake nic\n")
+    [clock] = hardware_clocks(tmp_path)
+    assert clock["device"] == "/dev/ptp7" and clock["name"] == "fake nic" and "error" in clock  # no /dev/ptp7 here
+    ev = acquire_jitter(None, {"samples": 50, "max_ns": 2.5}, tmp_path)
+    assert ev["timer"]["clock"] == "time.perf_counter_ns" and ev["hardware_clocks"][0]["device"] == "/dev/ptp7"
+    assert check_jitter(ev, {"max_ns": 2.5}, "host").status == SKIP
 
 
 def test_busbw_and_percentiles():
@@ -129,8 +166,8 @@ def test_gemm_on_cpu_is_verified():
     assert r["verified"] and r["tflops"] > 0
 
 
-def test_sim_platform_jitter_is_labelled_and_inconclusive():
+def test_sim_platform_jitter_is_labelled_and_report_only():
     plat = from_spec("sim:h100")
     ev = SimCrg(plat.profile, plat.faults).jitter(None, {})
     v = check_jitter(ev, plat.profile.check_thresholds("CRG-JITTER"), "host")
-    assert ev["simulated"] and v.status == INCONCLUSIVE and "simulated" in v.method
+    assert ev["simulated"] and v.status == SKIP and "simulated" in v.method and "report only" in v.reason

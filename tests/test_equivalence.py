@@ -9,7 +9,7 @@ import pytest
 from pytest_sits.checks.equivalence import check_golden_coverage, check_latency_ratio, check_precision, check_throughput
 from pytest_sits.equivalence.comparator import compare
 from pytest_sits.equivalence.corpus import CORPUS
-from pytest_sits.equivalence.tolerance import resolve
+from pytest_sits.equivalence.tolerance import operator_facts, resolve
 from pytest_sits.profiles import resolve as resolve_profile
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
@@ -30,6 +30,27 @@ def test_tolerance_policy():
     assert resolve(CORPUS["gemm"], "int8", TH)["rtol"] == 0.0
 
 
+def test_the_check_resolves_the_tolerance_from_the_profile_thresholds_and_the_operator():
+    """The verdict records the profile's thresholds (what replay checks against the report's profile) and the
+    tolerance the check resolved from them and the operator's facts."""
+    out, ref, tol = _gemm_fp16()
+    v = check_precision(_ev(compare(out, ref, rtol=tol["rtol"], atol=tol["atol"])), TH, "cpu gemm float16")
+    assert v.thresholds == TH and v.evidence["tolerance"] == tol
+    strict = dict(TH, rtol_fp16=1e-9)
+    assert check_precision(_ev(compare(out, ref, rtol=tol["rtol"], atol=tol["atol"])), strict, "x").evidence[
+        "tolerance"]["rtol"] < tol["rtol"]
+
+
+def test_version_1_verdicts_of_older_reports_still_replay():
+    from pytest_sits.checks import get_version
+
+    out, ref, tol = _gemm_fp16()
+    v1 = get_version("EQ-PRECISION", 1)
+    old = v1.fn({"comparison": compare(out, ref, rtol=tol["rtol"], atol=tol["atol"]), "reference": "f64"}, tol, "x")
+    assert old.status == PASS and old.check == {"name": "EQ-PRECISION", "version": 1} and old.thresholds == tol
+    assert get_version("EQ-PRECISION", 2).fn is check_precision
+
+
 def _gemm_fp16():
     from pytest_sits.equivalence.runner import comparable, execute, prepare, reference_output
 
@@ -40,36 +61,43 @@ def _gemm_fp16():
     return comparable(run["output"], "float16")[0].copy(), comparable(ref, "float16")[0], resolve(op, "float16", TH)
 
 
+GEMM16 = operator_facts(CORPUS["gemm"], "float16")
+
+
+def _ev(result):
+    return {"comparison": result, "reference": "f64", "operator": GEMM16}
+
+
 def test_real_gemm_passes_and_perturbations_fail():
     out, ref, tol = _gemm_fp16()
-    ok = check_precision({"comparison": compare(out, ref, rtol=tol["rtol"], atol=tol["atol"]), "reference": "f64"}, tol,
+    ok = check_precision(_ev(compare(out, ref, rtol=tol["rtol"], atol=tol["atol"])), TH,
                          "cpu gemm float16")
     assert ok.status == PASS
     # just over the tolerance on one element
     bad = out.copy()
     i = int(np.argmax(np.abs(ref)))
     bad.flat[i] = np.float16(float(ref.flat[i]) * (1 + 1.5 * tol["rtol"]) + np.sign(float(ref.flat[i])) * tol["atol"])
-    v = check_precision({"comparison": compare(bad, ref, rtol=tol["rtol"], atol=tol["atol"]), "reference": "f64"}, tol,
+    v = check_precision(_ev(compare(bad, ref, rtol=tol["rtol"], atol=tol["atol"])), TH,
                         "cpu gemm float16")
     assert v.status == FAIL and "Mismatched elements: 1 / 65536" in v.reason
     assert f"at index ({i // 256}, {i % 256})" in v.reason
     # a single NaN
     bad = out.copy()
     bad[3, 7] = np.nan
-    v = check_precision({"comparison": compare(bad, ref, rtol=tol["rtol"], atol=tol["atol"]), "reference": "f64"}, tol,
+    v = check_precision(_ev(compare(bad, ref, rtol=tol["rtol"], atol=tol["atol"])), TH,
                         "x")
     assert v.status == FAIL and "NaN in one output only: 1" in v.reason
     # a swapped pair of rows
     bad = out.copy()
     bad[[5, 6]] = bad[[6, 5]]
     r = compare(bad, ref, rtol=tol["rtol"], atol=tol["atol"])
-    assert check_precision({"comparison": r, "reference": "f64"}, tol, "x").status == FAIL
+    assert check_precision(_ev(r), TH, "x").status == FAIL
     assert r["first_mismatch_index"][0] == 5
     # an fp16 overflow to inf
     bad = out.copy()
     bad[0, 0] = np.float16(np.inf)
     r = compare(bad, ref, rtol=tol["rtol"], atol=tol["atol"])
-    assert check_precision({"comparison": r, "reference": "f64"}, tol, "x").status == FAIL and r["inf_mismatching"] == 1
+    assert check_precision(_ev(r), TH, "x").status == FAIL and r["inf_mismatching"] == 1
 
 
 def test_throughput_check():

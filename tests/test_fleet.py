@@ -792,7 +792,7 @@ def test_headline_is_the_worst_node_result(reports, tmp_path):
     (undecided / "n2" / "sits-report.json").write_text(json.dumps(rep))
     fl = fleet_merge.merge(undecided)
     assert fl["summary"]["result"] == "UNDECIDED" and fl["summary"]["counts"]["UNDECIDED"] == 1
-    assert 'class="head UNDECIDED"' in (undecided / "fleet-report.html").read_text()   # never a red FAIL
+    assert 'class="badge UNDECIDED"' in (undecided / "fleet-report.html").read_text()   # never a red FAIL
     err = _fleet_of(reports, tmp_path / "e", {"n1": "pass", "n2": None})
     assert fleet_merge.merge(err)["summary"]["result"] == "ERROR"
     fail = _fleet_of(reports, tmp_path / "f", {"n1": "switch", "n2": None, "n3": "pass"})

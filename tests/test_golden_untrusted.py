@@ -12,7 +12,6 @@ from pytest_sits.conditions.equivalence import acquire_precision, environment
 from pytest_sits.equivalence.corpus import CORPUS
 from pytest_sits.equivalence.golden import GoldenError, GoldenSet, finalize, key, record_entry, record_unsupported
 from pytest_sits.equivalence.runner import prepare
-from pytest_sits.equivalence.tolerance import resolve
 from pytest_sits.platforms.live import LivePlatform
 
 torch = pytest.importorskip("torch")
@@ -88,7 +87,7 @@ def test_wrong_shape_input_names_the_input_not_the_device(tmp_path):
     stored = {k: v[..., :3].copy() for k, v in prepare(op, DT)[0].items()}
     _record(tmp_path, stored)
     env = environment(LivePlatform(), tmp_path, None)
-    [(ev, subject)] = acquire_precision(env, OP, DT, resolve(op, DT, TH))
+    [(ev, subject)] = acquire_precision(env, OP, DT, TH)
     assert "error" in ev and "input" in ev["error"] and "the operator takes" in ev["error"]
     assert "does not run" not in ev["error"]
 
@@ -97,7 +96,7 @@ def test_unsupported_on_reference_is_skip_not_inconclusive(tmp_path):
     record_unsupported(tmp_path, OP, DT, "cpu: no kernel")
     finalize(tmp_path, {"platform": {"label": "ref"}})
     env = environment(LivePlatform(), tmp_path, None)
-    [(ev, _)] = acquire_precision(env, OP, DT, resolve(CORPUS[OP], DT, TH))
+    [(ev, _)] = acquire_precision(env, OP, DT, TH)
     assert ev["absent"].startswith("the reference platform (ref) could not run softmax float32 either")
 
 

@@ -126,6 +126,43 @@ def test_sla_per_tenant_from_the_tenants_list_over_the_defaults():
     assert check_sla(under_offered, ok, "g").status == INCONCLUSIVE
 
 
+def test_sla_ttft_and_tpot_targets_fail_and_pass_on_data():
+    th = {"p99_ms": 500, "min_rps": 85, "max_error_rate": 0.003, "ttft_p99_ms": 200, "tpot_p99_ms": 30,
+          "tenants": [{"name": "chat", "share": 1.0}]}
+    fast = {"ttft": {"p99_s": 0.15}, "tpot": {"p99_s": 0.02}, "latency": {"p99_s": 0.06}}
+    assert check_sla(_tenant(**fast), th, "g").status == PASS
+    v = check_sla(_tenant(**dict(fast, ttft={"p99_s": 0.45})), th, "g")
+    assert v.status == FAIL and "TTFT P99 450 ms > 200 ms" in v.reason
+    v = check_sla(_tenant(**dict(fast, tpot={"p99_s": 0.05})), th, "g")
+    assert v.status == FAIL and "TPOT P99 50 ms > 30 ms" in v.reason
+    v = check_sla(_tenant(**dict(fast, ttft=None, tpot=None)), th, "g")  # not streamed: a target set is not met
+    assert v.status == FAIL and "TTFT not measured" in v.reason
+    assert check_sla(_tenant(**dict(fast, ttft=None)), dict(th, ttft_p99_ms=None), "g").status == PASS
+    assert tenant_sla(dict(th, tenants=[{"name": "chat", "share": 1, "ttft_p99_ms": 500}]), "chat")["ttft_p99_ms"] == 500
+
+
+def test_sla_a_client_that_was_the_limit_makes_latency_failures_inconclusive_never_errors():
+    th = {"p99_ms": 120, "min_rps": 85, "max_error_rate": 0.003, "tenants": [{"name": "chat", "share": 1.0}]}
+    limited = {"limited": True, "statement": "the client was the limit: all 64 slots busy"}
+    slow = dict(_tenant(p99_latency_s=11.8, early_stopping={"estimate_s": 12.0}), client=limited)
+    v = check_sla(slow, th, "g")
+    assert v.status == INCONCLUSIVE and "the client was the limit" in v.reason
+    assert check_sla(dict(slow, client={"limited": False}), th, "g").status == FAIL
+    http = dict(_tenant(error_rate=0.05, errors=50, error_kinds={"http": 50}), client=limited)
+    assert check_sla(http, th, "g").status == FAIL  # HTTP errors are the server's, whatever the client did
+
+
+@pytest.mark.parametrize("fault, key", [("ttft-high", "TTFT"), ("tpot-high", "TPOT")])
+def test_sim_stream_faults_fail_their_target_and_pass_without(tmp_path, fault, key):
+    prof, rig, _ = _sim([])
+    th = dict(prof.thresholds("SVC-SLA"), p99_ms=2000, ttft_p99_ms=200, tpot_p99_ms=30)
+    ok = per_tenant(acquire_sla(rig, th, tmp_path))[0]
+    assert ok["tenant"]["ttft"]["p99_s"] is not None and check_sla(ok, th, "t").status == PASS
+    _, bad, _ = _sim([fault])
+    v = check_sla(per_tenant(acquire_sla(bad, th, tmp_path))[0], th, "t")
+    assert v.status == FAIL and key in v.reason, v.reason
+
+
 def test_coldstart_and_frag_on_data():
     cs = {"stages": [{"stage": "torch_import", "seconds": 2.0}, {"stage": "first_token", "seconds": 0.5}],
           "total_s": 2.5, "page_cache": {"state": "warm"}}
@@ -436,9 +473,23 @@ def test_session_rejects_a_bad_endpoint_with_the_fix(monkeypatch):
     with pytest.raises(SitsUsageError, match="fix: --sits-endpoint http://HOST:PORT"):
         run.set_inference("localhost:8000", None)
     monkeypatch.setenv("SITS_REDFISH_USER", "admin")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     run.set_inference("http://127.0.0.1:8000", "https://bmc.example")
     assert run.inference_options() == {"endpoint": "http://127.0.0.1:8000", "redfish": {
-        "url": "https://bmc.example", "user": "admin", "password": None}}
+        "url": "https://bmc.example", "user": "admin", "password": None}, "endpoint_key": None}
+    monkeypatch.setenv("OPENAI_API_KEY", "from-env")
+    run.set_inference("http://127.0.0.1:8000", None)
+    assert run.inference_options()["endpoint_key"] == "from-env"
+    run.set_inference("http://127.0.0.1:8000", None, "from-option")
+    assert run.inference_options()["endpoint_key"] == "from-option"
+    assert "from-option" not in repr(run)  # the key never shows in a repr
+
+
+def test_the_endpoint_key_never_reaches_the_recorded_command_line():
+    from pytest_sits.plugin.session import redact_args
+
+    assert redact_args(["-q", "--sits-endpoint-key", "k1", "--sits-endpoint-key=k2", "--sits-level=full"]) == [
+        "-q", "--sits-endpoint-key", "***", "--sits-endpoint-key=***", "--sits-level=full"]
 
 
 def test_snapshot_platform_cannot_run_a_workload(tmp_path):

@@ -10,7 +10,8 @@ torch = pytest.importorskip("torch")
 from pytest_sits.checks.inference import check_coldstart, check_frag, check_latency, check_sla  # noqa: E402
 from pytest_sits.conditions.inference import (InferenceRig, acquire_coldstart, acquire_frag,  # noqa: E402
                                               acquire_sla, acquire_sweep, per_tenant)
-from pytest_sits.inference.endpoint import CompletionsClient, EndpointError, LoopbackServer  # noqa: E402
+from pytest_sits.inference.endpoint import CompletionsClient, EndpointClient, EndpointError  # noqa: E402
+from pytest_sits.inference.servers import LoopbackServer  # noqa: E402
 from pytest_sits.inference.model import Engine, ModelConfig, TinyDecoder, KVBlockPool  # noqa: E402
 from pytest_sits.verdict import FAIL, PASS, SKIP, WARN  # noqa: E402
 
@@ -77,21 +78,26 @@ def test_loadgen_watchdog_answers_a_system_that_never_does(tmp_path):
     wl = Workload.build(SHORT, 256)
     r = run_loadgen(lambda idx, complete: None, wl, tmp_path, scenario="Server", duration_s=1.0, target_qps=20,
                     grace_s=1.0)
-    assert r["watchdog_expired"] == len(r["queries"]) > 0
+    assert r["deadline_expired"] == len(r["queries"]) > 0
     assert all("deadline" in q[4] for q in r["queries"])
 
 
-def test_endpoint_client_classifies_errors():
+@pytest.mark.parametrize("stream", [True, False])
+def test_endpoint_client_classifies_errors_and_streams_the_engine(stream):
     cfg = ModelConfig(**TINY)
     with Engine(cfg) as eng, LoopbackServer(eng, error_every=3, malformed_every=4) as url:
-        with CompletionsClient(url, timeout_s=10) as c:
+        with EndpointClient(url, deadline_s=10, stream=stream) as c:
             assert c.discover_model() == "sits-tiny-decoder"
             c.model = "sits-tiny-decoder"
-            kinds = [c.complete("hello", 3)["error_kind"] for _ in range(6)]
-    assert kinds == [None, None, "http", "malformed", None, "http"]
+            rs = [c.request("hello", 3) for _ in range(6)]
+    assert [r["error_kind"] for r in rs] == [None, None, "http", "protocol", None, "http"]
+    ok = rs[0]
+    assert ok["tokens"] == 3 and ok["t_issue_ns"] <= ok["t_first_ns"] <= ok["t_done_ns"]
+    if stream:  # the engine's tokens arrive one chunk each, as they are produced
+        assert [k for _, k in ok["chunks"]] == [1, 1, 1] and "usage" in ok["token_count"]
     with Engine(cfg) as eng, LoopbackServer(eng, delay_s=1.0) as url:
-        with CompletionsClient(url, timeout_s=0.2) as c:
-            r = c.complete("hello", 2)
+        with EndpointClient(url, deadline_s=0.2, stream=stream) as c:
+            r = c.request("hello", 2)
     assert r["error_kind"] == "timeout" and not r["ok"]
     with pytest.raises(EndpointError, match="fix"):
         CompletionsClient("localhost:8000")
@@ -100,7 +106,7 @@ def test_endpoint_client_classifies_errors():
 def _sla_cfg(**kw):
     # 70 QPS for 10.5 s: ~735 queries, above the 662 LoadGen's early stopping needs for a P99
     cfg = {"p99_ms": 500, "min_rps": 50, "max_error_rate": 0.003, "tenants": [{"name": "chat", "share": 1.0}],
-           "target_qps": 70, "duration_s": 10.5, "timeout_s": 5, "workload": SHORT, "model": TINY, "max_inflight": 8}
+           "target_qps": 70, "duration_s": 10.5, "timeout_s": 5, "workload": SHORT, "model": TINY}
     cfg.update(kw)
     return cfg
 

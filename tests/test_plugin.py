@@ -26,13 +26,14 @@ def test_default_run_picks_host_profile_and_writes_reports(pytester, conformance
         "sits: platform live: *",
         "sits: level quick (default); report */sits-report",
         "*SITS2026 conformance summary*",
-        "requirement*subject*status*measured*threshold",
-        "INV-DEVICES*accelerators*PASS*",
-        "MEM-CAPACITY*SKIP*",
-        "result: PARTIAL (conforms in what was decided: * not decided: * above level quick*",
+        "INV-DEVICES *1 PASS*0 devices*",
+        "MEM-CAPACITY *1 SKIP: the profile expects no accelerator*",
         "sits report: */sits-report/sits-report.json",
         "sits report: */sits-report/sits-report.html",
+        "=* 3 passed*",
+        "result: PARTIAL (conforms in what was decided: * not decided: * above level quick*",
     ])
+    assert result.outlines[-1].startswith("result: PARTIAL")  # the result is the last line
     assert result.ret == 0
     report = report_of(pytester.path)
     assert rep.validate(report) == []
@@ -48,10 +49,10 @@ def test_h100_profile_on_cpu_host_skips_with_reason(pytester, conformance_args, 
     result = pytester.runpytest(*conformance_args, "--sits-profile", "h100.yaml", "-rs")
     result.stdout.fnmatch_lines([
         "sits: profile h100-sxm5 (option: --sits-profile=h100.yaml) from *h100-sxm5.yaml",
-        "result: NON_CONFORMANT*",
         "*MEM-CAPACITY SKIP: * profile expects 8 × H100 SXM5 (10de:2330); found no NVIDIA device*",
+        "result: NON_CONFORMANT*",
     ])
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert result.ret == 10  # NON_CONFORMANT
     by_req = {v["requirement"]: v for v in report_of(pytester.path)["verdicts"]}
     assert by_req["INV-DEVICES"]["status"] == "FAIL"
     assert by_req["MEM-CAPACITY"]["status"] == "SKIP"
@@ -178,9 +179,9 @@ def test_waiver_turns_fail_into_waived(pytester, report_of):
     prof = pytester.path / "mine.yaml"
     prof.write_text("name: mine\nextends: h100\nwaivers:\n  - id: INV-DEVICES\n"
                     "    reason: one GPU is out for RMA until 2026-12-15 (ticket 4711)\n")
-    result = pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-profile", str(prof),
+    result = pytester.runpytest("--pyargs", "pytest_sits.conformance", f"--sits-profile={prof}",
                                 "--sits-platform", "sim:h100+missing-device", "-rs")
-    result.stdout.fnmatch_lines(["*INV-DEVICES WAIVED*"])
+    result.stdout.fnmatch_lines(["INV-DEVICES *1 WAIVED: FAIL waived by profile*"])
     v = next(v for v in report_of(pytester.path)["verdicts"] if v["requirement"] == "INV-DEVICES")
     assert v["status"] == "WAIVED" and "RMA" in v["waiver"] and v["evidence"]["waived_status"] == "FAIL"
     assert "RMA" in (pytester.path / "sits-report" / "sits-report.html").read_text()
@@ -281,3 +282,48 @@ def test_report_files_are_readable_like_any_written_file(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644
+
+
+def test_an_option_value_after_a_space_that_pytest_took_for_a_path_is_a_usage_error(pytester, tmp_path):
+    """`--sits-profile /elsewhere/x.yaml` moved pytest's rootdir and ignored the lab's ini file; now it stops and
+    names the `=` form, which works."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "x.yaml").write_text("name: x\nextends: host\n")
+    pytester.makeini("[pytest]\nsits_report_dir = none\n")
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest("--sits-profile", str(elsewhere / "x.yaml"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --sits-profile {elsewhere / 'x.yaml'}: pytest took the value given after a "
+                                 f"space for a test path when it chose its rootdir*; fix: write "
+                                 f"--sits-profile={elsewhere / 'x.yaml'}"])
+    result = pytester.runpytest(f"--sits-profile={elsewhere / 'x.yaml'}")
+    assert result.ret == 0
+    result = pytester.runpytest("--sits-level", "quick")  # not a path: pytest parses it right
+    assert result.ret == 0
+
+
+@pytest.mark.parametrize("args,status", [
+    (["--sits-platform=sim:h100"], 0),                       # quick, every verdict conforms (SIMULATED, PARTIAL)
+    (["--sits-platform=sim:h100+switch"], 10),               # a FAIL: NON_CONFORMANT
+    (["--sits-platform=sim:h100", "-m", "THERM-GPU-STEADY", "--sits-level=full", "--sits-report-dir=none",
+      "-k", "11:00"], 0),
+    (["--sits-profile=h100", "-m", "DEP-ECC"], 11),          # every verdict SKIP (no GPU here): nothing decided
+    (["--sits-platform=sim:h100", "--collect-only"], 0),
+])
+def test_exit_statuses_ci_can_gate_on(pytester, conformance_args, args, status, report_of):
+    result = pytester.runpytest(*conformance_args, *args)
+    assert result.ret == status, result.stdout.str()[-2000:]
+    if "--collect-only" in args:
+        assert not (pytester.path / "sits-report").exists()  # nothing ran: no report written over the last one
+    elif "--sits-report-dir=none" not in args:
+        run = report_of(pytester.path)["run"]
+        assert run["exit_status"] == status and run["pytest_exit_status"] in (0, 1)
+
+
+def test_a_report_that_cannot_be_written_is_its_own_exit_status(pytester, conformance_args, tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    result = pytester.runpytest(*conformance_args, "--sits-platform=sim:h100", f"--sits-report-dir={blocked / 'r'}")
+    assert result.ret == 12
+    result.stdout.fnmatch_lines([f"*could not write the report into {blocked / 'r'}*fix: give a writable folder*"])

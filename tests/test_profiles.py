@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import re
+
 import pytest
 
 from pytest_sits import profiles
@@ -144,3 +146,36 @@ def test_cli_validate(tmp_path, capsys):
     bad.write_text(BAD[0][1])
     assert main(["profile", "validate", str(bad)]) == 4
     assert f"{bad}:4: unknown key 'cuont'" in capsys.readouterr().err
+
+
+def test_the_bundled_base_cannot_be_shadowed(tmp_path):
+    """A user's `base` (a copy missing a default, here) never replaces the bundled one."""
+    import yaml
+
+    bundled = yaml.safe_load((profiles.bundled_dir() / "base.yaml").read_text())
+    del bundled["thresholds"]["DEP-THROTTLE"]["samples"]
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(bundled))
+    (tmp_path / "lab.yaml").write_text("name: lab\nextends: base.yaml\n")
+    for spec in (tmp_path / "lab.yaml", tmp_path / "base.yaml"):
+        with pytest.raises(profiles.ProfileError) as exc:
+            profiles.resolve(str(spec))
+        text = str(exc.value)
+        assert re.search(r"/base\.yaml:\d+: ", text) and "outside the bundled profiles" in text and "extends: base" in text
+    (tmp_path / "lab2.yaml").write_text("name: lab2\nextends: base\n")  # the bundled name: fine
+    assert profiles.resolve(str(tmp_path / "lab2.yaml")).thresholds("DEP-THROTTLE")["samples"] > 0
+
+
+@pytest.mark.parametrize("value,ok", [(-(1 << 63), True), ((1 << 63) - 1, True), (1 << 63, False),
+                                      (-(1 << 63) - 1, False)])
+def test_integers_at_the_edges_of_64_bits(tmp_path, value, ok):
+    """-2^63 fits a signed 64-bit integer and is read (then bounded by the schema); 2^63 does not, and the
+    message says the range, not a misleading "fits in 64 bits"."""
+    path = tmp_path / "p.yaml"
+    path.write_text(f"name: p\nextends: base\nsite:\n  card_price: {value}\n")
+    with pytest.raises(profiles.ProfileError) as exc:
+        profiles.resolve(str(path))
+    text = str(exc.value)
+    if ok:  # read, then refused by the schema's bounds
+        assert "signed 64-bit range" not in text and "site.card_price" in text and "out of range" in text
+    else:
+        assert "beyond the signed 64-bit range" in text and "write an integer from -9223372036854775808" in text

@@ -28,6 +28,7 @@ def _assert_all_reproduced(report):
     assert out["differs"] == [], out["differs"][:3]
     assert out["not_replayable"] == [], out["not_replayable"][:3]
     assert out["replayed"] == out["total"]
+    assert out["thresholds"] == [], out["thresholds"][:3]  # every verdict decided with its profile's thresholds
     return out
 
 
@@ -139,3 +140,83 @@ def test_a_pass_stripped_of_its_check_is_not_taken_on_trust(pytester, conformanc
     p = tmp_path / "s.json"
     p.write_text(json.dumps(report))
     assert main(["replay", str(p)]) == 1
+
+
+
+def _loosen(report):
+    """A forger's edit: every FAIL made PASS by loosening the thresholds stored in the verdict, the verdict
+    recomputed with the same check (so it replays), the summary and coverage made to match, the profile
+    section left as it was."""
+    from pytest_sits.checks import get
+    from pytest_sits.report.model import coverage, plain, summarise
+
+    loosened = {"MEM-BW-EFFICIENCY": {"min_efficiency": 0.01}, "TOPO-PCIE-BW": {"min_efficiency": 0.01}}
+    forged = []
+    for i, v in enumerate(report["verdicts"]):
+        if v["status"] != "FAIL":
+            continue
+        th = dict(v["thresholds"], **loosened[v["requirement"]])
+        now = get(v["check"]["name"]).fn(v["evidence"], th, v["subject"])
+        assert now.status == "PASS", (v["requirement"], now.reason)
+        report["verdicts"][i] = dict(v, **plain(now.to_json()))
+        forged.append(i)
+    collected = {r["requirement"]: r["state"] for r in report["coverage"] if r["state"] in ("DESELECTED",)}
+    report["coverage"] = coverage(report["verdicts"], report["run"]["level"], collected)
+    report["summary"] = summarise(report["verdicts"], True, True, report["coverage"], report["run"]["level"], "sim")
+    return forged
+
+
+def test_a_report_whose_thresholds_were_loosened_fails_replay_without_a_profile(pytester, conformance_args, tmp_path,
+                                                                                capsys):
+    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100+membw-low,pcie-bw-low",
+                  "--sits-level", "standard")
+    forged = _loosen(report)
+    assert len(forged) == 16
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(report))
+    out = replay_report(report)
+    assert out["differs"] == [] and out["summary"] == []  # the forgery replays: status and summary agree
+    assert sorted(f["index"] for f in out["thresholds"]) == forged
+    assert main(["replay", str(path)]) == 1
+    text = capsys.readouterr().out
+    assert text.count("THRESHOLDS  #") == 16 and "MEM-BW-EFFICIENCY" in text and "first difference: min_efficiency" in text
+
+
+def test_a_profile_section_that_differs_from_its_bundled_profile_is_a_finding(pytester, conformance_args):
+    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100")
+    assert report["profile"]["bundled"] is True
+    # Loosen the profile section and every verdict's thresholds to match it: consistent with itself, but not
+    # the bundled profile of that name.
+    report["profile"]["data"]["thresholds"]["DEP-POWERCAP"]["tolerance"] = 0.5
+    for v in report["verdicts"]:
+        if v["requirement"] == "DEP-POWERCAP":
+            v["thresholds"]["tolerance"] = 0.5
+    out = replay_report(report)
+    assert [f["field"] for f in out["thresholds"]] == ["profile"]
+    assert "differs from the bundled profile 'h100-sxm5'" in out["thresholds"][0]["why"]
+    assert "thresholds.DEP-POWERCAP.tolerance" in out["thresholds"][0]["why"]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda r: r["verdicts"][0].__setitem__("evidence", [1, 2]),
+    lambda r: r["verdicts"][0].__setitem__("check", "TOPO-PCIE-DIRECT"),
+    lambda r: r["verdicts"][0].__setitem__("status", "GREAT"),
+    lambda r: r.__setitem__("verdicts", {"0": r["verdicts"][0]}),
+    lambda r: r["run"].__setitem__("level", 3),
+    lambda r: r.__setitem__("coverage", "all"),
+    lambda r: r["profile"].__setitem__("data", []),
+    lambda r: r.pop("summary"),
+    lambda r: r["coverage"][1].__setitem__("statuses", -1),
+    lambda r: r["coverage"][1].__setitem__("requirement", []),
+], ids=["evidence-list", "check-string", "status", "verdicts-object", "level", "coverage", "profile-data",
+        "no-summary", "coverage-statuses", "coverage-requirement"])
+def test_a_structurally_broken_report_is_one_line_and_exit_4(pytester, conformance_args, tmp_path, capsys, edit):
+    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100")
+    edit(report)
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(report))
+    capsys.readouterr()
+    assert main(["replay", str(path)]) == 4
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured.err
+    assert str(path) in captured.err and "fix:" in captured.err and "Traceback" not in captured.err

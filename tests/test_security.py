@@ -121,6 +121,23 @@ def test_tee_matrix_guests_and_unknowns(tmp_path):
     assert all(r["value"] == "unknown" for r in tee.cpu_matrix(tmp_path / "missing"))
 
 
+def test_a_device_link_out_of_a_snapshot_proves_nothing(tmp_path):
+    """`dev/tdx_guest -> /etc/shadow` in a submitted snapshot: the link is not followed, so it says nothing of
+    the machine (and nothing about the file outside leaks into the report)."""
+    outside = tmp_path / "outside"
+    outside.write_text("secret")
+    m = _tree(tmp_path / "a", INTEL_OLD_VM)
+    (tmp_path / "a" / "dev").mkdir()
+    (tmp_path / "a" / "dev" / "tdx_guest").symlink_to(outside)
+    rows = {(r["capability"], r["role"]): r for r in tee.cpu_matrix(tmp_path / "a")}
+    assert rows[("Intel TDX", "guest")]["value"] == "unknown" and rows[("Intel TDX", "guest")]["source"] != "/dev/tdx_guest"
+    (tmp_path / "a" / "dev" / "tdx_guest").unlink()
+    (tmp_path / "a" / "dev" / "tdx_guest").write_text("")  # a device file captured as a placeholder: evidence
+    assert {(r["capability"], r["role"]): r["value"] for r in tee.cpu_matrix(tmp_path / "a")}[
+        ("Intel TDX", "guest")] == "yes"
+    assert m[("Intel TDX", "guest")] == "unknown"
+
+
 def test_tee_gpu_rows_from_nvml_facts():
     plat = from_spec("sim:h100")
     ev = acquire_tee(plat.root, plat.inventory())

@@ -229,3 +229,27 @@ def test_topology_on_this_host_without_accelerators(pytester, conformance_args, 
     assert outcomes["passed"] == 1 and outcomes["skipped"] == 1 and "failed" not in outcomes
     v = next(v for v in report_of(pytester.path)["verdicts"] if v["requirement"] == "TOPO-NUMA-BIND")
     assert v["status"] == "PASS" and v["evidence"]["binding"]["memory_policy_in_force"]["mode"] == "bind"
+
+
+def test_a_bridged_pcie_card_gets_only_the_links_its_profile_claims():
+    """A100 80GB PCIe cards carry NVLink bridges between two cards, not a mesh: the simulated machine links the
+    pairs only, LINK-NVLINK-MESH says which pairs have no link, and edges between unbridged cards go over PCIe."""
+    from pytest_sits.checks.topology import check_peer_mesh
+    from pytest_sits.conditions.topology import acquire_peer_mesh
+    from pytest_sits.platforms import from_spec
+    from pytest_sits.platforms.sim.crg import SimCrg
+    from pytest_sits.verdict import WARN
+
+    plat = from_spec("sim:a100")
+    inv = plat.inventory()
+    p2p = inv["management"]["nvml"]["p2p_nvlink"]
+    assert p2p[0][1] and p2p[2][3] and not p2p[0][2] and not p2p[1][7]
+    v = check_peer_mesh(acquire_peer_mesh(inv, plat.profile.expected()),
+                        plat.profile.check_thresholds("LINK-NVLINK-MESH"), "accelerators")
+    assert v.status == WARN and v.measured == "4/28 pairs"
+    accs = inv["accelerators"]
+    edges = {s: ev["gbps_median"] for ev, s in SimCrg(plat.profile, []).edges(accs, {}, None)}
+    bridged, unbridged = edges[f"{accs[0]['bdf']}<->{accs[1]['bdf']}"], edges[f"{accs[0]['bdf']}<->{accs[2]['bdf']}"]
+    assert bridged > 200 > unbridged
+    mesh = from_spec("sim:h100").inventory()["management"]["nvml"]["p2p_nvlink"]
+    assert all(mesh[i][j] for i in range(8) for j in range(8) if i != j)

@@ -3,6 +3,7 @@ no raw HTML in Markdown, no terminal escape codes from device names."""
 
 import json
 import os
+import re
 
 import pytest
 
@@ -117,7 +118,7 @@ def test_markdown_carries_no_raw_html():
     r = {"verdicts": [{"requirement": "INV-DEVICES", "subject": "<script>alert(1)</script>", "status": "PASS",
                        "reason": "<img src=x onerror=alert(1)>", "measured": 1, "unit": None, "threshold": 0,
                        "evidence": {}}]}
-    text = rep._md(r["verdicts"][0]["reason"]) + rep._md(r["verdicts"][0]["subject"])
+    text = rep.markdown_cell(r["verdicts"][0]["reason"]) + rep.markdown_cell(r["verdicts"][0]["subject"])
     assert "<" not in text and "&lt;script&gt;" in text
 
 
@@ -138,3 +139,43 @@ def test_header_carries_no_escape_codes(pytester, snapshot):
                              "--sits-report-dir", "none")
     out = res.stdout.str()
     assert "sits: platform snapshot:" in out and "\x1b" not in out and "\\x1b]0;pwned" in out
+
+
+def _nodes(snap, count, cpulist):
+    base = snap / "fs/sys/devices/system/node"
+    for d in base.glob("node*"):
+        for f in d.iterdir():
+            f.unlink()
+        d.rmdir()
+    for i in range(count):
+        (base / f"node{i}").mkdir(parents=True)
+        (base / f"node{i}" / "cpulist").write_text(cpulist(i) + "\n")
+
+
+@pytest.mark.parametrize("count,cpulist,msg", [
+    (1000, lambda i: "0-65535", "beyond 8191"),        # 8 KB of text that would list 65 million CPUs
+    (2000, lambda i: "0-4095", re.escape("2000 NUMA nodes, more than a Linux kernel supports (1024)")),
+    (2, lambda i: "0-3", "CPU 0 is in two NUMA nodes"),
+])
+def test_numa_node_and_cpu_counts_are_bounded(snapshot, count, cpulist, msg):
+    """A made-up tree is a usage error naming the file, before it costs gigabytes of memory or report."""
+    _nodes(snapshot, count, cpulist)
+    with pytest.raises(PlatformError, match=msg) as exc:
+        _inventory(snapshot)
+    assert "fix: capture the snapshot again" in str(exc.value)
+
+
+def test_the_largest_real_topology_still_reads(snapshot):
+    _nodes(snapshot, 32, lambda i: f"{i * 256}-{i * 256 + 255}")  # 8192 CPUs in 32 nodes
+    inv = _inventory(snapshot)
+    assert len(inv["numa"]) == 32 and sum(len(n["cpus"]) for n in inv["numa"]) == 8192
+
+
+def test_a_linked_snapshot_folder_says_so_and_names_the_folder_itself(snapshot, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(snapshot)
+    with pytest.raises(PlatformError) as exc:
+        from_spec(f"snapshot:{link}")
+    text = str(exc.value)
+    assert "a symbolic link" in text and f"fix: name the folder itself ({snapshot})" in text
+    assert "capture" not in text  # nothing is wrong with the snapshot itself

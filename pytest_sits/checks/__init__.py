@@ -22,7 +22,7 @@ import functools
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..verdict import ERROR, SKIP, Verdict
 
@@ -39,14 +39,18 @@ class Check:
 
 #: Every registered check, by name.
 REGISTRY: Dict[str, Check] = {}
+#: Earlier versions of checks whose rule did not change but whose inputs did, kept so that `sits replay`
+#: recomputes the verdicts of older reports: (name, version) -> Check.  New verdicts never use them.
+LEGACY: Dict[Tuple[str, int], Check] = {}
 
 
 
-def check(name: str, *, requirement: Optional[str] = None, version: int = 1) -> Callable[[Any], CheckFn]:
+def check(name: str, *, requirement: Optional[str] = None, version: int = 1,
+          legacy: bool = False) -> Callable[[Any], CheckFn]:
     """Register ``fn`` as the check ``name`` for ``requirement`` (default: ``name``).
 
-    Bump ``version`` whenever the rule changes what it decides: replay names
-    a verdict decided by another version of its check.
+    Bump ``version`` whenever the rule changes what it decides, or what it is given: replay names a verdict
+    decided by another version of its check, unless that version is kept with ``legacy=True`` (replay only).
     """
     req = requirement or name
 
@@ -72,6 +76,9 @@ def check(name: str, *, requirement: Optional[str] = None, version: int = 1) -> 
             v.thresholds = thresholds
             return v
 
+        if legacy:
+            LEGACY[(name, version)] = Check(name, req, version, run)
+            return run
         if name in REGISTRY and REGISTRY[name].fn.__qualname__ != fn.__qualname__:
             raise ValueError(f"two checks registered as {name!r}")
         REGISTRY[name] = Check(name, req, version, run)
@@ -91,3 +98,11 @@ def get(name: str) -> Optional[Check]:
     if name not in REGISTRY:
         load_all()
     return REGISTRY.get(name)
+
+
+def get_version(name: str, version: Any) -> Optional[Check]:
+    """The check ``name`` at ``version``: the current one, or a legacy one kept for replay."""
+    current = get(name)
+    if current is not None and current.version == version:
+        return current
+    return LEGACY.get((name, version)) if isinstance(version, int) else None

@@ -10,9 +10,12 @@ from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, WARN, Verdict
 
 
 def hold_series(ev: Dict[str, Any]) -> Dict[str, Any]:
-    rows = [r for r in ev["timeline"] if r.get("occupancy") is not None]
+    """The hold's timeline for the report's chart: windows without a reading (the load paused while the peak was
+    re-measured) stay in as gaps (``y`` None), drawn as gaps, never bridged by a line."""
+    rows = ev["timeline"]
     return {"title": "host DRAM occupancy per window", "unit": "fraction of peak",
-            "x": [r["t"] for r in rows], "y": [r["occupancy"] for r in rows],
+            "x": [r["t"] for r in rows], "y": [r.get("occupancy") for r in rows],
+            "gap_label": "load paused: the peak was re-measured",
             "band": ev["band"], "mark_from": next((r["t"] for r in ev["timeline"] if r["phase"] == "hold"), None)}
 
 

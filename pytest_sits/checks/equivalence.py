@@ -30,14 +30,62 @@ def describe(r: Dict[str, Any]) -> str:
     return text
 
 
-@check("EQ-PRECISION")
-def check_precision(evidence: Dict[str, Any], tol: Dict[str, Any], subject: str = "") -> Verdict:
+#: Per-dtype relative tolerance for one rounding: torch.testing.assert_close's defaults (float16 comes from the
+#: profile: SITS2026 A §4.4's 0.3 %).
+DTYPE_RTOL = {"float32": 1.3e-6, "bfloat16": 1.6e-2, "float64": 1e-7}
+U_ACCUMULATE = 2.0 ** -24
+
+
+def resolve_tolerance(operator: Dict[str, Any], thresholds: Dict[str, Any], risk_class: str = "") -> Dict[str, Any]:
+    """The tolerance of one operator and dtype under the profile's EQ-PRECISION thresholds (the policy:
+    pytest_sits/equivalence/tolerance.py).  ``operator``: ``dtype``, ``accumulation`` (K of the longest dot
+    product, 0 element-wise), ``override`` ([rtol, atol] or None) and ``why`` (the override's reason)."""
+    import math
+
+    dtype = operator["dtype"]
+    risk = risk_class or thresholds.get("risk_class", "default")
+    atol = float(thresholds["atol"][risk])
+    if operator.get("override"):
+        rtol, atol = operator["override"]
+        return {"rtol": rtol, "atol": atol, "source": f"operator override: {operator.get('why', '')}",
+                "risk_class": risk}
+    if dtype in ("int8",):
+        return {"rtol": 0.0, "atol": 0.0, "source": "integer GEMM: exact", "risk_class": risk}
+    if dtype.startswith("float8"):
+        return {"rtol": 0.125, "atol": atol, "source": "float8 e4m3: 3 mantissa bits (one rounding = 1/16)",
+                "risk_class": risk}
+    base = float(thresholds["rtol_fp16"]) if dtype == "float16" else DTYPE_RTOL[dtype]
+    k = int(operator.get("accumulation") or 0)
+    widen = math.sqrt(k) * U_ACCUMULATE if k else 0.0
+    source = "SITS2026 fp16 rtol" if dtype == "float16" else "torch.testing default for the dtype"
+    if widen:
+        source += f" + sqrt(K={k}) x 2^-24 for the accumulation"
+    return {"rtol": base + widen, "atol": atol, "source": source + f"; atol of risk class '{risk}'",
+            "risk_class": risk}
+
+
+@check("EQ-PRECISION", version=2)
+def check_precision(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
     """Every element within atol + rtol * |reference|; the message says everything about the worst.
 
-    evidence: ``comparison`` (the comparator's result), ``reference`` (what was compared with);
-    thresholds: the resolved tolerance (``rtol``, ``atol``, ``source``)."""
+    evidence: ``comparison`` (the comparator's result), ``reference`` (what was compared with), ``operator``
+    (the operator's facts that the tolerance depends on); thresholds: the profile's EQ-PRECISION thresholds,
+    from which the tolerance of this operator and dtype is resolved here (:func:`resolve_tolerance`)."""
     if evidence.get("not_in_golden"):
         return Verdict("EQ-PRECISION", INCONCLUSIVE, evidence["not_in_golden"], subject=subject, evidence=evidence)
+    return _precision(evidence, resolve_tolerance(evidence["operator"], thresholds), subject)
+
+
+@check("EQ-PRECISION", version=1, legacy=True)
+def check_precision_v1(evidence: Dict[str, Any], tol: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 1 (reports of pytest-sits 0.1): the same rule, given the operator's resolved tolerance as its
+    thresholds.  Kept so that older reports replay."""
+    if evidence.get("not_in_golden"):
+        return Verdict("EQ-PRECISION", INCONCLUSIVE, evidence["not_in_golden"], subject=subject, evidence=evidence)
+    return _precision(evidence, tol, subject)
+
+
+def _precision(evidence: Dict[str, Any], tol: Dict[str, Any], subject: str) -> Verdict:
     result, reference = evidence["comparison"], evidence["reference"]
     ev = dict(evidence, tolerance=tol)
     threshold = f"|x - ref| <= {tol['atol']:g} + {tol['rtol']:.3g} * |ref| ({tol['source']})"
@@ -123,9 +171,10 @@ def _ratio(req: str, rows: List[Dict[str, Any]], max_ratio: Optional[float], sub
                    unit="x reference", subject=subject, evidence=ev)
 
 
-@check("EQ-PRECISION/golden-coverage", requirement="EQ-PRECISION")
+@check("EQ-PRECISION/golden-coverage", requirement="EQ-PRECISION", version=2)
 def check_golden_coverage(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "golden set") -> Verdict:
-    """The golden set holds the same operator/dtype pairs as this corpus.
+    """The golden set holds the same operator/dtype pairs as this corpus.  Given the profile's EQ-PRECISION
+    thresholds (version 1 was given none), which the rule does not use.
 
     evidence: ``golden`` and ``corpus`` (pair keys), ``source`` (the golden set's folder)."""
     golden, here, source = evidence["golden"], evidence["corpus"], evidence["source"]
@@ -142,3 +191,11 @@ def check_golden_coverage(evidence: Dict[str, Any], thresholds: Dict[str, Any], 
         parts.append(f"{len(extra)} pair(s) of the golden set are not in this corpus: {', '.join(extra)}")
     return Verdict("EQ-PRECISION", INCONCLUSIVE, "; ".join(parts) + f" (golden set {source} was recorded with "
                    "another operator list)", measured=len(here) - len(missing), subject="golden set", evidence=ev)
+
+
+@check("EQ-PRECISION/golden-coverage", requirement="EQ-PRECISION", version=1, legacy=True)
+def check_golden_coverage_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "golden set"
+                             ) -> Verdict:
+    """Version 1 (reports of pytest-sits 0.1): the same rule, given no thresholds.  Kept so that older reports
+    replay."""
+    return check_golden_coverage.__wrapped__(evidence, thresholds, subject)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from typing import Any
 
@@ -27,3 +28,32 @@ def add(sub: Any, name: str, help: str, examples: str, **kw: Any) -> argparse.Ar
     return sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".",
                           epilog="examples:\n" + examples.rstrip("\n"),
                           formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+
+
+class PrintableStream(io.TextIOBase):
+    """A text stream that shows control characters as ``\\xNN`` (newlines and tabs pass): the one filter
+    between everything a ``sits`` command prints (names, reasons and labels that came from hardware or from
+    other people's reports) and the terminal, so no escape sequence in a report can move the cursor, set the
+    window title or hide text."""
+
+    def __init__(self, raw: Any):
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        from ..report.render import printable
+
+        self.raw.write(printable(text, keep="\n\t"))
+        return len(text)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.raw, "encoding", "utf-8")

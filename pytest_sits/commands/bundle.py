@@ -24,6 +24,7 @@ import io
 import json
 import os
 import re
+import shutil
 import stat
 import tarfile
 import tempfile
@@ -432,63 +433,81 @@ def verify(bundle: Path, pubkey: Path, extract_to: Optional[Path] = None) -> Ver
     public_key = load_public_key(Path(pubkey))
     res = Verification(bundle=str(bundle))
     tmp = None
+    created = False
     if extract_to is None:
         tmp = tempfile.TemporaryDirectory(prefix="sits-verify-")
         target = Path(tmp.name)
     else:
         target = Path(extract_to)
-        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        if os.path.islink(target) or (target.exists() and (not target.is_dir() or any(target.iterdir()))):
             raise BundleError(f"{target}: exists and is not an empty folder; fix: give a new folder to --extract")
+        created = not target.exists()
     if not Path(bundle).is_file():
         raise BundleError(f"{bundle}: no such file; fix: give the path of a bundle `sits bundle create` wrote")
     try:
-        try:
-            hashes = extract(Path(bundle), target)
-        except BundleError as exc:
-            res.problems.append(str(exc))
-            return res
-        res.files = len(hashes)
-        if MANIFEST not in hashes:
-            res.problems.append(f"{MANIFEST}: missing from the bundle")
-            return res
-        manifest_bytes = (target / MANIFEST).read_bytes()[:MAX_MANIFEST]
-        if SIGNATURE not in hashes:
-            res.problems.append(f"{SIGNATURE}: missing: the bundle is not signed, so nothing in it is attested")
-        else:
-            try:
-                sig = bytes.fromhex((target / SIGNATURE).read_text(encoding="ascii").strip())
-                public_key.verify(sig, manifest_bytes)
-                res.signed_by = _fingerprint(public_key)
-            except (InvalidSignature, ValueError, UnicodeDecodeError):
-                res.problems.append(f"{MANIFEST}: the signature in {SIGNATURE} does not verify with {pubkey}: the "
-                                    "manifest or the signature was altered, or another key signed it")
-        try:
-            manifest = json.loads(manifest_bytes.decode("utf-8"))
-            files = manifest["files"]
-            listed = {f["path"]: f for f in files}
-            if len(listed) != len(files):
-                raise ValueError("a path is listed twice")
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-            res.problems.append(f"{MANIFEST}: not a valid manifest ({exc})")
-            return res
-        for name in sorted(listed):
-            entry = listed[name]
-            if name not in hashes:
-                res.problems.append(f"{name}: listed in {MANIFEST} but missing from the bundle")
-            elif hashes[name][0] != entry.get("sha256") or hashes[name][1] != entry.get("size"):
-                res.problems.append(f"{name}: SHA-256 differs from {MANIFEST} (the file was altered): expected "
-                                    f"{str(entry.get('sha256'))[:16]}…, found {hashes[name][0][:16]}…")
-        for name in sorted(set(hashes) - set(listed) - {MANIFEST, SIGNATURE}):
-            res.problems.append(f"{name}: in the bundle but not in {MANIFEST} (added after signing)")
-        report_name = manifest.get("report", REPORT_NAME)
-        if report_name not in hashes:
-            res.problems.append(f"{report_name}: the report is missing from the bundle")
-            return res
-        _check_report(target / report_name, report_name, res)
-        return res
+        return _verify_into(bundle, pubkey, public_key, InvalidSignature, res, target)
     finally:
         if tmp is not None:
             tmp.cleanup()
+        elif not res.ok:
+            # Files that did not verify are not left behind for someone to use: the folder is as it was.
+            if created:
+                shutil.rmtree(target, ignore_errors=True)
+            elif target.is_dir():
+                for child in target.iterdir():
+                    if child.is_dir() and not child.is_symlink():
+                        shutil.rmtree(child, ignore_errors=True)
+                    else:
+                        child.unlink()
+            res.notes.append(f"{target}: nothing kept, since the bundle did not verify")
+
+
+def _verify_into(bundle: Path, pubkey: Path, public_key: Any, InvalidSignature: Any, res: Verification,
+                 target: Path) -> Verification:
+    try:
+        hashes = extract(Path(bundle), target)
+    except BundleError as exc:
+        res.problems.append(str(exc))
+        return res
+    res.files = len(hashes)
+    if MANIFEST not in hashes:
+        res.problems.append(f"{MANIFEST}: missing from the bundle")
+        return res
+    manifest_bytes = (target / MANIFEST).read_bytes()[:MAX_MANIFEST]
+    if SIGNATURE not in hashes:
+        res.problems.append(f"{SIGNATURE}: missing: the bundle is not signed, so nothing in it is attested")
+    else:
+        try:
+            sig = bytes.fromhex((target / SIGNATURE).read_text(encoding="ascii").strip())
+            public_key.verify(sig, manifest_bytes)
+            res.signed_by = _fingerprint(public_key)
+        except (InvalidSignature, ValueError, UnicodeDecodeError):
+            res.problems.append(f"{MANIFEST}: the signature in {SIGNATURE} does not verify with {pubkey}: the "
+                                "manifest or the signature was altered, or another key signed it")
+    try:
+        manifest = json.loads(manifest_bytes.decode("utf-8"))
+        files = manifest["files"]
+        listed = {f["path"]: f for f in files}
+        if len(listed) != len(files):
+            raise ValueError("a path is listed twice")
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        res.problems.append(f"{MANIFEST}: not a valid manifest ({exc})")
+        return res
+    for name in sorted(listed):
+        entry = listed[name]
+        if name not in hashes:
+            res.problems.append(f"{name}: listed in {MANIFEST} but missing from the bundle")
+        elif hashes[name][0] != entry.get("sha256") or hashes[name][1] != entry.get("size"):
+            res.problems.append(f"{name}: SHA-256 differs from {MANIFEST} (the file was altered): expected "
+                                f"{str(entry.get('sha256'))[:16]}…, found {hashes[name][0][:16]}…")
+    for name in sorted(set(hashes) - set(listed) - {MANIFEST, SIGNATURE}):
+        res.problems.append(f"{name}: in the bundle but not in {MANIFEST} (added after signing)")
+    report_name = manifest.get("report", REPORT_NAME)
+    if report_name not in hashes:
+        res.problems.append(f"{report_name}: the report is missing from the bundle")
+        return res
+    _check_report(target / report_name, report_name, res)
+    return res
 
 
 def _check_report(path: Path, name: str, res: Verification) -> None:
@@ -508,6 +527,9 @@ def _check_report(path: Path, name: str, res: Verification) -> None:
         res.problems.append(f"{name}: verdict #{d.get('index')} {d.get('requirement')} {d.get('subject')}: "
                             f"{d.get('field')} is {d.get('stored')!r} in the report, but its evidence gives "
                             f"{d.get('now')!r}")
+    for f in out.get("thresholds", []):
+        where = f"verdict #{f['index']} {f['requirement']} {f['subject']}" if f["index"] is not None else f["field"]
+        res.problems.append(f"{name}: {where}: {f['why']}")
     verdicts = report["verdicts"]
     for n in out.get("not_replayable", []):
         i = n.get("index")

@@ -30,7 +30,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..report.analytics.metrics import DECIDED, decided_requirements, platform_metrics
 from ..report.analytics.weights import DIMENSIONS, TIER_LABELS, TIER_WEIGHTS, tier_score
-from ..report.render import environment, fmt
+from ..catalogue import CATALOGUE
+from ..report.render import environment, fmt, markdown_cell, printable
 from ..verdict import FAIL, SEVERITY
 from .base import add, err
 
@@ -41,8 +42,20 @@ RULE = ("a platform that FAILs a requirement all reports decided ranks below eve
         "of its figures")
 
 
+#: Longest text a report contributes to one cell of the matrix (names, labels, units); the outputs stay bounded
+#: whatever the reports hold, as the HTML report is.
+MAX_TEXT = 80
+#: Most lines of "left out" the outputs list (the rest are counted).
+MAX_LEFT_OUT = 40
+
+
+def _clip(text: Any, n: int = MAX_TEXT) -> str:
+    text = str(text)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def _names(files: Sequence[str], reports: Sequence[Dict[str, Any]]) -> List[str]:
-    names = [f"{r['profile']['name']} ({r['platform']['kind']})" for r in reports]
+    names = [_clip(f"{_clip(r['profile']['name'], 40)} ({_clip(r['platform']['kind'], 20)})") for r in reports]
     for i, n in enumerate(names):
         if names.count(n) > 1:
             names[i] = f"{n} [{Path(files[i]).parent.name or Path(files[i]).name}/{Path(files[i]).name}]"
@@ -52,14 +65,20 @@ def _names(files: Sequence[str], reports: Sequence[Dict[str, Any]]) -> List[str]
     return names
 
 
-def _status_cell(report: Dict[str, Any], req: str) -> Dict[str, Any]:
-    vs = [v for v in report["verdicts"] if v.get("requirement") == req]
+def _by_requirement(report: Dict[str, Any]) -> Dict[str, List[Dict[str, Any]]]:
+    out: Dict[str, List[Dict[str, Any]]] = {}
+    for v in report["verdicts"]:
+        out.setdefault(v.get("requirement"), []).append(v)
+    return out
+
+
+def _status_cell(vs: List[Dict[str, Any]]) -> Dict[str, Any]:
     if not vs:
         return {"status": None, "measured": "-", "verdicts": 0}
     status = min((v["status"] for v in vs), key=SEVERITY.index)
     nums = [v["measured"] for v in vs if isinstance(v.get("measured"), (int, float))
             and not isinstance(v.get("measured"), bool)]
-    unit = next((v.get("unit") for v in vs if v.get("unit")), None)
+    unit = next((_clip(v.get("unit"), 16) for v in vs if v.get("unit")), None)
     if len(vs) == 1:
         text = fmt(vs[0].get("measured")) + (f" {unit}" if unit and vs[0].get("measured") is not None else "")
     elif nums:
@@ -95,10 +114,10 @@ def compare(files: Sequence[str], reports: Sequence[Dict[str, Any]],
     """The decision matrix of ``reports`` (``files`` name them) for each service class in ``classes``."""
     names = _names(files, reports)
     n = len(reports)
-    platforms = [{"name": names[i], "file": str(files[i]), "profile": r["profile"]["name"],
-                  "platform": r["platform"]["label"], "simulated": bool(r["platform"]["simulated"]),
-                  "level": r["run"]["level"], "schema_version": r["schema_version"],
-                  "suite_version": r["generator"]["version"], "result": r["summary"]["result"]}
+    platforms = [{"name": names[i], "file": _clip(files[i], 200), "profile": _clip(r["profile"]["name"]),
+                  "platform": _clip(r["platform"]["label"]), "simulated": bool(r["platform"]["simulated"]),
+                  "level": r["run"]["level"], "schema_version": _clip(r["schema_version"], 16),
+                  "suite_version": _clip(r["generator"]["version"], 24), "result": _clip(r["summary"]["result"], 24)}
                  for i, r in enumerate(reports)]
     basis: List[str] = []
     for key, label in (("suite_version", "suite version"), ("schema_version", "report schema"), ("level", "level")):
@@ -106,12 +125,19 @@ def compare(files: Sequence[str], reports: Sequence[Dict[str, Any]],
         if len(vals) > 1:
             basis.append(f"{label} differs ({', '.join(vals)})")
     decided = [decided_requirements(r) for r in reports]
-    all_reqs = sorted({req for d in decided for req in d})
+    # The matrix has a row per requirement of the catalogue; IDs a report holds beyond it (another version's, or
+    # made up) are counted, not drawn.
+    unknown = sorted({req for d in decided for req in d if req not in CATALOGUE})
+    if unknown:
+        basis.append(f"{len(unknown)} requirement ID(s) not in this version's catalogue left out "
+                     f"({', '.join(_clip(u, 30) for u in unknown[:5])}{', ...' if len(unknown) > 5 else ''})")
+    all_reqs = [req for req in CATALOGUE if any(req in d for d in decided)]
+    grouped = [_by_requirement(r) for r in reports]
     common = {req for req in all_reqs if all(d.get(req) == "decided" for d in decided)}
     left_out: List[str] = []
     req_rows = []
     for req in all_reqs:
-        cells = [_status_cell(r, req) for r in reports]
+        cells = [_status_cell(g.get(req, [])) for g in grouped]
         row = {"requirement": req, "cells": cells, "compared": req in common}
         if req not in common:
             undecided = [f"{names[i]}: {decided[i].get(req, 'not run')}" for i in range(n)
@@ -168,6 +194,8 @@ def compare(files: Sequence[str], reports: Sequence[Dict[str, Any]],
                      "tco_power_source": tco.get("power_source"),
                      "tokens_per_watt_p99": tpw.get("median_tokens_per_watt_p99") if tpw.get("status") == "measured"
                      else None, "analytics_error": a.get("error")})
+    if len(left_out) > MAX_LEFT_OUT:
+        left_out = left_out[:MAX_LEFT_OUT] + [f"... and {len(left_out) - MAX_LEFT_OUT} more"]
     return {"platforms": platforms, "basis": basis,
             "basis_note": ("reports differ: " + "; ".join(basis) + ". Compared only on the requirements every "
                            "report decided." if basis else "same suite version, schema and level"),
@@ -281,26 +309,26 @@ def render_text(m: Dict[str, Any]) -> str:
         lines.append("left out of the comparison:")
         lines += [f"  - {x}" for x in m["left_out"]]
     lines.append(m["informational_note"])
-    return "\n".join(lines) + "\n"
+    # Names, labels and units come from the reports: no control character reaches the terminal.
+    return "\n".join(printable(line) for line in lines) + "\n"
 
 
 def render_markdown(m: Dict[str, Any]) -> str:
-    def esc(t: str) -> str:
-        return str(t).replace("|", "\\|").replace("\n", " ")
-
+    """The matrix as Markdown: every text from the reports escaped (no raw HTML, no control characters, no
+    column breaks)."""
+    esc = markdown_cell
     names = [p["name"] for p in m["platforms"]]
-    lines = ["# SITS2026 decision matrix", "", m["basis_note"], ""]
+    lines = ["# SITS2026 decision matrix", "", esc(m["basis_note"]), ""]
     if any(p["simulated"] for p in m["platforms"]):
         lines += ["**SIMULATED reports among the inputs: not measurements.**", ""]
     lines.append("| | " + " | ".join(esc(n) for n in names) + " | note |")
     lines.append("|---" * (len(names) + 2) + "|")
     for label, cells, note in matrix_rows(m):
         lines.append("| " + " | ".join(esc(x) for x in [label] + cells + [note]) + " |")
-    lines += ["", *[f"{x}" if not x.startswith("  ") else f"{x.strip()}" for x in _ranking_lines(m)], "",
-              f"Rule: {m['rule']}.", ""]
+    lines += ["", *[esc(x.strip()) for x in _ranking_lines(m)], "", f"Rule: {esc(m['rule'])}.", ""]
     if m["left_out"]:
         lines += ["Left out of the comparison:", ""] + [f"- {esc(x)}" for x in m["left_out"]] + [""]
-    lines.append(m["informational_note"] + ".")
+    lines.append(esc(m["informational_note"]) + ".")
     return "\n".join(lines) + "\n"
 
 

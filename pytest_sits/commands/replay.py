@@ -10,8 +10,8 @@ from .base import add, err
 EXAMPLES = """\
   sits replay sits-report/sits-report.json               exit 0: every verdict reproduced
   sits replay sits-report/sits-report.json --profile=strict.yaml   what a stricter profile would have said
-  exit: 0 reproduced, 1 a verdict or the summary differs (or a verdict better than ERROR cannot be replayed),
-        4 not a readable report
+  exit: 0 reproduced, 1 a verdict or the summary differs, a verdict better than ERROR cannot be replayed, or a
+        verdict's thresholds are not what the report's profile gives its requirement; 4 not a readable report
 """
 
 
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report.store import read_report
 
     try:
-        data = read_report(args.json, check_schema=False)
+        data = read_report(args.json)  # schema-checked: a structurally broken report is a usage error (exit 4)
     except UntrustedInputError as exc:
         return err(str(exc))
     except OSError as exc:
@@ -46,10 +46,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"NOT REPLAYABLE  #{n['index']} {n['requirement']} [{n['subject']}]: {n['why']}")
     for d in out["summary"]:
         print(f"DIFFERS  {d['field']}: stored {d['stored']!r} -> now {d['now']!r}")
+    for f in out["thresholds"]:
+        where = f"#{f['index']} {f['requirement']} [{f['subject']}]" if f["index"] is not None else f["field"]
+        print(f"THRESHOLDS  {where}: {f['why']}")
+    for n in out["notes"]:
+        where = f"#{n['index']} {n['requirement']} [{n['subject']}]" if n["index"] is not None else n["field"]
+        print(f"note  {where}: {n['why']}")
     changed = len({d["index"] for d in out["differs"]})
     print(f"replayed {out['replayed']} of {out['total']} verdicts: {out['replayed'] - changed} reproduced, "
           f"{changed} differ, {len(out['not_replayable'])} not replayable"
           + (f" ({len(out['unbacked'])} of them claim more than ERROR)" if out["unbacked"] else "")
           + (f"; the run's summary differs in {len(out['summary'])} field(s)" if out["summary"] else "")
+          + (f"; {len(out['thresholds'])} verdict(s) or profile section(s) disagree with the report's profile"
+             if out["thresholds"] else "")
           + (f" (thresholds and waivers of {args.profile})" if args.profile else ""))
-    return 1 if changed or out["unbacked"] or out["summary"] else 0
+    return 1 if changed or out["unbacked"] or out["summary"] or out["thresholds"] else 0

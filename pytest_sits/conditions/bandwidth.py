@@ -102,6 +102,10 @@ def acquire_hold(peak: Dict[str, Any], factory: Optional[Callable[[], Any]], dur
             if hold.starved.is_set() and len(during) < MAX_REMEASURES:
                 hold.pause()
                 t_pause = time.monotonic()
+                if say is not None:
+                    say(f"[MEM-BW-HOLD] {t_pause - start:.0f} s: the injectors ran flat out below the band for "
+                        f"{hold.saturated_windows} windows: load paused, re-measuring the peak (the hold is "
+                        "extended by the pause)")
                 try:
                     during.append({"t": round(t_pause - start, 3), "gbps": remeasure(),
                                    "why": f"injectors saturated below the band for {hold.saturated_windows} windows"})
@@ -109,9 +113,20 @@ def acquire_hold(peak: Dict[str, Any], factory: Optional[Callable[[], Any]], dur
                     hold.resume()
                 during[-1]["pause_s"] = round(time.monotonic() - t_pause, 3)
                 end += during[-1]["pause_s"]  # the hold still gets its full duration of counted windows
+                if say is not None:
+                    say(f"[MEM-BW-HOLD] peak re-measured: {during[-1]['gbps']:.1f} GB/s (it was "
+                        f"{hold.peak_gbps:.1f} GB/s before the hold); load resumed after a "
+                        f"{during[-1]['pause_s']:.1f} s pause")
             if say is not None and time.monotonic() >= next_say:
                 next_say += 5.0
-                say(f"[MEM-BW-HOLD] {time.monotonic() - start:.0f}/{duration_s:g} s: {hold.progress()}")
+                paused = sum(m.get("pause_s", 0.0) for m in during)
+                held = time.monotonic() - start - paused
+                say(f"[MEM-BW-HOLD] {held:.0f}/{duration_s:g} s held"
+                    + (f" (+{paused:.0f} s paused for {len(during)} re-measurement(s))" if during else "")
+                    + f": {hold.progress()}")
+    if say is not None:
+        say("[MEM-BW-HOLD] hold done: re-measuring the peak once more, to tell a machine that moved from one that "
+            "did not hold")
     after = remeasure()
     ev = hold.evidence()
     ev["peak"] = {k: v for k, v in peak.items() if k != "bindings"}

@@ -24,7 +24,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..checks.crg import busbw, percentiles
-from .loads import LoadUnavailable, torch_device_for_bdf
+from .loads import TORCH_MISSING, LoadUnavailable, torch_device_for_bdf
 
 GEMM_DTYPES = ("float16", "bfloat16")
 
@@ -33,7 +33,7 @@ def _torch() -> Any:
     try:
         import torch
     except ImportError:
-        raise LoadUnavailable("torch is not installed (pip install torch): nothing can be measured") from None
+        raise LoadUnavailable(TORCH_MISSING) from None
     return torch
 
 
@@ -86,7 +86,7 @@ def acquire_node(acc: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
     try:
         device = torch_device_for_bdf(acc["bdf"])
     except LoadUnavailable as exc:
-        return {"absent": f"{acc['bdf']}: {exc}"}
+        return {"unavailable": f"{acc['bdf']}: {exc}"}
     size, iters = int(th.get("size", 8192)), int(th.get("iterations", 20))
     return {"device": acc["bdf"], "torch_device": device,
             "results": [gemm_tflops(device, d, size, iters) for d in th.get("dtypes") or GEMM_DTYPES],
@@ -184,8 +184,8 @@ def acquire_edges(accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Option
     if len(accs) < 2:
         return [({"absent": f"a device-to-device edge needs 2 accelerators; found {len(accs)}"}, "accelerators")]
     devs, why = _devices(accs)
-    if why:
-        return [({"absent": why}, "accelerators")]
+    if why:  # the devices are there, this installation cannot drive them: not measured, not "not applicable"
+        return [({"unavailable": why}, "accelerators")]
     nbytes = int(th.get("bytes", 1 << 28))
     out = []
     for i, a in enumerate(devs):
@@ -300,14 +300,17 @@ def acquire_sync(accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, 
     iters = int(th.get("iterations", 5))
     if absent:
         return {"absent": absent}
-    if not accs and not expected_count:
-        return allreduce("gloo", 2, int(th.get("host_bytes", 32 << 20)), iters)
-    if len(accs) < 2:
-        return {"absent": f"an all-reduce between devices needs 2 accelerators; found {len(accs)}"}
-    devs, why = _devices(accs)
-    if why:
-        return {"absent": why}
-    torch = _torch()
+    try:
+        if not accs and not expected_count:
+            return allreduce("gloo", 2, int(th.get("host_bytes", 32 << 20)), iters)
+        if len(accs) < 2:
+            return {"absent": f"an all-reduce between devices needs 2 accelerators; found {len(accs)}"}
+        devs, why = _devices(accs)
+        if why:
+            return {"unavailable": why}
+        torch = _torch()
+    except LoadUnavailable as exc:  # no torch: not measured here (the run is PARTIAL at best), never an ERROR
+        return {"unavailable": str(exc)}
     if not torch.distributed.is_available() or not torch.distributed.is_nccl_available():
         return {"absent": f"torch {torch.__version__} has no NCCL backend"}
     out = allreduce("nccl", len(devs), int(th.get("bytes", 1 << 28)), iters, [d for _, d in devs])
@@ -319,31 +322,94 @@ def acquire_sync(accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, 
 # Timer and jitter
 
 
+def _read_steps(read: Any, reads: int) -> Dict[str, Any]:
+    """The smallest non-zero step between two back-to-back readings (granularity) and the median one (cost)."""
+    steps = []
+    prev = read()
+    for _ in range(reads):
+        now = read()
+        if now != prev:
+            steps.append(now - prev)
+        prev = now
+    return {"reads": reads, "granularity_ns": float(min(steps)) if steps else None,
+            "read_cost_ns": float(statistics.median(steps)) if steps else None, "zero_steps": reads - len(steps)}
+
+
 def timer_info(reads: int = 200_000) -> Dict[str, Any]:
     """perf_counter's reported resolution and its measured granularity (smallest non-zero step between two
     back-to-back ``perf_counter_ns`` readings) and cost (median non-zero step)."""
     info = time.get_clock_info("perf_counter")
-    f = time.perf_counter_ns
-    steps = []
-    prev = f()
-    for _ in range(reads):
-        now = f()
-        if now != prev:
-            steps.append(now - prev)
-        prev = now
     return {"clock": "time.perf_counter_ns", "implementation": info.implementation,
-            "resolution_ns": info.resolution * 1e9, "monotonic": info.monotonic, "reads": reads,
-            "granularity_ns": float(min(steps)) if steps else None,
-            "read_cost_ns": float(statistics.median(steps)) if steps else None,
-            "zero_steps": reads - len(steps)}
+            "resolution_ns": info.resolution * 1e9, "monotonic": info.monotonic,
+            **_read_steps(time.perf_counter_ns, reads)}
 
 
-def acquire_jitter(acc: Optional[Dict[str, Any]], th: Dict[str, Any]) -> Dict[str, Any]:
-    """The timer's figures and the latency distribution of a fixed small operation on the node (the device, or
-    the host CPU when there is no accelerator)."""
+def _phc_clockid(fd: int) -> int:
+    """The dynamic POSIX clock of an open PTP device (the kernel's FD_TO_CLOCKID)."""
+    return ((~fd) << 3) | 3
+
+
+def hardware_clocks(root: Any, reads: int = 20_000) -> List[Dict[str, Any]]:
+    """Every PTP hardware clock of the machine, opened read-only and read back to back: its measured granularity
+    and read cost (a clock that cannot be opened or read says why)."""
+    from pathlib import Path
+
+    from ..probes.sysfs import ptp_clocks
+
+    out = []
+    for clock in ptp_clocks(Path(root)):
+        entry = dict(clock, clock=f"clock_gettime({clock['device']})", implementation="PTP hardware clock",
+                     resolution_ns=1.0)
+        try:
+            fd = os.open(clock["device"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            out.append(dict(entry, error=f"cannot open {clock['device']}: {exc.strerror}"))
+            continue
+        try:
+            cid = _phc_clockid(fd)
+            entry.update(_read_steps(lambda: time.clock_gettime_ns(cid), reads))
+        except (OSError, OverflowError) as exc:
+            entry["error"] = f"cannot read {clock['device']}: {exc}"
+        finally:
+            os.close(fd)
+        out.append(entry)
+    return out
+
+
+def acquire_jitter(acc: Optional[Dict[str, Any]], th: Dict[str, Any], root: Any = "/") -> Dict[str, Any]:
+    """The timestamp sources' figures and the latency distribution of a fixed small operation on the node (the
+    device, or the host CPU when there is no accelerator), timed with the finest source: a PTP hardware clock
+    whose reads resolve the bound, else ``perf_counter_ns``."""
+    from ..checks.crg import STEPS_PER_INTERVAL
+
     n = int(th.get("samples", 2000))
+    bound = float(th.get("max_ns", 2.5))
     timer = timer_info()
     f = time.perf_counter_ns
+    clocks = hardware_clocks(root)
+    fine = [c for c in clocks if c.get("granularity_ns") and STEPS_PER_INTERVAL * c["granularity_ns"] <= 2 * bound]
+    fd = None
+    if fine:
+        best = min(fine, key=lambda c: c["granularity_ns"])
+        try:
+            fd = os.open(best["device"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            cid = _phc_clockid(fd)
+            f = lambda: time.clock_gettime_ns(cid)  # noqa: E731
+            timer = {k: v for k, v in best.items() if k not in ("device", "name", "source")}
+        except OSError:
+            fd = None
+    try:
+        lat, workload, subject_dev = _latencies(acc, n, f)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    if lat is None:
+        return workload  # why the device cannot be timed here
+    return {"device": subject_dev, "timer": timer, "hardware_clocks": clocks, "latency_ns": percentiles(lat),
+            "workload": workload}
+
+
+def _latencies(acc: Optional[Dict[str, Any]], n: int, f: Any) -> Tuple[Any, Any, str]:
     lat: List[float] = []
     if acc is None:
         import numpy as np
@@ -355,27 +421,23 @@ def acquire_jitter(acc: Optional[Dict[str, Any]], th: Dict[str, Any]) -> Dict[st
             t0 = f()
             a @ a
             lat.append(float(f() - t0))
-        workload = "a 64×64 float64 matmul on the host CPU (numpy)"
-        subject_dev = "host"
-    else:
-        try:
-            device = torch_device_for_bdf(acc["bdf"])
-        except LoadUnavailable as exc:
-            return {"absent": f"{acc['bdf']}: {exc}"}
-        torch = _torch()
-        dev = torch.device(device)
-        x = torch.ones(1024, device=dev)
-        for _ in range(50):
-            x.add_(1.0)
+        return lat, "a 64×64 float64 matmul on the host CPU (numpy)", "host"
+    try:
+        device = torch_device_for_bdf(acc["bdf"])
+    except LoadUnavailable as exc:
+        return None, {"unavailable": f"{acc['bdf']}: {exc}"}, acc["bdf"]
+    torch = _torch()
+    dev = torch.device(device)
+    x = torch.ones(1024, device=dev)
+    for _ in range(50):
+        x.add_(1.0)
+    _sync(torch, dev)
+    for _ in range(n):
+        t0 = f()
+        x.add_(1.0)
         _sync(torch, dev)
-        for _ in range(n):
-            t0 = f()
-            x.add_(1.0)
-            _sync(torch, dev)
-            lat.append(float(f() - t0))
-        workload = f"a 1024-element add on {device} with synchronize (torch)"
-        subject_dev = acc["bdf"]
-    return {"device": subject_dev, "timer": timer, "latency_ns": percentiles(lat), "workload": workload}
+        lat.append(float(f() - t0))
+    return lat, f"a 1024-element add on {device} with synchronize (torch)", acc["bdf"]
 
 
 class Crg:
@@ -403,4 +465,4 @@ class Crg:
 
     def jitter(self, acc: Optional[Dict[str, Any]], th: Dict[str, Any]) -> Dict[str, Any]:
         why = self._absent()
-        return {"absent": why} if why else acquire_jitter(acc, th)
+        return {"absent": why} if why else acquire_jitter(acc, th, self.platform.root)

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..equivalence.comparator import compare
 from ..equivalence.corpus import CORPUS
 from ..equivalence.golden import GoldenError, GoldenSet, key, record_entry, record_unsupported
+from ..equivalence.tolerance import operator_facts, resolve
 from ..equivalence.runner import (Unsupported, comparable, execute, from_storage, prepare, reference_output,
                                   torch_devices)
 
@@ -35,14 +36,17 @@ def environment(platform: Any, golden: Optional[Path], record: Optional[Path]) -
 
 
 def acquire_precision(env: Dict[str, Any], op_name: str, dtype: str,
-                      tol: Dict[str, Any]) -> List[Tuple[Dict[str, Any], str]]:
-    """Run one operator/dtype on every device and compare; record it when recording a golden set.
+                      thresholds: Dict[str, Any]) -> List[Tuple[Dict[str, Any], str]]:
+    """Run one operator/dtype on every device and compare within the tolerance the profile's EQ-PRECISION
+    ``thresholds`` give it; record it when recording a golden set.
 
-    Returns (evidence, subject) pairs, one per device (or one absent/error evidence)."""
+    Returns (evidence, subject) pairs, one per device (or one absent/error evidence); the evidence carries the
+    operator's facts the tolerance depends on."""
     subject = f"{op_name} {dtype}"
     if "unavailable" in env:
         return [({"unavailable": env["unavailable"]}, subject)]
     op = CORPUS[op_name]
+    tol = resolve(op, dtype, thresholds)
     golden, entry, golden_out = env["golden"], None, None
     if golden is not None:
         try:
@@ -82,7 +86,8 @@ def acquire_precision(env: Dict[str, Any], op_name: str, dtype: str,
         want, _ = comparable(expected, run["output_dtype"])
         result = compare(actual, want, rtol=tol["rtol"], atol=tol["atol"], probabilities=op.probabilities,
                          ulp_shift=shift)
-        out.append(({"comparison": result, "reference": reference, "device": dev, "latency_s": run["latency_s"],
+        out.append(({"comparison": result, "reference": reference, "operator": operator_facts(op, dtype),
+                     "device": dev, "latency_s": run["latency_s"],
                      "peak_bytes": run["peak_bytes"],
                      "golden_latency_s": entry.get("latency_s") if entry else None}, where))
         record_from = (dev, run)  # the last device: the accelerator when there is one

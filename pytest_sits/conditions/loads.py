@@ -23,12 +23,17 @@ class LoadUnavailable(Exception):
     """No load can be applied here; the message is the reason (for SKIP/INCONCLUSIVE)."""
 
 
+#: Why a measurement that needs torch was not made, and how to get it (docs/running.md, "Installing torch").
+TORCH_MISSING = ("torch is not installed: install the build for this machine (CUDA, ROCm or CPU only; see "
+                 "\"Installing torch\" in docs/running.md)")
+
+
 def torch_device_for_bdf(bdf: str) -> str:
     """Map a PCI address to a torch device string ("cuda:N"), or raise LoadUnavailable."""
     try:
         import torch
     except ImportError:
-        raise LoadUnavailable("torch is not installed: no load can be applied on the accelerator") from None
+        raise LoadUnavailable(f"{TORCH_MISSING}; no load can be applied on the accelerator") from None
 
     if not torch.cuda.is_available():
         raise LoadUnavailable(f"torch {torch.__version__} sees no CUDA/ROCm device (a CPU build, or no driver)")

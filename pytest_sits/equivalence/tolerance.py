@@ -14,28 +14,20 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Dict
 
-DTYPE_RTOL = {"float32": 1.3e-6, "bfloat16": 1.6e-2, "float64": 1e-7}
-U_ACCUMULATE = 2.0 ** -24
+from ..checks.equivalence import DTYPE_RTOL, U_ACCUMULATE, resolve_tolerance
+
+__all__ = ["DTYPE_RTOL", "U_ACCUMULATE", "operator_facts", "resolve"]
+
+
+def operator_facts(op: Any, dtype: str) -> Dict[str, Any]:
+    """What the tolerance of ``op`` at ``dtype`` depends on, as plain data (kept in the verdict's evidence, so the
+    check resolves the tolerance itself from the profile's thresholds, and replay can recompute it)."""
+    override = op.tolerance.get(dtype)
+    return {"name": op.name, "dtype": dtype, "accumulation": int(op.accumulation or 0),
+            "override": list(override) if override else None, "why": op.why if override else ""}
 
 
 def resolve(op: Any, dtype: str, thresholds: Dict[str, Any], risk_class: str = "") -> Dict[str, Any]:
-    risk = risk_class or thresholds.get("risk_class", "default")
-    atol = float(thresholds["atol"][risk])
-    if dtype in op.tolerance:
-        rtol, atol = op.tolerance[dtype]
-        return {"rtol": rtol, "atol": atol, "source": f"operator override: {op.why}", "risk_class": risk}
-    if dtype in ("int8",):
-        return {"rtol": 0.0, "atol": 0.0, "source": "integer GEMM: exact", "risk_class": risk}
-    if dtype.startswith("float8"):
-        return {"rtol": 0.125, "atol": atol, "source": "float8 e4m3: 3 mantissa bits (one rounding = 1/16)",
-                "risk_class": risk}
-    base = float(thresholds["rtol_fp16"]) if dtype == "float16" else DTYPE_RTOL[dtype]
-    widen = math.sqrt(op.accumulation) * U_ACCUMULATE if op.accumulation else 0.0
-    source = "SITS2026 fp16 rtol" if dtype == "float16" else "torch.testing default for the dtype"
-    if widen:
-        source += f" + sqrt(K={op.accumulation}) x 2^-24 for the accumulation"
-    return {"rtol": base + widen, "atol": atol, "source": source + f"; atol of risk class '{risk}'",
-            "risk_class": risk}
+    return resolve_tolerance(operator_facts(op, dtype), thresholds, risk_class)

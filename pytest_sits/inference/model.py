@@ -185,6 +185,8 @@ class Request:
     max_new: int
     on_done: Callable[["Request"], None]
     on_first: Optional[Callable[["Request"], None]] = None
+    #: Called from the engine's thread with each token after the first, as it is produced (streaming).
+    on_token: Optional[Callable[["Request", int], None]] = None
     submitted_ns: int = 0
     first_ns: Optional[int] = None
     done_ns: Optional[int] = None
@@ -301,12 +303,13 @@ class Engine:
 
     # -- client side
     def submit(self, prompt: List[int], max_new: int, on_done: Callable[[Request], None],
-               on_first: Optional[Callable[[Request], None]] = None) -> Request:
+               on_first: Optional[Callable[[Request], None]] = None,
+               on_token: Optional[Callable[[Request, int], None]] = None) -> Request:
         max_new = max(1, min(int(max_new), self.cfg.max_seq_tokens - 1))
         prompt = list(prompt)[: self.cfg.max_seq_tokens - max_new] or [0]
         with self._lock:
             self._ids += 1
-            req = Request(self._ids, prompt, max_new, on_done, on_first, submitted_ns=time.monotonic_ns())
+            req = Request(self._ids, prompt, max_new, on_done, on_first, on_token, submitted_ns=time.monotonic_ns())
             if self._stop or self.worker_error:
                 req.error = self.worker_error or "engine stopped"
                 on_done(req)
@@ -424,6 +427,8 @@ class Engine:
         t1 = time.monotonic_ns()
         for r, tok in zip(running, out):
             r.output.append(tok)
+            if r.on_token:
+                r.on_token(r, tok)
         self._record(t0, t1, len(running), sum(self.cfg.flops_decode(p + 1) for p in positions), "decode")
 
     def _finish(self) -> None:

@@ -9,15 +9,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from .base import Platform, PlatformError, build_inventory
 
 __all__ = ["Platform", "PlatformError", "build_inventory", "from_spec"]
 
 
-def from_spec(spec: str, profile_loader: Any = None) -> Platform:
-    """``live``, ``snapshot:DIR`` or ``sim:PROFILE[+fault,...]``."""
+def from_spec(spec: str, profile_loader: Any = None, workdir: Optional[Path] = None) -> Platform:
+    """``live``, ``snapshot:DIR`` or ``sim:PROFILE[+fault,...]``.  ``workdir``: where a simulated machine's tree
+    is built (default: a new temporary folder)."""
     if spec in ("", "live"):
         from .live import LivePlatform
 
@@ -34,5 +35,5 @@ def from_spec(spec: str, profile_loader: Any = None) -> Platform:
             from ..profiles import resolve as profile_loader
         from .sim import SimPlatform
 
-        return SimPlatform(profile_loader(name), faults, body)
+        return SimPlatform(profile_loader(name), faults, body, workdir)
     raise PlatformError(f"unknown platform {spec!r}; fix: use live, snapshot:DIR or sim:PROFILE[+fault,...]")

@@ -54,6 +54,9 @@ class SnapshotPlatform(Platform):
         if not str(directory) or str(directory) == ".":
             raise PlatformError("snapshot: names no folder; fix: --sits-platform snapshot:DIR with the folder that "
                                 "`sits capture DIR` wrote")
+        if os.path.islink(directory):
+            raise PlatformError(f"{directory}: a symbolic link; evidence folders are read without following links; "
+                                f"fix: name the folder itself ({os.path.realpath(directory)})")
         if not os.path.isdir(directory):
             raise PlatformError(f"{directory}: no such folder; fix: give the folder that `sits capture DIR` wrote")
         manifest_path = directory / "manifest.json"

@@ -263,15 +263,18 @@ def sits_inference_cache() -> Dict[str, Any]:
 
 @pytest.fixture
 def sits_inference(sits_accelerator: Optional[Dict[str, Any]], sits_run: SitsRun, sits_inference_logs: Any,
-                   sits_inference_cache: Dict[str, Any]) -> Any:
+                   sits_inference_cache: Dict[str, Any], sits_progress: Callable[[str], None]) -> Any:
     """The inference-under-load runs of this test's accelerator (the CPU when the profile expects none):
-    ``.sweep()``, ``.sla()``, ``.coldstart()``, ``.frag()`` return evidence, each run once per session."""
+    ``.sweep()``, ``.sla()``, ``.coldstart()``, ``.frag()`` return evidence, each run once per session, with
+    progress lines (load level, elapsed, completed) on the terminal."""
     from ..conditions.inference import inference_for
     from ..conditions.inventory import absent_accelerator
 
     absent = None
     if sits_accelerator is None and sits_run.profile.expected_count:
         absent = absent_accelerator(sits_run.expected(), sits_run.platform.inventory())["absent"]
-    return inference_for(sits_run.platform, sits_run.profile, sits_accelerator, absent,
-                         sits_run.inference_options(), sits_inference_logs, sits_inference_cache,
-                         run_id=f"{sits_run.started_at!r}" if sits_run.report_dir is not None else None)
+    inference = inference_for(sits_run.platform, sits_run.profile, sits_accelerator, absent,
+                              sits_run.inference_options(), sits_inference_logs, sits_inference_cache,
+                              run_id=f"{sits_run.started_at!r}" if sits_run.report_dir is not None else None)
+    inference.progress = sits_progress
+    return inference

@@ -10,19 +10,20 @@ hardware libraries are imported by the probes that need them.
 
 from __future__ import annotations
 
-import signal
 from typing import Any, List
+
+from pathlib import Path
 
 import pytest
 
 from ..catalogue import CATALOGUE, LEVELS, level_rank
-from .recorder import MARKER, PROPERTY, REQUIREMENT_PROPERTY, RUN_KEY, append, requirement_of
+from .recorder import MARKER, REQUIREMENT_PROPERTY, RUN_KEY, append, requirement_of, verdicts_of
+from .interrupts import Interrupts
 from .session import SitsRun, SitsUsageError
 from ..verdict import ERROR, Verdict
 
 pytest_plugins = ("pytest_sits.plugin.fixtures",)
 
-_OLD_SIGTERM = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,8 +45,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sits-golden", dest="sits_golden", default=None, metavar="DIR",
                     help="compare with a golden set recorded elsewhere (stored inputs, SHA-256 checked).")
     group.addoption("--sits-endpoint", dest="sits_endpoint", default=None, metavar="URL",
-                    help="an OpenAI-compatible completions server (vLLM, TGI, SGLang, Triton) held to SVC-SLA, "
-                         "e.g. http://127.0.0.1:8000; default: the built-in model.")
+                    help="an OpenAI-compatible server (vLLM, TGI, SGLang, llama.cpp, Triton) held to SVC-SLA: its "
+                         "base URL, e.g. http://127.0.0.1:8000 (asked GET /v1/models and one short request "
+                         "before any load); default: the built-in model.")
+    group.addoption("--sits-endpoint-key", dest="sits_endpoint_key", default=None, metavar="KEY",
+                    help="the endpoint's API key, sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY; "
+                         "prefer the variable: a key on the command line shows in the process list). Never "
+                         "written to the report.")
     group.addoption("--sits-redfish", dest="sits_redfish", default=None, metavar="URL",
                     help="the BMC's Redfish service for wall power (credentials from $SITS_REDFISH_USER and "
                          "$SITS_REDFISH_PASSWORD).")
@@ -76,9 +82,40 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def _sigterm(signum: int, frame: Any) -> None:
-    """SIGTERM (a scheduler's stop) ends the run as Ctrl-C does: loads stop, the report is written INCOMPLETE."""
-    raise KeyboardInterrupt("SIGTERM")
+_INTERRUPTS = pytest.StashKey[Interrupts]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Take SIGINT and SIGTERM over before the run is set up (see interrupts.py); given back at the end."""
+    interrupts = Interrupts()
+    if interrupts.install():
+        config.add_cleanup(interrupts.restore)
+    config.stash[_INTERRUPTS] = interrupts
+
+
+def _values_taken_as_paths(config: pytest.Config) -> List[str]:
+    """``--sits-X VALUE`` given as two arguments whose VALUE exists on disk: pytest's first look at the command
+    line, which chooses the rootdir and the ini file, does not know the plugin's options yet and takes VALUE as a
+    test path (so a lab's pytest.ini is ignored, or a checkout's own tests are collected)."""
+    args = [str(a) for a in config.invocation_params.args]
+    here = Path(config.invocation_params.dir)
+    takes_value = {opt for opt in _option_names(config)}
+    out = []
+    for flag, value in zip(args, args[1:]):
+        if flag in takes_value and not value.startswith("-") and (here / value).exists():
+            out.append(f"{flag} {value}")
+    return out
+
+
+def _option_names(config: pytest.Config) -> List[str]:
+    """The plugin's options that take a value."""
+    try:
+        group = config._parser.getgroup("sits")  # noqa: SLF001 - pytest exposes no public view of a group
+        return [name for opt in group.options for name in opt.names() if name.startswith("--")
+                and opt.attrs().get("action", "store") == "store"]
+    except Exception:  # pragma: no cover - another pytest: every --sits- option takes a value
+        return [a for a in map(str, config.invocation_params.args) if a.startswith("--sits-")]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -89,15 +126,29 @@ def pytest_configure(config: pytest.Config) -> None:
         "level (quick/standard/full) unless `level` is given.")
     for req in CATALOGUE.values():
         config.addinivalue_line("markers", f"{req.id}: SITS2026 requirement — {req.title} (level {req.level}).")
+    # A WARN verdict is also a SitsWarning; the summary already lists it with its reason, so pytest's warnings
+    # section does not repeat it, unless asked: `-W error::pytest_sits.plugin.recorder.SitsWarning` fails on it.
+    config.addinivalue_line("filterwarnings", "ignore::pytest_sits.plugin.recorder.SitsWarning")
+    if not _is_worker(config):
+        spaced = _values_taken_as_paths(config)
+        if spaced:
+            fixed = ", ".join("=".join(s.split(" ", 1)) for s in spaced)
+            raise pytest.UsageError(
+                f"{', '.join(spaced)}: pytest took the value given after a space for a test path when it chose its "
+                f"rootdir ({config.rootpath}) and ini file ({config.inipath or 'none'}); fix: write {fixed}")
     try:
         run = SitsRun.from_config(config)
     except SitsUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[RUN_KEY] = run
-    try:
-        config.stash[_OLD_SIGTERM] = signal.signal(signal.SIGTERM, _sigterm)
-    except ValueError:  # not the main thread (pytest run inside a thread): leave signals alone
-        pass
+    # SIGTERM ends the run as Ctrl-C does; a signal while the run is set up stops it once the session runs, a
+    # second one while stopping or one while the report is written does not cut the stop short (interrupts.py).
+    interrupts = config.stash.get(_INTERRUPTS, None)
+    if interrupts is None:  # pytest_cmdline_main did not run (pytest started another way)
+        interrupts = config.stash[_INTERRUPTS] = Interrupts()
+        if interrupts.install():
+            config.add_cleanup(interrupts.restore)
+    run.interrupts = interrupts
     if _is_worker(config):
         if run.watchdog_s is not None:
             from .watchdog import Watchdog
@@ -116,16 +167,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for name in ("sits-watchdog", "sits-reporter"):
-        plugin = config.pluginmanager.get_plugin(name)
-        if plugin is not None:
-            config.pluginmanager.unregister(plugin)
-    old = config.stash.get(_OLD_SIGTERM, None)
-    if old is not None:
-        try:
-            signal.signal(signal.SIGTERM, old)
-        except ValueError:
-            pass
+    watchdog = config.pluginmanager.get_plugin("sits-watchdog")
+    if watchdog is not None:
+        config.pluginmanager.unregister(watchdog)
+    reporter = config.pluginmanager.get_plugin("sits-reporter")
+    if reporter is not None:
+        reporter.print_result()
+        config.pluginmanager.unregister(reporter)
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.cleanup()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -154,6 +205,23 @@ def _printable(text: str) -> str:
     from ..report.render import printable
 
     return printable(text)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """pytest-benchmark's table only when asked for (a --benchmark-* option): EQ-THROUGHPUT's figures are in the
+    report, and a 220-column table would push the result off the screen."""
+    bs = getattr(session.config, "_benchmarksession", None)
+    asked = any(str(a).startswith("--benchmark") for a in session.config.invocation_params.args)
+    if bs is not None and not asked and hasattr(bs, "quiet"):
+        bs.quiet = True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> None:
+    """The session runs: a signal received while it was set up stops it here, so the report is written."""
+    run = session.config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.interrupts.session_runs()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -188,7 +256,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     one_line = None
     if call.excinfo is not None and call.when in ("setup", "call"):
         req = next((v for k, v in item.user_properties if k == REQUIREMENT_PROPERTY), None)
-        decided = any(k == PROPERTY for k, _ in item.user_properties)
+        decided = bool(verdicts_of(item))
         outcome_exc = (pytest.skip.Exception, pytest.fail.Exception, KeyboardInterrupt)
         if req and not decided and not call.excinfo.errisinstance(outcome_exc):
             run = item.config.stash.get(RUN_KEY, None)
@@ -205,8 +273,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
             if item.config.getoption("tbstyle", "auto") == "auto":
                 one_line = f"{req} ERROR: {reason} (traceback in the report's evidence; --tb=short shows it here)"
     outcome = yield
+    rep = outcome.get_result()
+    rep.sits_verdicts = list(verdicts_of(item))  # whole verdicts, carried to the xdist controller with the report
     if one_line is not None:
-        outcome.get_result().longrepr = one_line
+        rep.longrepr = one_line
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

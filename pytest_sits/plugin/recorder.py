@@ -1,15 +1,18 @@
-"""Recording verdicts on a test item, and turning the worst one into the pytest outcome.
+r"""Recording verdicts on a test item, and turning the worst one into the pytest outcome.
 
-Verdicts travel as ``item.user_properties`` (plain JSON), which pytest-xdist
-carries to the controller inside each ``TestReport``.  Waivers and the
-worst-status rule come from the verdict layer (:mod:`pytest_sits.verdict`).
+A verdict is kept whole (plain JSON, evidence included) on the item, and the plugin copies the item's verdicts
+onto each of its ``TestReport``\ s (``report.sits_verdicts``), which pytest-xdist carries to the controller.  The
+item's ``user_properties`` get a compact JSON line per verdict (requirement, subject, status, measured value,
+threshold, reason): what pytest's JUnit XML shows, without the evidence.  Waivers and the worst-status rule come
+from the verdict layer (:mod:`pytest_sits.verdict`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -28,16 +31,29 @@ class SitsWarning(UserWarning):
     """A WARN verdict: conforms, but deserves a look."""
 
 
+#: The item's verdicts, whole (copied onto its reports by the plugin's makereport hook).
+VERDICTS_KEY: "pytest.StashKey[List[Dict[str, Any]]]" = pytest.StashKey()
+#: What a JUnit property of a verdict holds.
+JUNIT_FIELDS = ("requirement", "subject", "status", "measured", "unit", "threshold", "reason")
+
+
+def verdicts_of(item: pytest.Item) -> List[Dict[str, Any]]:
+    return item.stash.setdefault(VERDICTS_KEY, [])
+
+
 def append(item: pytest.Item, verdict: Verdict, simulated: bool, waiver: Optional[str]) -> Dict[str, Any]:
-    """Store one verdict on the item (it travels to the xdist controller in the TestReport)."""
+    """Store one verdict on the item (it travels to the xdist controller on the TestReport)."""
+    kept = verdicts_of(item)
     data = verdict.to_json()
     data["nodeid"] = item.nodeid
     data["simulated"] = simulated
     data["waiver"] = waiver
-    data["seq"] = sum(1 for k, _ in item.user_properties if k == PROPERTY)
+    data["seq"] = len(kept)
     data["recorded_at"] = time.time()
     data = plain(data)
-    item.user_properties.append((PROPERTY, data))
+    kept.append(data)
+    item.user_properties.append((PROPERTY, json.dumps({k: data.get(k) for k in JUNIT_FIELDS}, separators=(",", ":"),
+                                                      ensure_ascii=False)))
     return data
 
 
@@ -97,4 +113,10 @@ class Recorder:
         if status == INCONCLUSIVE or all(d["status"] in (SKIP, WAIVED) for d in recorded):
             _skip(f"{req} {status}{sim}: {msg}")
         if status == WARN:
-            warnings.warn(SitsWarning(f"{req} WARN{sim}: {msg}"), stacklevel=2)
+            # Without its subject, the same finding on every device is one message, which pytest's warnings
+            # summary shows once with the tests it came from.
+            from ..report.render import subject_free
+
+            first = next(d for d in recorded if d["status"] == WARN)
+            warnings.warn(SitsWarning(f"{req} WARN{sim}: {subject_free(first['reason'], first['subject'])}"),
+                          stacklevel=2)

@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from ..report.model import plain
-from .recorder import MARKER, PROPERTY, REQUIREMENT_PROPERTY
-from .session import SitsRun
+from ..report.model import EXIT_NO_REPORT, EXIT_NON_CONFORMANT, EXIT_UNDECIDED, exit_status, plain
+from .recorder import MARKER, REQUIREMENT_PROPERTY
+from .session import SitsRun, redact_args
 
 
 
@@ -32,14 +32,15 @@ class SitsReporter:
         self.outcomes: Dict[str, int] = {}
         self.workers = 0
         self.paths: List[Path] = []
+        self.terminal: Any = None
         self.write_error: Optional[str] = None
         self.report: Optional[Dict[str, Any]] = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for value in getattr(report, "sits_verdicts", None) or []:
+            self.verdicts.setdefault((report.nodeid, value["seq"]), value)
         for key, value in report.user_properties:
-            if key == PROPERTY:
-                self.verdicts.setdefault((report.nodeid, value["seq"]), value)
-            elif key == REQUIREMENT_PROPERTY:
+            if key == REQUIREMENT_PROPERTY:
                 self.collected.setdefault(value, "COLLECTED")
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self.outcomes[report.outcome] = self.outcomes.get(report.outcome, 0) + 1
@@ -62,7 +63,10 @@ class SitsReporter:
             name = pytest.ExitCode(exitstatus).name
         except ValueError:
             name = str(exitstatus)
-        completed = exitstatus not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+        # A signal is recorded whatever pytest made of it: a second Ctrl-C can cut pytest's own handling of the
+        # first short, and pytest then passes "OK" here. A run that received one did not complete.
+        completed = (exitstatus not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+                     and not self.run.interrupts.before_report)
         try:
             inventory = self.run.platform.inventory()
         except Exception as exc:  # a broken probe must not lose the verdicts
@@ -74,7 +78,8 @@ class SitsReporter:
             run={"started_at": iso(self.run.started_at), "finished_at": iso(now),
                  "duration_s": round(now - self.run.started_at, 3), "completed": completed,
                  "exit_status": int(exitstatus), "exit_status_name": name, "level": self.run.level,
-                 "args": [str(a) for a in self.config.invocation_params.args],
+                 "args": redact_args(self.config.invocation_params.args),
+                 "interrupts": [dict(r) for r in self.run.interrupts.before_report],
                  "xdist_workers": self.workers, "tests": self.outcomes},
             environment={"hostname": socket.gethostname(), "python": _pyplatform.python_version(),
                          "os": _pyplatform.platform(), "packages": rep.package_versions()},
@@ -105,12 +110,35 @@ class SitsReporter:
             self.verdicts[("(session finish)", 0)] = data
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.run.interrupts.before_report and exitstatus != pytest.ExitCode.INTERNAL_ERROR:
+            # A second Ctrl-C can cut pytest's handling of the first short: pytest then says "OK". It was not.
+            exitstatus = session.exitstatus = pytest.ExitCode.INTERRUPTED
+        if session.config.getoption("collectonly", False):
+            return  # nothing ran: the last real report stays as it is
+        # A signal now is recorded, not raised: the report pair is written whole (interrupts.py).
+        with self.run.interrupts.writing_report():
+            self._finish(exitstatus)
+        if self.run.interrupts.during_report:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        elif self.write_error:
+            session.exitstatus = EXIT_NO_REPORT
+        elif self.report is not None:
+            session.exitstatus = self.report["run"]["exit_status"]
+
+    def _finish(self, exitstatus: int) -> None:
         from ..report.render import render_html
         from ..report.store import HTML_NAME, JSON_NAME, write_pair
 
         if self.run.golden_record is not None and (self.run.golden_record / "entries").is_dir():
             self._finalize_golden(exitstatus)
         self.report = self.build_report(exitstatus)
+        # The status the run ends with (pytest's own for pytest's outcomes, else what the verdicts decided), in the
+        # report as well: CI gates on either.
+        run = self.report["run"]
+        run["pytest_exit_status"] = run["exit_status"]
+        run["exit_status"] = exit_status(self.report["summary"], int(exitstatus))
+        run["exit_status_name"] = {EXIT_NON_CONFORMANT: "NON_CONFORMANT", EXIT_UNDECIDED: "UNDECIDED"}.get(
+            run["exit_status"], run["exit_status_name"])
         self._write_prometheus()
         if self.run.report_dir is None:
             return
@@ -139,15 +167,34 @@ class SitsReporter:
                                 "writable path with --sits-prometheus=FILE")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from ..report.render import terminal_lines
+        from ..report.render import terminal_rows
 
         if self.report is None:
             return
         tr = terminalreporter
+        width = max(60, min(tr._tw.fullwidth, 160))  # noqa: SLF001 - the terminal's width, as pytest measured it
         tr.write_sep("=", "SITS2026 conformance summary" + (" (SIMULATED)" if self.run.platform.simulated else ""))
-        for line in terminal_lines(self.report):
-            tr.write_line(line)
+        for line, status in terminal_rows(self.report, width):
+            tr.write_line(line, **COLOURS.get(status, {}))
         for p in self.paths:
             tr.write_line(f"sits report: {p}")
         if self.write_error:
             tr.write_line(f"sits: {self.write_error}", red=True)
+        self.terminal = tr
+
+    def print_result(self) -> None:
+        """The run's result, as the very last line of the output (after pytest's own summary line)."""
+        from ..report.render import result_line
+
+        tr = self.terminal
+        if tr is None or self.report is None:
+            return
+        result = self.report["summary"]["result"]
+        tr.write_line(result_line(self.report), bold=True, **COLOURS.get(RESULT_STATUS.get(result, ""), {}))
+
+
+#: Terminal colours by status (pytest's markup): problems red, doubts yellow, passes green.
+COLOURS = {"PASS": {"green": True}, "FAIL": {"red": True}, "ERROR": {"red": True}, "INCONCLUSIVE": {"yellow": True},
+           "WARN": {"yellow": True}, "WAIVED": {"cyan": True}}
+RESULT_STATUS = {"CONFORMANT": "PASS", "PARTIAL": "WARN", "NON_CONFORMANT": "FAIL", "UNDECIDED": "INCONCLUSIVE",
+                 "INCOMPLETE": "INCONCLUSIVE", "SIMULATED": "WAIVED"}

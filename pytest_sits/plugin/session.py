@@ -10,6 +10,8 @@ profile file and the controller's inventory instead of probing again.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,12 +20,38 @@ from typing import Any, Dict, Optional, Tuple
 from ..catalogue import LEVELS
 from ..platforms import Platform, PlatformError, from_spec
 from ..profiles import Profile, ProfileError, auto_pick, resolve
+from .interrupts import Interrupts
 
 ENV_PROFILE, ENV_PLATFORM, ENV_LEVEL, ENV_REPORT_DIR = (
     "SITS_PROFILE", "SITS_PLATFORM", "SITS_LEVEL", "SITS_REPORT_DIR")
 #: The options an environment variable can set (option dest -> variable); the same dests are ini keys.
 OPTION_ENV = {"sits_profile": ENV_PROFILE, "sits_platform": ENV_PLATFORM, "sits_level": ENV_LEVEL,
               "sits_report_dir": ENV_REPORT_DIR}
+
+
+ENV_ENDPOINT_KEY = "OPENAI_API_KEY"
+#: Options whose value is a secret: shown as *** wherever the command line is recorded.
+SECRET_OPTIONS = ("--sits-endpoint-key",)
+
+
+def redact_args(args: Any) -> list:
+    """The command line with the values of secret options replaced by ``***``."""
+    out, hide = [], False
+    for a in map(str, args):
+        if hide:
+            out.append("***")
+            hide = False
+            continue
+        name = a.split("=", 1)[0]
+        if name in SECRET_OPTIONS:
+            if "=" in a:
+                out.append(f"{name}=***")
+            else:
+                out.append(a)
+                hide = True
+            continue
+        out.append(a)
+    return out
 
 
 class SitsUsageError(Exception):
@@ -55,6 +83,14 @@ class SitsRun:
     endpoint: Optional[str] = None
     #: The BMC's Redfish service for wall power: url, and credentials from $SITS_REDFISH_USER/_PASSWORD.
     redfish: Optional[Dict[str, Any]] = None
+    #: The signals this process received, and how they are handled (see interrupts.py).
+    interrupts: Interrupts = field(default_factory=Interrupts)
+    #: The run's scratch folder (the simulated machine's trees, the workers' too), made by the controller and
+    #: removed by it at the end, also when a worker was killed before it could clean up.
+    workdir: Optional[Path] = None
+    owns_workdir: bool = False
+    #: The endpoint's API key (--sits-endpoint-key, else $OPENAI_API_KEY); never written to a report.
+    endpoint_key: Optional[str] = field(default=None, repr=False)
     #: Where the run's Prometheus textfile goes (None: none written).
     prometheus: Optional[Path] = None
     #: Seconds a test may run before the watchdog ends the run (None: no watchdog).
@@ -74,7 +110,8 @@ class SitsRun:
             level_opt=config.getoption("sits_level"), level_ini=config.getini("sits_level"),
             report_dir_opt=config.getoption("sits_report_dir"), report_dir_ini=config.getini("sits_report_dir"))
         run.set_golden(config.getoption("sits_golden_record"), config.getoption("sits_golden"))
-        run.set_inference(config.getoption("sits_endpoint", None), config.getoption("sits_redfish", None))
+        run.set_inference(config.getoption("sits_endpoint", None), config.getoption("sits_redfish", None),
+                          config.getoption("sits_endpoint_key", None))
         run.set_operations(config.getoption("sits_prometheus", None), config.getoption("sits_watchdog", None),
                            config.getoption("sits_health_load", None))
         return run
@@ -98,19 +135,22 @@ class SitsRun:
             self.watchdog_s = float(watchdog_s)
         self.health_load = health_load or "suite"
 
-    def set_inference(self, endpoint: Optional[str], redfish_url: Optional[str]) -> None:
-        """The external system under test and the BMC, checked now (a bad URL is a usage error)."""
+    def set_inference(self, endpoint: Optional[str], redfish_url: Optional[str],
+                      endpoint_key: Optional[str] = None) -> None:
+        """The external system under test and the BMC, checked now (a bad URL is a usage error); the endpoint's
+        key from the option, else ``$OPENAI_API_KEY``."""
         from urllib.parse import urlsplit
 
         for flag, url in (("--sits-endpoint", endpoint), ("--sits-redfish", redfish_url)):
             if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname):
                 raise SitsUsageError(f"{flag} {url!r} is not an http(s) URL; fix: {flag} http://HOST:PORT")
         self.endpoint = endpoint or None
+        self.endpoint_key = endpoint_key or os.environ.get(ENV_ENDPOINT_KEY) or None
         self.redfish = {"url": redfish_url, "user": os.environ.get("SITS_REDFISH_USER"),
                         "password": os.environ.get("SITS_REDFISH_PASSWORD")} if redfish_url else None
 
     def inference_options(self) -> Dict[str, Any]:
-        return {"endpoint": self.endpoint, "redfish": self.redfish}
+        return {"endpoint": self.endpoint, "redfish": self.redfish, "endpoint_key": self.endpoint_key}
 
     def set_golden(self, record: Optional[str], golden: Optional[str]) -> None:
         if record and golden:
@@ -136,8 +176,9 @@ class SitsRun:
             raise SitsUsageError(f"unknown level {level!r} (from {level_how}); fix: use one of {', '.join(LEVELS)}")
         plat_spec, plat_how = _pick(platform_opt, ENV_PLATFORM, platform_ini)
         prof_spec, prof_how = _pick(profile_opt, ENV_PROFILE, profile_ini)
+        workdir = Path(tempfile.mkdtemp(prefix="sits-run-")) if (plat_spec or "").startswith("sim:") else None
         try:
-            platform = from_spec(plat_spec or "live")
+            platform = from_spec(plat_spec or "live", workdir=workdir)
             platform.inventory()  # a broken snapshot is a usage error now, not a traceback later
             if prof_spec:
                 flag = {"option": "--sits-profile", "env": f"${ENV_PROFILE}", "ini": "sits_profile"}[prof_how]
@@ -148,15 +189,20 @@ class SitsRun:
             else:
                 name, why = auto_pick(platform.inventory()["accelerators"])
                 profile = resolve(name, how="auto", why=why)
-        except ProfileError as exc:
-            raise SitsUsageError(f"bad profile: {exc}") from None
-        except PlatformError as exc:
-            raise SitsUsageError(f"bad platform: {exc}") from None
+        except (ProfileError, PlatformError) as exc:
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
+            raise SitsUsageError(f"bad {'profile' if isinstance(exc, ProfileError) else 'platform'}: {exc}") from None
         rd, _ = _pick(report_dir_opt, ENV_REPORT_DIR, report_dir_ini)
         rd = rd or "sits-report"
         report_dir = None if rd.lower() == "none" else (Path(rd) if Path(rd).is_absolute() else Path.cwd() / rd)
         return cls(profile=profile, platform=platform, level=level, level_how=level_how, report_dir=report_dir,
-                   platform_spec=plat_spec or "live")
+                   platform_spec=plat_spec or "live", workdir=workdir, owns_workdir=workdir is not None)
+
+    def cleanup(self) -> None:
+        """Remove the run's scratch folder (the controller's, once its workers are gone)."""
+        if self.owns_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def to_workerinput(self) -> Dict[str, Any]:
         """What a worker needs to be the same run (plain JSON for execnet)."""
@@ -167,23 +213,26 @@ class SitsRun:
                 "golden_record": str(self.golden_record) if self.golden_record else None,
                 "golden": str(self.golden) if self.golden else None,
                 "endpoint": self.endpoint, "redfish_url": (self.redfish or {}).get("url"),
+                "workdir": str(self.workdir) if self.workdir else None,
+                "endpoint_key": self.endpoint_key,
                 "prometheus": str(self.prometheus) if self.prometheus else None, "watchdog_s": self.watchdog_s,
                 "health_load": self.health_load}
 
     @classmethod
     def from_workerinput(cls, data: Dict[str, Any]) -> "SitsRun":
+        workdir = Path(data["workdir"]) if data.get("workdir") else None
         try:
-            platform = from_spec(data["platform_spec"])
+            platform = from_spec(data["platform_spec"], workdir=workdir)
             profile = resolve(data["profile_path"], how=data["profile_how"], why=data["profile_why"])
         except (ProfileError, PlatformError) as exc:  # pragma: no cover - the controller resolved the same
             raise SitsUsageError(str(exc)) from None
         platform.set_inventory(data["inventory"])
         run = cls(profile=profile, platform=platform, level=data["level"], level_how=data["level_how"],
                   report_dir=Path(data["report_dir"]) if data["report_dir"] else None,
-                  started_at=data["started_at"], platform_spec=data["platform_spec"])
+                  started_at=data["started_at"], platform_spec=data["platform_spec"], workdir=workdir)
         run.golden_record = Path(data["golden_record"]) if data["golden_record"] else None
         run.golden = Path(data["golden"]) if data["golden"] else None
-        run.set_inference(data.get("endpoint"), data.get("redfish_url"))
+        run.set_inference(data.get("endpoint"), data.get("redfish_url"), data.get("endpoint_key"))
         run.set_operations(data.get("prometheus"), data.get("watchdog_s"), data.get("health_load"))
         return run
 

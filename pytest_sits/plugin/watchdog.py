@@ -71,9 +71,13 @@ class Watchdog:
                     data = plain(dict(v.to_json(), nodeid=item.nodeid, simulated=self.simulated, waiver=None,
                                       seq=1000, recorded_at=time.time()))
                     self.reporter.verdicts[(item.nodeid, 1000)] = data
-                self.reporter.pytest_sessionfinish(self.session, int(pytest.ExitCode.INTERRUPTED))
+                # the report as the session's end writes it (not through its signal handling: this is a thread)
+                self.reporter._finish(int(pytest.ExitCode.INTERRUPTED))
                 for p in self.reporter.paths:
                     print(f"sits report: {p}", file=sys.stderr, flush=True)
+                cleanup = getattr(self.reporter.run, "cleanup", None)
+                if cleanup is not None:
+                    cleanup()  # the simulated machine's trees: os._exit skips pytest_unconfigure
         finally:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -29,7 +29,10 @@ def _read(root: Path, rel: str) -> Optional[str]:
 
 
 def _exists(root: Path, rel: str) -> bool:
-    return (Path(root) / rel).exists()
+    """A device file is there (a link out of a snapshot is not followed: it proves nothing)."""
+    from ..files import exists_inside
+
+    return exists_inside(root, rel)
 
 
 def cpu_flags(root: Path) -> Dict[str, Any]:

@@ -26,8 +26,10 @@ from .pcie import gen_of, parse_config, parse_sysfs_speed
 
 #: Largest file read below a non-live root (/proc/cpuinfo of a 1,024-CPU host is about 1.5 MB).
 FILE_LIMIT = 8 << 20
-#: Most CPUs a cpulist may name.
-MAX_CPUS = 65536
+#: Most CPUs a machine may have: the largest NR_CPUS of a Linux build (x86_64 MAXSMP, arm64: 8192).
+MAX_CPUS = 8192
+#: Most NUMA nodes a machine may have: 1 << CONFIG_NODES_SHIFT at its largest (10).
+MAX_NODES = 1024
 
 
 class SysfsValueError(ValueError):
@@ -125,7 +127,8 @@ def parse_cpulist(text: Optional[str], where: str = "cpulist") -> List[int]:
             raise SysfsValueError(f"{where}: {part[:40]!r} is not a CPU list entry (N or N-M)")
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
         if hi < lo or hi >= MAX_CPUS or len(out) + hi - lo + 1 > MAX_CPUS:
-            raise SysfsValueError(f"{where}: {part[:40]!r} names more than {MAX_CPUS} CPUs or runs backwards")
+            raise SysfsValueError(f"{where}: {part[:40]!r} runs backwards or names a CPU beyond {MAX_CPUS - 1} (more "
+                                  f"than {MAX_CPUS} CPUs, the most a Linux kernel supports)")
         out.extend(range(lo, hi + 1))
     return out
 
@@ -170,19 +173,32 @@ def mem_facts(root: Path) -> Dict[str, Any]:
 
 
 def numa_facts(root: Path) -> List[Dict[str, Any]]:
+    """The NUMA nodes, their CPUs, memory and distances.  A tree with more nodes than any Linux kernel supports
+    (:data:`MAX_NODES`), a CPU numbered beyond :data:`MAX_CPUS`, or a CPU in two nodes is refused
+    (SysfsValueError): such a snapshot was made up, and reading it whole would cost gigabytes."""
     nodes = []
     base = root / "sys/devices/system/node"
     dirs = [d for d in base.glob("node[0-9]*") if re.fullmatch(r"node\d{1,5}", d.name)]
+    if len(dirs) > MAX_NODES:
+        raise SysfsValueError(f"{base}: {len(dirs)} NUMA nodes, more than a Linux kernel supports ({MAX_NODES}); "
+                              "this tree was not captured from a machine")
+    seen: set = set()
     for d in sorted(dirs, key=lambda p: int(p.name[4:])):
         rel = d.relative_to(root)
         meminfo = read_text(root, str(rel / "meminfo")) or ""
         m = re.search(r"MemTotal:\s+(\d{1,19})\s+kB", meminfo)
         distance = read_text(root, str(rel / "distance"))
         cpulist = read_text(root, str(rel / "cpulist"))
+        cpus = parse_cpulist(cpulist, f"{root}/{rel}/cpulist")
+        twice = seen.intersection(cpus)  # CPU numbers below MAX_CPUS, each in one node: MAX_CPUS in all at most
+        if twice:
+            raise SysfsValueError(f"{root}/{rel}/cpulist: CPU {min(twice)} is in two NUMA nodes; this tree was "
+                                  "not captured from a machine")
+        seen.update(cpus)
         nodes.append({
             "node": int(d.name[4:]),
             "cpulist": cpulist,
-            "cpus": parse_cpulist(cpulist, f"{root}/{rel}/cpulist"),
+            "cpus": cpus,
             "mem_total_bytes": int(m.group(1)) * 1024 if m else None,
             "distance": [_int(x) for x in distance.split()[:4096]] if distance else None,
         })
@@ -281,3 +297,17 @@ def collect(root: Path) -> Dict[str, Any]:
         "numa": numa_facts(root),
         "pci": pci,
     }
+
+
+def ptp_clocks(root: Path) -> List[Dict[str, Any]]:
+    """The PTP hardware clocks the kernel lists (``/sys/class/ptp/ptpN``: a NIC's or a platform's timestamp
+    clock), with their names and the device file each is read through."""
+    base = root / "sys/class/ptp"
+    out = []
+    for d in sorted(base.glob("ptp[0-9]*"), key=lambda p: p.name) if base.is_dir() else []:
+        if not re.fullmatch(r"ptp\d{1,4}", d.name):
+            continue
+        name = read_text(root, f"sys/class/ptp/{d.name}/clock_name")
+        out.append({"device": f"/dev/{d.name}", "name": (name or "")[:64] or None,
+                    "source": f"/sys/class/ptp/{d.name}/clock_name"})
+    return out[:64]

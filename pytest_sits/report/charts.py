@@ -100,29 +100,56 @@ def downsample(xs: Sequence[float], ys: Sequence[float], max_points: int = MAX_P
     return x[keep].tolist(), y[keep].tolist()
 
 
+def _runs(pts: List[Tuple[float, Optional[float]]]) -> List[List[Tuple[float, float]]]:
+    """The points split into runs: at a point without a value, and where time jumps by more than five times the
+    usual step (a pause in the recording). Each run is drawn alone: a gap stays a gap."""
+    steps = sorted(b[0] - a[0] for a, b in zip(pts, pts[1:]) if b[0] > a[0])
+    jump = 5 * steps[len(steps) // 2] if steps else float("inf")
+    runs: List[List[Tuple[float, float]]] = [[]]
+    prev_x = None
+    for x, y in pts:
+        if y is None or (prev_x is not None and x - prev_x > jump):
+            if runs[-1]:
+                runs.append([])
+        if y is not None:
+            runs[-1].append((x, y))
+        prev_x = x
+    return [r for r in runs if r]
+
+
 def line_chart(series: Dict[str, Any]) -> Markup:
-    """One timeline with its band (green) and the measured part (blue shade from ``mark_from``)."""
-    pts = [(_num(x), _num(y)) for x, y in zip(series.get("x") or [], series.get("y") or [])]
-    pts = [(x, y) for x, y in pts if x is not None and y is not None]
+    """One timeline with its band (green), the measured part (blue shade from ``mark_from``) and its gaps (grey:
+    no reading, e.g. the load paused while its reference was re-measured)."""
+    raw = [(_num(x), _num(y) if y is not None else None) for x, y in zip(series.get("x") or [], series.get("y") or [])]
+    pts = [(x, y) for x, y in raw if x is not None]
+    runs = _runs(pts)
     title = f"{series.get('title', '')} ({series.get('unit', '')})"
-    if len(pts) < 2:
+    if sum(len(r) for r in runs) < 2:
         return _note(f"{title}: fewer than two points")
     try:
         _, Figure = _mpl()
     except _NoMatplotlib:
         return _missing(title)
-    xs, ys = downsample([p[0] for p in pts], [p[1] for p in pts])
     fig = Figure(figsize=(6.6, 2.1), dpi=100)
     ax = fig.add_subplot()
     band = series.get("band")
     if isinstance(band, (list, tuple)) and len(band) == 2 and _num(band[0]) is not None and _num(band[1]) is not None:
         ax.axhspan(float(band[0]), float(band[1]), color="#7bbf7b", alpha=0.25, lw=0, label="band")
+    last_x = pts[-1][0]
     mark = _num(series.get("mark_from"))
     if mark is not None:
-        ax.axvspan(mark, xs[-1], color="#2060c0", alpha=0.08, lw=0, label="measured")
-    ax.plot(xs, ys, color="#1f4e9a", lw=1.0)
-    ax.set_title(title + (f" — {len(pts)} points, {len(xs)} drawn" if len(xs) < len(pts) else ""), fontsize=9,
-                 loc="left")
+        ax.axvspan(mark, last_x, color="#2060c0", alpha=0.08, lw=0, label="measured")
+    gap_label = series.get("gap_label") or "no reading"
+    for a, b in zip(runs, runs[1:]):
+        ax.axvspan(a[-1][0], b[0][0], color="#999999", alpha=0.25, lw=0, label=gap_label)
+        gap_label = None  # one legend entry
+    total = drawn = 0
+    for run in runs:
+        xs, ys = downsample([p[0] for p in run], [p[1] for p in run])
+        total, drawn = total + len(run), drawn + len(xs)
+        ax.plot(xs, ys, color="#1f4e9a", lw=1.0)
+    ax.set_title(title + (f" — {total} points, {drawn} drawn" if drawn < total else "")
+                 + (f", {len(runs) - 1} gap(s)" if len(runs) > 1 else ""), fontsize=9, loc="left")
     ax.set_xlabel("time (s)", fontsize=8)
     ax.tick_params(labelsize=7)
     # Few ticks: tick objects are most of a small chart's drawing time, and a dozen are drawn per page.
@@ -131,8 +158,21 @@ def line_chart(series: Dict[str, Any]) -> Markup:
     ax.xaxis.set_major_locator(MaxNLocator(6))
     ax.yaxis.set_major_locator(MaxNLocator(4))
     ax.grid(True, lw=0.3, alpha=0.5)
+    if len(runs) > 1:
+        ax.legend(fontsize=7, loc="lower right", framealpha=0.6)
     fig.subplots_adjust(left=0.08, right=0.98, top=0.87, bottom=0.2)
     return _svg(fig, title, tight=False)
+
+
+def meaningful_limits(lo: float, hi: float, min_share: float = 0.1) -> Tuple[float, float]:
+    """Axis limits that show a range worth reading: data spanning less than ``min_share`` of its magnitude (a
+    power axis of 0.3 W around 600 W) is shown over that share, centred, so a flat quantity looks flat."""
+    span, mag = hi - lo, max(abs(lo), abs(hi))
+    need = min_share * mag
+    if mag == 0 or span >= need:
+        return lo, hi
+    mid = (lo + hi) / 2
+    return mid - need / 2, mid + need / 2
 
 
 def charts_for(evidence: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -189,8 +229,12 @@ def heatmap_chart(hm: Dict[str, Any], points: Sequence[Dict[str, Any]] = ()) -> 
         s2 = ax2.scatter([x[i] for i in kept], [y[i] for i in kept], c=[hm["score"][i] for i in kept],
                          cmap="RdYlGn_r", s=14, lw=0)
         fig.colorbar(s2, ax=ax2, label="SLA-weighted score (lower is better)")
+    ys = [v for v in py + list(grid["y"]) if v is not None]
+    ylim = meaningful_limits(min(ys), max(ys)) if ys else None
     for ax in (ax1, ax2):
         ax.scatter(px, py, s=12, facecolor="none", edgecolor="black", lw=0.7, label="measured")
+        if ylim is not None:
+            ax.set_ylim(*ylim)  # a power that hardly moved is shown as flat, not blown up to fill the axis
         ax.set_xlabel("load ρ (share of peak)", fontsize=8)
         ax.set_ylabel("power (W)", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -198,7 +242,8 @@ def heatmap_chart(hm: Dict[str, Any], points: Sequence[Dict[str, Any]] = ()) -> 
         ax.yaxis.set_major_locator(MaxNLocator(6))
     best = hm.get("best")
     if best:
-        ax2.plot([best["rho"]], [best["power_w"]], marker="*", color="black", ms=11, ls="none", label="best score")
+        ax2.plot([best["rho"]], [best["power_w"]], marker="*", color="black", ms=11, ls="none",
+                 label="best score meeting the SLA")
     ax1.set_title(f"1. interpolated ({'Clough-Tocher' if grid['mode'] == 'surface' else 'PCHIP along load'})",
                   fontsize=9, loc="left")
     ax2.set_title(f"2-3. Pareto kept {hm['pareto']['kept']}, dropped {hm['pareto']['dropped']}; SLA score",

@@ -58,9 +58,11 @@ def scope_of(coverage_rows: List[Dict[str, Any]], level: str, kind: str,
         elif st.startswith("NOT_AT_LEVEL"):
             st = "above_level"
         else:
-            st = {"NOT_IMPLEMENTED": "not_implemented", "DESELECTED": "deselected"}.get(st, "not_selected")
+            st = {"NOT_IMPLEMENTED": "not_implemented", "DESELECTED": "deselected", "NOT_RUN": "not_run"}.get(
+                st, "not_selected")
         by_state.setdefault(st, []).append(row["requirement"])
-    keys = ("decided", "skipped", "not_measured", "above_level", "deselected", "not_selected", "not_implemented")
+    keys = ("decided", "skipped", "not_measured", "not_run", "above_level", "deselected", "not_selected",
+            "not_implemented")
     out: Dict[str, Any] = {"level": level, "platform": kind, "catalogue": len(coverage_rows)}
     out.update({k: by_state.get(k, []) for k in keys})
     return out
@@ -71,6 +73,8 @@ def _scope_gaps(scope: Dict[str, Any]) -> List[str]:
     if scope["not_measured"]:
         gaps.append(f"{len(scope['not_measured'])} not measured here ({', '.join(scope['not_measured'][:6])}"
                     f"{', ...' if len(scope['not_measured']) > 6 else ''})")
+    if scope.get("not_run"):
+        gaps.append(f"{len(scope['not_run'])} not run (the run stopped before them)")
     if scope["above_level"]:
         gaps.append(f"{len(scope['above_level'])} above level {scope['level']}")
     if scope["deselected"]:
@@ -124,8 +128,43 @@ def summarise(verdicts: List[Dict[str, Any]], completed: bool, simulated: bool,
     return out
 
 
-def coverage(verdicts: List[Dict[str, Any]], level: str, collected: Dict[str, str]) -> List[Dict[str, Any]]:
-    """One row per catalogue requirement: what happened to it in this run."""
+#: The exit statuses of a run, for CI to gate on.  pytest's own (0 to 5) keep their meaning for pytest's own
+#: outcomes; the suite's results that need a decision of their own get statuses above pytest's.
+EXIT_STATUSES = (
+    (0, "CONFORMANT or PARTIAL", "every decided verdict conforms (PASS, WARN, WAIVED, SKIP); a PARTIAL report names "
+                                 "what was not decided"),
+    (1, "pytest: tests failed", "a test that is not a SITS2026 requirement failed (a lab's own test)"),
+    (2, "INCOMPLETE", "interrupted (Ctrl-C, SIGTERM): the report holds what was measured"),
+    (3, "pytest: internal error", "pytest or a plugin broke; the report, if written, is INCOMPLETE"),
+    (4, "usage error", "a bad option, profile, platform or golden set: the message names the fix"),
+    (5, "pytest: no tests", "nothing was collected (a -m/-k that selects nothing)"),
+    (10, "NON_CONFORMANT", "a FAIL or ERROR verdict (also on a simulated platform)"),
+    (11, "UNDECIDED", "an INCONCLUSIVE verdict, or nothing decided (every verdict SKIP); a run with no verdict at "
+                      "all (no SITS2026 requirement selected) keeps pytest's status"),
+    (12, "report not written", "the run ended, but its report could not be written (the message names the folder)"),
+)
+EXIT_NON_CONFORMANT, EXIT_UNDECIDED, EXIT_NO_REPORT = 10, 11, 12
+
+
+def exit_status(summary: Dict[str, Any], pytest_status: int) -> int:
+    """The run's exit status (:data:`EXIT_STATUSES`): pytest's own for interrupted, broken, misused or empty runs;
+    otherwise what the verdicts decided, whatever the platform (a simulated run with a FAIL is NON_CONFORMANT
+    here, SIMULATED in the report)."""
+    counts = summary.get("counts") or {}
+    if pytest_status not in (0, 1) or not sum(counts.values()):
+        return pytest_status  # pytest's own outcome, or a run of no SITS2026 requirement (a lab's other tests)
+    if counts.get(FAIL) or counts.get(ERROR):
+        return EXIT_NON_CONFORMANT
+    decided = counts.get(PASS, 0) + counts.get(WARN, 0) + counts.get(WAIVED, 0)
+    if counts.get(INCONCLUSIVE) or not decided:  # as summarise(): nothing decided is UNDECIDED
+        return EXIT_UNDECIDED
+    return pytest_status
+
+
+def coverage(verdicts: List[Dict[str, Any]], level: str, collected: Dict[str, str],
+             completed: bool = True) -> List[Dict[str, Any]]:
+    """One row per catalogue requirement: what happened to it in this run.  In a run that did not complete, a
+    requirement in scope with no verdict is NOT_RUN (the run stopped before it), never "not selected"."""
     rows = []
     by_req: Dict[str, List[str]] = {}
     for v in verdicts:
@@ -139,6 +178,8 @@ def coverage(verdicts: List[Dict[str, Any]], level: str, collected: Dict[str, st
             state = f"NOT_AT_LEVEL_{level.upper()}"
         else:
             state = collected.get(req.id, "NOT_SELECTED")
+            if not completed and state == "NOT_SELECTED":
+                state = "NOT_RUN"
         rows.append({"requirement": req.id, "title": req.title, "source": req.source, "level": req.level,
                      "extension": req.extension, "state": state, "statuses": by_req.get(req.id, [])})
     return rows
@@ -147,7 +188,7 @@ def coverage(verdicts: List[Dict[str, Any]], level: str, collected: Dict[str, st
 def build(*, run: Dict[str, Any], environment: Dict[str, Any], platform: Dict[str, Any],
           profile: Dict[str, Any], inventory: Dict[str, Any], verdicts: List[Dict[str, Any]],
           collected: Dict[str, str]) -> Dict[str, Any]:
-    rows = coverage(verdicts, run["level"], collected)
+    rows = coverage(verdicts, run["level"], collected, run["completed"])
     return {
         "schema": "pytest-sits/report",
         "schema_version": REPORT_SCHEMA_VERSION,

@@ -11,9 +11,9 @@ import functools
 import gc
 import json
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..verdict import ERROR, FAIL, INCONCLUSIVE
+from ..verdict import ERROR, FAIL, INCONCLUSIVE, SEVERITY
 from .model import analytics_section
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -25,14 +25,48 @@ EVIDENCE_EXCERPT_CHARS = 400
 _FMT_CAP = 300
 
 
+def number(value: float) -> str:
+    """A number as people read it: up to 4 significant digits, never in exponent form between 1e-4 and 1e12
+    (309,600 rather than 3.096e+05), thousands separated."""
+    a = abs(value)
+    if value != value or a in (float("inf"),):
+        return str(value)
+    if a == 0:
+        return "0"
+    if a >= 1e12 or a < 1e-4:
+        return f"{value:.4g}"
+    if a >= 1000:
+        return f"{value:,.0f}"
+    digits = max(0, 3 - int(__import__("math").floor(__import__("math").log10(a))))
+    text = f"{value:.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def fmt(value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return str(value)
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return number(value)
     if isinstance(value, (dict, list)):
         return _excerpt(value, _FMT_CAP)
     return str(value)
+
+
+#: Units whose value is a share of something: shown in percent, as their thresholds are.
+SHARE_UNITS = {"share": "", "CV": " CV", "share of samples": " of samples", "of datasheet": " of datasheet",
+               "of link": " of link", "fraction": "", "share of windows": " of windows"}
+
+
+def quantity(value: Any, unit: Optional[str]) -> str:
+    """A measured value with its unit, in the unit its threshold is written in: shares in percent (0.0399 CV ->
+    "3.99% CV"), the rest as they were measured."""
+    if value is None:
+        return "-"
+    if unit in SHARE_UNITS and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{number(value * 100)}%{SHARE_UNITS[unit]}"
+    return fmt(value) + (f" {unit}" if unit else "")
 
 
 class _Full(Exception):
@@ -95,8 +129,7 @@ def _excerpt(obj: Any, limit: int = EVIDENCE_EXCERPT_CHARS) -> str:
 
 
 def _measured(v: Dict[str, Any]) -> str:
-    unit = v.get("unit")
-    return fmt(v.get("measured")) + (f" {unit}" if unit and v.get("measured") is not None else "")
+    return quantity(v.get("measured"), v.get("unit"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,6 +140,8 @@ def environment():
                       autoescape=select_autoescape(enabled_extensions=("jinja2", "html"), default=True))
     env.filters["fmt"] = fmt
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
+    env.filters["quantity"] = quantity
+    env.filters["anchor"] = lambda text: "".join(c if c.isalnum() or c in "-_" else "-" for c in str(text))[:80]
     return env
 
 
@@ -167,6 +202,47 @@ def render_html(report: Dict[str, Any]) -> str:
             gc.enable()
 
 
+def _by_requirement(rows: List[Dict[str, Any]], coverage_rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The verdict rows grouped by requirement, in catalogue order (then any other), each with its counts."""
+    titles = {c.get("requirement"): c.get("title") for c in coverage_rows if isinstance(c, dict)}
+    groups: Dict[str, Dict[str, Any]] = {}
+    for row in rows:
+        req = str(row["v"].get("requirement"))
+        g = groups.setdefault(req, {"requirement": req, "title": titles.get(req, ""), "rows": [], "counts": {}})
+        g["rows"].append(row)
+        status = row["v"].get("status")
+        g["counts"][status] = g["counts"].get(status, 0) + 1
+    order = [c.get("requirement") for c in coverage_rows if isinstance(c, dict) and c.get("requirement") in groups]
+    order += [r for r in groups if r not in order]
+    out = []
+    for req in order:
+        g = groups[req]
+        g["counts"] = [(s, g["counts"][s]) for s in SEVERITY if s in g["counts"]]
+        g["worst"] = g["counts"][0][0]
+        out.append(g)
+    return out
+
+
+def _attention(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """FAIL, ERROR, INCONCLUSIVE and WARN verdicts, worst first, those of one requirement that share a status and a
+    reason (their subject aside) in one entry that lists and links every subject."""
+    out: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
+    for row in rows:
+        v = row["v"]
+        if v.get("status") not in ("FAIL", "ERROR", "INCONCLUSIVE", "WARN"):
+            continue
+        reason = subject_free(str(v.get("reason", "")), str(v.get("subject", "")))
+        key = (str(v.get("status")), str(v.get("requirement")), reason)
+        e = out.setdefault(key, {"status": key[0], "requirement": key[1], "reason": reason, "subjects": [],
+                                 "remediation": v.get("remediation"), "first_reason": v.get("reason")})
+        e["subjects"].append((v.get("subject"), row["index"]))
+    entries = sorted(out.values(), key=lambda e: SEVERITY.index(e["status"]))
+    for e in entries:
+        if len(e["subjects"]) == 1:
+            e["reason"] = e["first_reason"]
+    return entries
+
+
 def _render_html(report: Dict[str, Any]) -> str:
     verdicts = report["verdicts"]
     charts = _timeline_charts(verdicts)
@@ -178,6 +254,9 @@ def _render_html(report: Dict[str, Any]) -> str:
                      "excerpt": _excerpt(v.get("evidence") or {})})
     view = dict(report)
     view["rows"] = rows
+    view["groups"] = _by_requirement(rows, report.get("coverage") or [])
+    view["statuses"] = [s for s in SEVERITY if any(row["v"].get("status") == s for row in rows)]
+    view["attention"] = _attention(rows)
     view["analytics_view"] = _analytics_view(report)
     view["limits"] = {"charts": MAX_TIMELINE_CHARTS, "excerpt": EVIDENCE_EXCERPT_CHARS}
     template = environment().get_template("report.html.jinja2")
@@ -192,7 +271,7 @@ def _render_html(report: Dict[str, Any]) -> str:
         return template.render(r=view)
 
 
-def _md(text: Any) -> str:
+def markdown_cell(text: Any) -> str:
     """A table cell of Markdown: no raw HTML (Markdown renderers pass it through), no column breaks."""
     t = printable(str(text), keep="\n\t").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return t.replace("|", "\\|").replace("\n", " ")
@@ -248,19 +327,19 @@ def render_markdown(report: Dict[str, Any]) -> str:
     lines = [f"# SITS2026 conformance report: {report['summary']['result']}", ""]
     if report["platform"]["simulated"]:
         lines += ["**SIMULATED platform: not a conformance result.**", ""]
-    lines += [f"- result: {_md(report['summary']['result'])}: {_md(report['summary'].get('result_reason', ''))}",
-              f"- profile: `{_md(report['profile']['name'])}` ({_md(report['profile']['how'])})",
-              f"- platform: {_md(report['platform']['label'])}",
+    lines += [f"- result: {markdown_cell(report['summary']['result'])}: {markdown_cell(report['summary'].get('result_reason', ''))}",
+              f"- profile: `{markdown_cell(report['profile']['name'])}` ({markdown_cell(report['profile']['how'])})",
+              f"- platform: {markdown_cell(report['platform']['label'])}",
               f"- level: {report['run']['level']}; completed: {report['run']['completed']}", "",
               "| requirement | subject | status | measured | threshold | reason |", "|---|---|---|---|---|---|"]
     for v in report["verdicts"]:
         cells = [v["requirement"], v["subject"], v["status"], _measured(v), fmt(v["threshold"]), v["reason"]]
-        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
     lines += ["", "## Coverage of the SITS2026 catalogue", "", "| requirement | level | state | statuses |",
               "|---|---|---|---|"]
     for row in report.get("coverage") or []:
         cells = [row.get("requirement"), row.get("level"), row.get("state"), ", ".join(row.get("statuses") or [])]
-        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
     from .analytics import ANALYTICS_VERSION
 
     a = report.get("analytics")
@@ -275,20 +354,74 @@ def render_markdown(report: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def terminal_lines(report: Dict[str, Any], width: int = 120) -> List[str]:
-    rows = [("requirement", "subject", "status", "measured", "threshold")]
-    for v in report["verdicts"]:
-        measured = fmt(v["measured"]) + (f" {v['unit']}" if v.get("unit") and v["measured"] is not None else "")
-        rows.append((v["requirement"], v["subject"], v["status"], measured, fmt(v["threshold"])))
-    rows = [tuple(printable(c, keep="\n\t").replace("\n", " ") for c in r) for r in rows]
-    widths = [min(max(len(r[i]) for r in rows), cap) for i, cap in enumerate((22, 24, 12, 24, 60))]
+def subject_free(reason: str, subject: str) -> str:
+    """A reason with its subject taken out, so that the same finding on eight devices reads as one."""
+    return reason.replace(subject, "…") if subject and len(subject) > 2 else reason
+
+
+#: Subject lines shown under a requirement at most (the rest are counted; the report has every one).
+TERMINAL_GROUPS = 3
+
+
+def terminal_rows(report: Dict[str, Any], width: int = 120) -> List[Tuple[str, Optional[str]]]:
+    """The terminal summary as (line, status to colour it by): one line per requirement (its counts by status,
+    and what was measured), one line per group of non-PASS subjects that share a status and a reason, the report's
+    files, and the result line last."""
+    from ..catalogue import CATALOGUE
+    from ..verdict import SEVERITY
+
+    def clean(text: Any) -> str:
+        return printable(str(text), keep="\n\t").replace("\n", " ").replace("\t", " ")
 
     def cut(text: str, n: int) -> str:
-        return text if len(text) <= n else text[: n - 1] + "…"
+        return text if len(text) <= n else text[: max(1, n - 1)] + "…"
 
-    out = ["  ".join(cut(c, widths[i]).ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
-    out.insert(1, "  ".join("-" * w for w in widths))
+    by_req: Dict[str, List[Dict[str, Any]]] = {}
+    for v in report["verdicts"]:
+        by_req.setdefault(str(v.get("requirement")), []).append(v)
+    order = [r for r in CATALOGUE if r in by_req] + sorted(r for r in by_req if r not in CATALOGUE)
+    w_req = max([len(r) for r in order] + [11])
+    rows: List[Tuple[str, Optional[str]]] = []
+    for req in order:
+        vs = by_req[req]
+        statuses = [v["status"] for v in vs]
+        worst_status = min(statuses, key=SEVERITY.index)
+        counts = ", ".join(f"{statuses.count(s)} {s}" for s in SEVERITY if s in statuses)
+        decided = [v for v in vs if v["status"] in ("PASS", "WARN", "WAIVED")]
+        measured = sorted({_measured(v) for v in decided if v.get("measured") is not None})
+        shown = (measured[0] if len(measured) == 1 else f"{measured[0]} … {measured[-1]}") if measured else ""
+        threshold = next((fmt(v.get("threshold")) for v in decided if v.get("threshold")), "")
+        detail = f"{shown} ({threshold})" if shown and threshold else shown
+        groups: Dict[Tuple[str, str], List[str]] = {}
+        first_reason: Dict[Tuple[str, str], str] = {}
+        for v in vs:
+            if v["status"] != "PASS":
+                reason = clean(v.get("reason", ""))
+                key = (v["status"], subject_free(reason, str(v.get("subject", ""))))
+                groups.setdefault(key, []).append(clean(v.get("subject", "")))
+                first_reason.setdefault(key, reason)
+        head = f"{req.ljust(w_req)}  {counts}"
+        if len(groups) == 1 and (not decided or len(vs) == len(next(iter(groups.values())))):
+            key, subjects = next(iter(groups.items()))
+            rows.append((cut(f"{head}: {first_reason[key] if len(subjects) == 1 else key[1]}", width), worst_status))
+            continue
+        rows.append((cut(f"{head}  {clean(detail)}" if detail else head, width), worst_status))
+        for k, (key, subjects) in enumerate(sorted(groups.items(), key=lambda g: SEVERITY.index(g[0][0]))):
+            if k == TERMINAL_GROUPS:
+                rows.append((f"    … {len(groups) - TERMINAL_GROUPS} more (every one is in the report)", None))
+                break
+            who = subjects[0] if len(subjects) == 1 else f"{len(subjects)} subjects ({subjects[0]} …)"
+            reason = first_reason[key] if len(subjects) == 1 else key[1]
+            rows.append((cut(f"    {key[0]} {who}: {reason}", width), key[0]))
+    return rows
+
+
+def result_line(report: Dict[str, Any]) -> str:
     s = report["summary"]
     counts = ", ".join(f"{n} {k}" for k, n in s["counts"].items() if n)
-    out.append(f"result: {s['result']} ({s['result_reason']}){'; ' + counts if counts else ''}")
-    return out
+    return printable(f"result: {s['result']} ({s['result_reason']}){'; ' + counts if counts else ''}")
+
+
+def terminal_lines(report: Dict[str, Any], width: int = 120) -> List[str]:
+    """The terminal summary as plain lines (``sits report render``), the result line last."""
+    return [line for line, _ in terminal_rows(report, width)] + [result_line(report)]

@@ -26,14 +26,14 @@ class SimPlatform(Platform):
     simulated = True
     link_sample_interval_s = 0.0
 
-    def __init__(self, profile: Any, faults: List[str], spec: str):
+    def __init__(self, profile: Any, faults: List[str], spec: str, workdir: Optional[Path] = None):
         unknown = [f for f in faults if f not in FAULTS]
         if unknown:
             raise PlatformError(f"unknown sim fault {unknown[0]!r}; fix: use one of "
                                 + ", ".join(sorted(FAULTS)))
         self.profile = profile
         self.faults = list(faults)
-        tmp = Path(tempfile.mkdtemp(prefix="sits-sim-"))
+        tmp = Path(tempfile.mkdtemp(prefix="sits-sim-", dir=str(workdir) if workdir else None))
         atexit.register(shutil.rmtree, tmp, True)
         self._nvml = build_sim_tree(tmp, profile, self.faults)
         super().__init__(tmp, f"SIMULATED sim:{spec}")

@@ -28,8 +28,12 @@ class SimCrg:
                 "method": f"simulated: {', '.join(f'{s:.0%}' for s in self.NODE_SHARE.values())} of the "
                           f"datasheet's {peak} dense FP16 TFLOPS" + (" × 0.3 (fault crg-slow)" if self.slow else "")}
 
-    def _edge_gbps(self) -> float:
+    def _edge_gbps(self, i: int = 0, j: int = 1) -> float:
+        """The simulated copy rate between devices i and j: over the peer link where the profile says one joins
+        them (every pair of a mesh, the two cards of a bridge), else over PCIe."""
         link = self.profile.hardware.get("peer_link") or {}
+        if link.get("topology") == "pairs" and i // 2 != j // 2:
+            link = {"type": "none"}  # no bridge between these two cards: host PCIe
         if link.get("type") == "nvlink":
             g = float(link.get("bandwidth_gbps", 0)) / 2 * 0.85  # each way, through NVSwitch or a bridge
         elif link.get("type") in ("xgmi", "hccs"):
@@ -47,10 +51,10 @@ class SimCrg:
             return [({"absent": absent}, "accelerators")]
         if len(accs) < 2:
             return [({"absent": f"a device-to-device edge needs 2 accelerators; found {len(accs)}"}, "accelerators")]
-        g = round(self._edge_gbps(), 2)
         out = []
         for i, a in enumerate(accs):
-            for b in accs[i + 1:]:
+            for j, b in enumerate(accs[i + 1:], start=i + 1):
+                g = round(self._edge_gbps(i, j), 2)
                 out.append(({"pair": [a["bdf"], b["bdf"]], "bytes": int(th.get("bytes", 1 << 28)), "runs": 7,
                              "gbps_median": g, "samples_gbps": [g] * 7, "verified": True,
                              "peer_access": (self.profile.hardware.get("peer_link") or {}).get("type") != "none",
@@ -67,7 +71,8 @@ class SimCrg:
         if len(accs) < 2:
             return {"absent": f"an all-reduce between devices needs 2 accelerators; found {len(accs)}"}
         link = self.profile.hardware.get("peer_link") or {}
-        if link.get("type") in ("nvlink", "xgmi", "hccs"):
+        bridged_only = link.get("topology") == "pairs" and len(accs) > 2  # the ring crosses PCIe between pairs
+        if link.get("type") in ("nvlink", "xgmi", "hccs") and not bridged_only:
             bus = float(link.get("bandwidth_gbps", 0)) / 2 * 0.8  # the whole fabric, each way
         else:
             from ...probes.pcie import link_theoretical_gbps
@@ -84,6 +89,7 @@ class SimCrg:
         return {"device": acc["bdf"] if acc else "host", "simulated": True,
                 "timer": {"clock": "time.perf_counter_ns", "implementation": "simulated", "resolution_ns": 1.0,
                           "granularity_ns": 30.0, "read_cost_ns": 35.0},
+                "hardware_clocks": [],
                 "latency_ns": {"n": 2000, "min": 9000.0, "p1": 9100.0, "p50": 9400.0, "p99": 11800.0,
                                "max": 30000.0},
                 "workload": "simulated 1024-element add with synchronize"}

@@ -37,6 +37,8 @@ FAULTS: Dict[str, str] = {
     "sensor-dropout": "the simulated power sensor stops answering 40% into each run",
     "frag-high": "the simulated KV allocator leaves 12% of its slots (and 9% of reserved memory) unused",
     "sla-miss": "the first tenant's queries are slow (3x its P99 SLA) and 2% of them fail",
+    "ttft-high": "the first tenant's first token arrives 400 ms late (SVC-SLA's TTFT target, where set)",
+    "tpot-high": "the first tenant's tokens after the first come 50 ms apart (SVC-SLA's TPOT target, where set)",
     "peak-understated": "the simulated work counter reports 20 times the work done (ρ above the peak)",
     "coldstart-slow": "loading the weights takes 10 minutes on the simulated cold start",
     "probe-hang": "the first accelerator's health reads block for an hour, as a hung NVML call does",

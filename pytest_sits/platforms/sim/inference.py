@@ -7,7 +7,8 @@ Poisson (Server), all at once (Offline) or one after another (SingleStream), fro
 Faults: ``power-high`` (power above the ceiling under load), ``latency-high`` (every step 20x slower),
 ``sensor-lag`` (the power sensor's values are 5 periods old), ``sensor-dropout`` (the power sensor stops
 answering part-way through each run), ``frag-high`` (a KV allocator wasting 12% of its slots),
-``sla-miss`` (the first tenant's queries are slow and 2% of them fail), ``peak-understated`` (the work
+``sla-miss`` (the first tenant's queries are slow and 2% of them fail), ``ttft-high`` (the first tenant's
+first token comes 400 ms late), ``tpot-high`` (the first tenant's tokens after the first come 50 ms apart), ``peak-understated`` (the work
 counter reports 20 times the work done, so ρ exceeds the peak), ``coldstart-slow`` (weights take 10 minutes).
 """
 
@@ -67,7 +68,8 @@ class SimInference:
 
     # -- the engine, in simulated time
     def serve(self, arrivals: List[Tuple[int, int, int, int]], t_start: int,
-              extra_delay: Optional[Dict[int, float]] = None) -> Tuple[List[List[Any]], List[Tuple], int]:
+              extra_delay: Optional[Dict[int, float]] = None,
+              detail: bool = False) -> Tuple[List[List[Any]], List[Tuple], int]:
         """``arrivals``: (t_ns, prompt_tokens, out_tokens, tenant).  Returns queries, work and the end time.
 
         Continuous batching: each step admits waiting queries (prefill, their first token) up to the batch
@@ -78,6 +80,7 @@ class SimInference:
         queries, work = [], []
         t, i, step, n = t_start, 0, 0, 0
         sum_prompt = sum_start = 0
+        first_at: Dict[int, int] = {}
         two_p = 2.0 * self.cfg.matmul_params()
         att = 4.0 * self.cfg.n_layers * self.cfg.d_model
         scale = 20.0 if "peak-understated" in self.faults else 1.0
@@ -101,15 +104,18 @@ class SimInference:
             for a in admit:  # the prefill makes the first token in this step
                 n += 1
                 heapq.heappush(heap, (step + a[2] - 1, n, a[0], a[1], a[2], a[3]))
+                if detail:
+                    first_at[n] = t + dt_ns - a[0]
                 sum_prompt += a[1]
                 sum_start += step
             t += dt_ns
             while heap and heap[0][0] <= step:
-                fin, _, arr, prompt, out, tenant = heapq.heappop(heap)
+                fin, k, arr, prompt, out, tenant = heapq.heappop(heap)
                 sum_prompt -= prompt
                 sum_start -= fin - out + 1
                 delay = int((extra_delay or {}).get(tenant, 0.0) * 1e9)
-                queries.append([arr, t + delay, out, tenant, None])
+                queries.append([arr, t + delay, out, tenant, None] +
+                               ([{"first_ns": first_at.pop(k, 0) + delay}] if detail else []))
             step += 1
         return queries, work, t
 
@@ -162,7 +168,7 @@ class SimInference:
 
     # -- SLA, cold start, fragmentation
     def sla(self, tenants: List[Dict[str, Any]], qps: float, duration_s: float,
-            workload: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+            workload: Optional[Dict[str, Any]] = None, timeout_s: float = 30.0) -> Dict[str, Any]:
         total = sum(float(t.get("share", 1.0)) for t in tenants) or 1.0
         wl = workload or {}
         mix = (tuple(wl.get("prompt_tokens", [16, 128])), tuple(wl.get("output_tokens", [1, 4])))
@@ -176,7 +182,18 @@ class SimInference:
         delay = {}
         if "sla-miss" in self.faults:
             delay[0] = 3.0 * float(tenants[0].get("p99_ms", 120)) / 1e3
-        queries, work, end = self.serve(arr, self.now, delay)
+        queries, work, end = self.serve(arr, self.now, delay, detail=True)
+        for q in queries:  # the stream as a client sees it: first token, then the rest evenly to the end
+            first = q[5]["first_ns"]
+            if q[3] == 0 and "ttft-high" in self.faults:
+                first += int(0.4e9)
+            done = max(first, q[1] - q[0])
+            if q[3] == 0 and "tpot-high" in self.faults and q[2] > 1:
+                done = first + (q[2] - 1) * int(0.05e9)
+            q[1] = q[0] + done
+            step = (done - first) // max(1, q[2] - 1)
+            q[5] = {"sent_ns": 0, "first_ns": first, "done_ns": done, "token_count": "simulated: one token per chunk",
+                    "chunks": [[first + i * step, 1] for i in range(q[2])]}
         if "sla-miss" in self.faults:
             k = 0
             for q in queries:

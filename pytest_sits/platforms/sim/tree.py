@@ -129,7 +129,15 @@ def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any
     name = f"{ident.get('vendor', '')} {ident.get('model', '')} (simulated)".strip()
     if "hostile-name" in faults:
         name = "<script>alert('sits')</script> " + name
-    links = int(hw.get("peer_link", {}).get("links", 0)) if hw.get("peer_link", {}).get("type") == "nvlink" else 0
+    peer = hw.get("peer_link", {})
+    links = int(peer.get("links", 0)) if peer.get("type") == "nvlink" else 0
+    pairs = peer.get("topology") == "pairs"  # bridged cards: each one linked to its neighbour only
+
+    def linked(i: int, j: int) -> bool:
+        return links > 0 and i != j and (not pairs or i // 2 == j // 2)
+
+    def remote(i: int) -> str:
+        return accel[i ^ 1][0] if pairs and (i ^ 1) < len(accel) else "0000:00:00.0"
     devices = []
     for i, (bdf, dev_id, cur_gen, cur_width) in enumerate(accel):
         devices.append({
@@ -140,10 +148,11 @@ def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any
             "pcie_max_gen": gen, "pcie_max_width": width, "pcie_gpu_max_gen": gen,
             "power_limit_mw": int(float(hw.get("tdp_w", 0)) * 1000), "temperature_c": 45,
             "cc_mode": 0,
-            "nvlinks": [{"link": k, "active": True, "version": int(hw.get("peer_link", {}).get("version", 4)),
-                         "remote_bus_id": "0000:00:00.0", "remote_type": 2} for k in range(links)],
+            "nvlinks": [{"link": k, "active": True, "version": int(peer.get("version", 4)),
+                         "remote_bus_id": remote(i), "remote_type": 0 if pairs else 2}
+                        for k in range(links if not pairs or (i ^ 1) < len(accel) else 0)],
         })
-    p2p = [[(None if i == j else links > 0) for j in range(len(accel))] for i in range(len(accel))]
+    p2p = [[(None if i == j else linked(i, j)) for j in range(len(accel))] for i in range(len(accel))]
     if "nvlink-partial" in faults and len(accel) >= 4:
         for a, b in ((0, 1), (2, 3)):
             p2p[a][b] = p2p[b][a] = False

@@ -24,7 +24,7 @@ from .tco import sweep_tokens_per_joule, tco_per_card
 from .weights import (DISCREPANCY, DOCUMENT_EXAMPLE_CLAIMED, DOCUMENT_EXAMPLE_SLA, FORMULA, SLA_METRICS,
                       sla_ratio, sla_weights, weights_table)
 
-ANALYTICS_VERSION = 1
+ANALYTICS_VERSION = 2  # 2: the best point only among points that meet the SLA
 NO_SWEEP = "no sweep measured"
 #: Objectives of the Pareto pruning (A §2.5), on the SLA metrics in the document's units.
 OBJECTIVES = {k: m["sense"] for k, m in SLA_METRICS.items()}
@@ -64,6 +64,12 @@ def sla_section(report: Mapping[str, Any]) -> Dict[str, Any]:
 def _sla_point(p: Mapping[str, Any]) -> Dict[str, float]:
     return {"latency_ms": p["p99_latency_s"] * 1000.0, "error_rate_pct": p["error_rate"] * 100.0,
             "throughput_qps": p["throughput_qps"]}
+
+
+def _meets(point: Mapping[str, float], targets: Mapping[str, float]) -> bool:
+    """The point meets every SLA target (latency and error rate at most, throughput at least)."""
+    return all((point[k] >= targets[k]) if m["sense"] == "max" else (point[k] <= targets[k])
+               for k, m in SLA_METRICS.items())
 
 
 def _score(point: Mapping[str, float], targets: Mapping[str, float], weights: Mapping[str, float]) -> Optional[float]:
@@ -126,20 +132,27 @@ def heatmap(points: List[Dict[str, Any]], sla: Mapping[str, Any]) -> Dict[str, A
         put(score, where[i], _score(cells[i], targets, weights))
     for i in pr["dropped"]:
         put(mask, where[i], False)
-    kept_scores = [(_score(cells[i], targets, weights), i) for i in pr["kept"]]
-    kept_scores = [(s, i) for s, i in kept_scores if s is not None]
-    best = None
+    # The best point is the lowest score among the kept points that meet every SLA target: a point that misses
+    # one (a P99 of seconds against 120 ms) is no recommendation, whatever its score.
+    meeting = [i for i in pr["kept"] if _meets(cells[i], targets)]
+    kept_scores = [(s, i) for s, i in ((_score(cells[i], targets, weights), i) for i in meeting) if s is not None]
+    best, best_reason = None, None
     if kept_scores:
         s, i = min(kept_scores)
         w = where[i]
         best = {"score": s, "rho": grid["x"][w[1] if surface else w],
-                "power_w": grid["y"][w[0]] if surface else grid["y"][w], **cells[i]}
+                "power_w": grid["y"][w[0]] if surface else grid["y"][w], **cells[i],
+                "rule": "the lowest score among the Pareto-kept points that meet every SLA target"}
+    else:
+        best_reason = (f"none of the {len(pr['kept'])} Pareto-kept grid points meets every SLA target (P99 <= "
+                       f"{targets['latency_ms']:g} ms, error rate <= {targets['error_rate_pct']:g} %, throughput >= "
+                       f"{targets['throughput_qps']:g} req/s)")
     return {"status": "drawn", "axes": axes, "interpolation": grid,
             "pareto": {"objectives": OBJECTIVES, "kept": len(pr["kept"]), "dropped": len(pr["dropped"]),
                        "unknown": len(pr["unknown"]), "mask": mask,
                        "rule": "a grid point is dropped when another is no worse on P99 latency, error rate (both "
                                "minimised) and throughput (maximised) and better on one"},
-            "score": score, "best": best}
+            "score": score, "best": best, "best_reason": best_reason}
 
 
 def measured_pareto(points: List[Dict[str, Any]]) -> Dict[str, Any]:

@@ -1,0 +1,244 @@
+"""Serving as LLM users measure it: the streaming client against a scripted server whose timing is known (TTFT,
+ITL, TPOT, throughput within 2% of the truth), the pre-flight (each bad endpoint an ERROR naming the cause and
+the fix), the per-request deadline, error kinds, the client's capacity, and SVC-SLA under overload."""
+
+import json
+import time
+
+import pytest
+
+from pytest_sits.checks.inference import check_sla
+from pytest_sits.conditions.inference import (InferenceRig, _itl, acquire_sla, client_capacity, per_tenant,
+                                              summarise_sla)
+from pytest_sits.inference.endpoint import EndpointClient, _count_tokens, preflight
+from pytest_sits.inference.servers import ScriptedServer
+from pytest_sits.verdict import ERROR, FAIL, INCONCLUSIVE, PASS
+
+TTFT, ITL, N = 0.3, 0.03, 8
+
+
+def needs_loadgen():
+    return pytest.importorskip("mlperf_loadgen")
+
+
+def _cfg(**kw):
+    cfg = {"p99_ms": 2000, "min_rps": 1, "max_error_rate": 0.01, "tenants": [{"name": "chat", "share": 1.0}],
+           "target_qps": 5, "duration_s": 3, "timeout_s": 5,
+           "workload": {"samples": 64, "prompt_tokens": [8, 16], "output_tokens": [N, N]}}
+    cfg.update(kw)
+    return cfg
+
+
+# -- the truth: a server whose per-token timing is scripted ------------------------------------------------------
+
+
+@pytest.mark.parametrize("k, usage, api", [(1, "requested", "completions"), (2, "every", "chat"),
+                                           (4, "requested", "completions")])
+def test_ttft_itl_tpot_and_throughput_within_2_percent_of_the_scripted_truth(tmp_path, k, usage, api):
+    needs_loadgen()
+    srv = ScriptedServer(ttft_s=TTFT, itl_s=ITL, tokens_per_chunk=k, usage=usage)
+    with srv as url:
+        ev = acquire_sla(InferenceRig("cpu", "cpu"), _cfg(api=api), tmp_path, endpoint=url)
+    (t,) = ev["tenants"]
+    assert t["errors"] == 0 and t["completed"] >= 10, t
+    # What a client can see: a chunk of k tokens arrives when its last token is made.
+    truth_ttft = TTFT + (k - 1) * ITL
+    truth_tpot = (N - k) * ITL / (N - 1)
+    assert t["ttft"]["p50_s"] == pytest.approx(truth_ttft, rel=0.02)
+    assert t["tpot"]["p50_s"] == pytest.approx(truth_tpot, rel=0.02)
+    assert t["itl"]["p50_s"] == pytest.approx(ITL, rel=0.02)  # k tokens after a gap of k x ITL: ITL each
+    assert t["latency"]["p50_s"] == pytest.approx(TTFT + (N - 1) * ITL, rel=0.02)
+    # Throughput: the server's own count over its own span
+    recs = [r for r in srv.records if r["tokens"] == N]  # not the pre-flight's short request
+    tokens = sum(r["tokens"] for r in recs)
+    span = (max(r["chunks"][-1][0] for r in recs) - min(r["arrived_ns"] for r in recs)) / 1e9
+    assert t["output_tokens"] == tokens == N * len(recs)
+    assert t["output_tokens_per_s"] == pytest.approx(tokens / span, rel=0.02)
+    assert t["throughput_rps"] == pytest.approx(len(recs) / span, rel=0.02)
+    assert ev["client"]["limited"] is False and ev["preflight"]["ok"]
+    assert "usage" in ev["token_source"]
+    lines = [json.loads(x) for x in open(ev["requests_file"])]
+    assert len(lines) == t["issued"] and all(x["chunks"] for x in lines)
+
+
+def test_a_chunk_of_k_tokens_counts_k_tokens_and_the_count_says_how():
+    chunks = [[100, 3, None], [200, 3, None], [300, 3, None]]
+    out, total, how = _count_tokens(chunks, 9)
+    assert [c[1] for c in out] == [3, 3, 3] and total == 9 and "spread" in how
+    out, total, how = _count_tokens([[100, 4, 2], [200, 4, 5]], 5)
+    assert [c[1] for c in out] == [2, 3] and total == 5 and "every chunk" in how
+    out, total, how = _count_tokens(chunks, None)
+    assert total == 3 and "no usage" in how
+    # ITL: 3 tokens in a chunk 30 ms after the previous one are 3 tokens 10 ms apart; the first chunk's extra
+    # tokens came with the first token
+    assert _itl([[0, 2], [30_000_000, 3]]) == pytest.approx([0.0, 0.01, 0.01, 0.01])
+
+
+# -- the pre-flight -----------------------------------------------------------------------------------------------
+
+
+def _preflight(url, **kw):
+    with EndpointClient(url, **kw) as c:
+        return preflight(c, deadline_s=2.0)
+
+
+def test_preflight_names_the_cause_and_the_fix():
+    refused = _preflight("http://127.0.0.1:9")
+    assert refused["cause"] == "connection-refused" and "fix:" in refused["error"]
+    assert refused["seconds"] < 10
+    assert _preflight("http://no-such-host.invalid:8000")["cause"] == "dns"
+    with ScriptedServer() as url:
+        tls = _preflight(url.replace("http:", "https:"))
+        assert tls["cause"] == "tls" and "http://" in tls["error"]
+        wrong = _preflight(url + "/v1/completions")
+        assert wrong["cause"] == "not-found" and f"--sits-endpoint {url}" in wrong["error"]
+        ok = _preflight(url + "/v1")
+        assert ok["ok"] and ok["model"] == "scripted" and ok["stream_options"] == {"include_usage": True}
+        assert _preflight(url, model="llama-70b")["cause"] == "no-model"
+    with ScriptedServer(require_key="s3cret") as url:
+        auth = _preflight(url)
+        assert auth["cause"] == "auth" and "--sits-endpoint-key" in auth["error"] and "OPENAI_API_KEY" in auth["error"]
+        assert _preflight(url, api_key="s3cret")["ok"]
+        assert "refused" in _preflight(url, api_key="wrong")["error"]
+    with ScriptedServer(fault="not-openai") as url:
+        assert _preflight(url)["cause"] == "not-openai"
+    with ScriptedServer(reject_stream_options=True) as url:  # a strict server: ask again without the options
+        r = _preflight(url)
+        assert r["ok"] and r["stream_options"] == {} and "no usage" in r["token_count"]
+
+
+def test_a_bad_endpoint_is_an_error_in_seconds_not_a_slow_server(tmp_path):
+    needs_loadgen()
+    cfg = _cfg(duration_s=90)
+    t0 = time.monotonic()
+    ev = acquire_sla(InferenceRig("cpu", "cpu"), cfg, tmp_path, endpoint="http://127.0.0.1:9")
+    assert time.monotonic() - t0 < 10  # the pre-flight, not a 90 s run
+    v = check_sla(ev, cfg, "endpoint")
+    assert v.status == ERROR and "connection refused" in v.reason and "fix:" in v.reason
+    with ScriptedServer() as url:
+        v = check_sla(acquire_sla(InferenceRig("cpu", "cpu"), cfg, tmp_path, endpoint=url + "/v1/completions"),
+                      cfg, "endpoint")
+    assert v.status == ERROR and "404" in v.reason and "give the server's base" in v.reason
+
+
+# -- deadlines, error kinds, connections ------------------------------------------------------------------------
+
+
+def test_a_never_ending_stream_ends_at_the_deadline_as_a_timeout():
+    with ScriptedServer(fault="drip") as url, EndpointClient(url, deadline_s=1.0) as c:
+        c.model = "scripted"
+        t0 = time.monotonic()
+        r = c.request("hello", 4)
+        elapsed = time.monotonic() - t0
+    assert r["error_kind"] == "timeout" and not r["ok"]
+    assert elapsed < 3  # wall clock, although a byte arrives every 0.1 s (a socket timeout would never fire)
+
+
+def test_model_discovery_and_the_preflight_have_a_wall_clock_deadline_too():
+    with ScriptedServer(fault="drip-models") as url, EndpointClient(url, deadline_s=5) as c:
+        t0 = time.monotonic()
+        assert c.discover_model(deadline_s=1.0) is None
+        r = preflight(c, deadline_s=1.0)
+        elapsed = time.monotonic() - t0
+    assert r["cause"] == "timeout" and "fix:" in r["error"]
+    assert elapsed < 4  # two 1 s deadlines, although the server sends a byte every 0.1 s forever
+
+
+@pytest.mark.parametrize("fault, stream", [("truncate", True), ("no-done", True), ("bad-json", True),
+                                           ("half-body", False)])
+def test_protocol_faults_are_their_own_kind_and_the_connection_is_not_reused(fault, stream):
+    with ScriptedServer(fault=fault, fault_first=1, ttft_s=0.01, itl_s=0.001) as url, \
+            EndpointClient(url, deadline_s=5, stream=stream, max_inflight=1) as c:
+        c.model = "scripted"
+        first, second = c.request("hello", 4), c.request("hello", 4)
+    assert first["error_kind"] == "protocol", first
+    assert second["ok"], second  # a fresh connection: no ResponseNotReady from the half-read one
+
+
+def test_http_and_server_errors_are_told_apart():
+    with ScriptedServer() as url, EndpointClient(url + "/nope", deadline_s=5) as c:
+        c.model = "scripted"
+        r = c.request("hello", 2)
+    assert r["error_kind"] == "http" and "404" in r["error"]
+
+
+# -- censoring, the client's capacity, the P99 and the early-stopping estimate ---------------------------------
+
+
+def _raw(lat_ok, timeouts, deadline):
+    q = [[0, int(s * 1e9), 3, 0, None, {"sent_ns": 0, "first_ns": int(s * 1e9 / 2), "done_ns": int(s * 1e9),
+                                         "chunks": [[int(s * 1e9 / 2), 1], [int(s * 1e9), 2]]}] for s in lat_ok]
+    q += [[0, int(deadline * 1e9), 0, 0, "timeout: the deadline passed", {"sent_ns": 0}] for _ in range(timeouts)]
+    return {"queries": q, "stream": True}
+
+
+def test_a_timeout_enters_the_percentiles_censored_at_the_deadline():
+    tenants = [{"name": "chat", "share": 1.0, "p99_ms": 100}]
+    ev = summarise_sla(_raw([0.01] * 98, 2, 3.0), tenants, 10.0, 10.0, "t", None, timeout=3.0)
+    t = ev["tenants"][0]
+    assert t["timeouts"] == 2 and t["latency"]["censored"] == 2 and t["latency"]["samples"] == 100
+    assert t["latency"]["p99_s"] == 3.0  # 2% at the deadline: the P99 is the deadline, never the 10 ms of the rest
+    no_timeouts = summarise_sla(_raw([0.01] * 98, 0, 3.0), tenants, 10.0, 10.0, "t", None, timeout=3.0)
+    assert no_timeouts["tenants"][0]["latency"]["p99_s"] == pytest.approx(0.01)
+
+
+def test_client_capacity_is_sized_from_the_sla_or_stated():
+    tenants = [{"name": "a", "p99_ms": 1000}, {"name": "b", "p99_ms": 250}]
+    auto = client_capacity({}, tenants, 100.0)
+    assert auto["capacity"] == auto["need"] == 200 and "sized from the SLA" in auto["source"]
+    stated = client_capacity({"max_inflight": 64}, tenants, 100.0)
+    assert stated["capacity"] == 64 and stated["need"] == 200 and "stated" in stated["source"]
+    assert client_capacity({}, tenants, 10_000.0)["capacity"] == 512  # the client's ceiling, said so
+
+
+def test_a_run_limited_by_the_client_is_inconclusive_and_one_sized_from_the_sla_is_not(tmp_path):
+    needs_loadgen()
+    # every request takes 1.0 s, 20 req/s offered: a server meeting a 2 s P99 needs 20..80 in flight
+    cfg = _cfg(target_qps=20, duration_s=3, timeout_s=10, workload={"samples": 64, "prompt_tokens": [4, 8],
+                                                                    "output_tokens": [1, 1]})
+    with ScriptedServer(ttft_s=1.0, itl_s=0.01) as url:
+        small = acquire_sla(InferenceRig("cpu", "cpu"), dict(cfg, max_inflight=4), tmp_path / "a", endpoint=url)
+        sized = acquire_sla(InferenceRig("cpu", "cpu"), cfg, tmp_path / "b", endpoint=url)
+    v = check_sla(per_tenant(small)[0], cfg, "chat")
+    assert small["client"]["limited"] and v.status == INCONCLUSIVE, v.reason
+    assert "the client was the limit" in v.reason and small["client"]["queue_wait"]["p99_s"] > 1.0
+    assert not sized["client"]["limited"] and sized["client"]["capacity"] == 80
+    assert sized["tenants"][0]["latency"]["p50_s"] == pytest.approx(1.0, rel=0.05)
+    assert check_sla(per_tenant(sized)[0], cfg, "chat").status != FAIL
+
+
+def test_the_verdict_names_the_p99_and_the_early_stopping_estimate_apart():
+    t = {"name": "chat", "share": 1.0, "offered_rps": 100.0, "issued": 1000, "completed": 1000, "errors": 0,
+         "error_kinds": {}, "error_rate": 0.0, "throughput_rps": 99.0, "latency": {"p99_s": 0.0779},
+         "early_stopping": {"queries": 1000, "estimate_s": 0.1100, "queries_needed": None}}
+    v = check_sla({"tenant": t, "rule": "r"}, {"p99_ms": 120, "min_rps": 85, "max_error_rate": 0.003}, "g")
+    assert v.status == PASS and v.measured == pytest.approx(77.9)  # the P99, not the 110 ms estimate
+    assert "P99 77.9 ms (the measured 99th percentile" in v.reason and "early-stopping estimate 110 ms" in v.reason
+    assert v.evidence["derived"]["early_stopping_estimate_s"] == 0.11
+
+
+# -- overload: a server far slower than the offered load ends in FAIL, with a report ---------------------------
+
+
+def test_overload_ends_in_fail_every_time(tmp_path):
+    needs_loadgen()
+    cfg = _cfg(p99_ms=200, target_qps=60, duration_s=3, timeout_s=1.0,
+               workload={"samples": 64, "prompt_tokens": [4, 8], "output_tokens": [4, 4]})
+    for i in range(3):
+        with ScriptedServer(ttft_s=0.05, itl_s=0.01, capacity=1) as url:  # ~12 req/s at most
+            ev = acquire_sla(InferenceRig("cpu", "cpu"), cfg, tmp_path / str(i), endpoint=url)
+        t = ev["tenants"][0]
+        v = check_sla(per_tenant(ev)[0], cfg, "chat")
+        assert v.status == FAIL and "P99" in v.reason, v.reason
+        assert t["timeouts"] > 0 and t["latency"]["p99_s"] == pytest.approx(1.0, abs=0.05)  # censored
+        assert not ev["client"]["limited"]  # sized from the SLA: the server is the limit
+
+
+def test_progress_lines_name_the_load_elapsed_and_completed(tmp_path):
+    needs_loadgen()
+    lines = []
+    with ScriptedServer(ttft_s=0.01, itl_s=0.001) as url:
+        acquire_sla(InferenceRig("cpu", "cpu"), _cfg(duration_s=2), tmp_path, endpoint=url, progress=lines.append)
+    assert any("pre-flight" in x for x in lines)
+    assert any("started" in x and "5 queries/s offered" in x for x in lines)
+    assert any("done in" in x and "completed" in x for x in lines)
