@@ -376,8 +376,8 @@ def sim_runs(paths: List[Path], tree: Path, workers: int, timeout: float) -> Lis
             with tempfile.TemporaryDirectory() as cwd:
                 try:
                     proc = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-q",
-                                           "-p", "no:cacheprovider", "--sits-platform", f"sim:{paths[i]}",
-                                           "--sits-report-dir", "none"], cwd=cwd, env=tree_env(tree),
+                                           "-p", "no:cacheprovider", f"--sits-platform=sim:{paths[i]}",
+                                           "--sits-report-dir=none"], cwd=cwd, env=tree_env(tree),
                                           capture_output=True, text=True, timeout=timeout)
                     rc = proc.returncode
                     internal = "INTERNALERROR" in proc.stdout + proc.stderr or "Traceback" in proc.stderr

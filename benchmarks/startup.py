@@ -37,7 +37,7 @@ def main() -> int:
         timed(base, tmp)  # warm the file cache
         for _ in range(args.rounds):
             without.append(timed(base + ["-p", "no:sits"], tmp))
-            with_.append(timed(base + ["--sits-report-dir", "none"], tmp))
+            with_.append(timed(base + ["--sits-report-dir=none"], tmp))
     a, b = statistics.median(without), statistics.median(with_)
     print(f"pytest --co -q without plugin: median {a:.3f} s (min {min(without):.3f})")
     print(f"pytest --co -q with plugin:    median {b:.3f} s (min {min(with_):.3f})")

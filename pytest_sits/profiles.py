@@ -912,7 +912,7 @@ def auto_pick(accelerators: List[Dict[str, Any]]) -> Tuple[str, str]:
         for path, data in _bundled_data().items():
             if pci_id in data.get("identity", {}).get("pci_ids", []):
                 return path.stem, f"{n} accelerator(s) with PCI ID {pci_id}"
-    found = ", ".join(f"{n} × {pid}" for pid, n in counts.items())
+    found = ", ".join(f"{n} × {pid or 'PCI ID unknown'}" for pid, n in counts.items())
     return "host", f"no bundled profile matches the accelerators found ({found}); write one that extends base"
 
 

@@ -14,6 +14,12 @@ try:
     import torch  # noqa: F401
 except ImportError:
     pass
+try:  # its Rust extension, too (a test may sign a bundle after an in-process pytester run)
+    from cryptography.exceptions import InvalidSignature  # noqa: F401
+    from cryptography.hazmat.primitives import serialization  # noqa: F401
+    from cryptography.hazmat.primitives.asymmetric import ed25519  # noqa: F401
+except ImportError:
+    pass
 
 pytest_plugins = ["pytester"]
 

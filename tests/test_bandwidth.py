@@ -196,8 +196,8 @@ def test_standard_level_on_this_host(pytester, report_of):
     prof = pytester.path / "short.yaml"
     prof.write_text("name: short\nextends: host\nthresholds:\n  MEM-BW-HOLD:\n    duration_s: 2\n"
                     "    min_in_band_share: 0.0\n")
-    result = pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-profile", str(prof),
-                                "--sits-level", "standard", "-m", "MEM-BW-HOLD")
+    result = pytester.runpytest("--pyargs", "pytest_sits.conformance", f"--sits-profile={prof}",
+                                "--sits-level=standard", "-m", "MEM-BW-HOLD")
     v = report_of(pytester.path)["verdicts"][0]
     # With no share required, the hold passes, unless this machine's bandwidth moved under the measurement:
     # then it is INCONCLUSIVE with the peaks measured again, never a PASS (this machine does drift).
@@ -213,13 +213,13 @@ def test_standard_level_on_this_host(pytester, report_of):
 
 
 def test_sim_bandwidth_faults(pytester, conformance_args, report_of):
-    pytester.runpytest(*conformance_args, "--sits-platform", "sim:h20+membw-low,pcie-bw-low", "--sits-level",
+    pytester.runpytest(*conformance_args, "--sits-platform=sim:h20+membw-low,pcie-bw-low", "--sits-level",
                        "standard", "-m", "MEM-BW-EFFICIENCY or TOPO-PCIE-BW or MEM-BW-HOLD")
     by = {}
     for v in report_of(pytester.path)["verdicts"]:
         by.setdefault(v["requirement"], set()).add(v["status"])
     assert by == {"MEM-BW-EFFICIENCY": {"FAIL"}, "TOPO-PCIE-BW": {"FAIL"}, "MEM-BW-HOLD": {"SKIP"}}
-    pytester.runpytest(*conformance_args, "--sits-platform", "sim:h20", "--sits-level", "standard",
+    pytester.runpytest(*conformance_args, "--sits-platform=sim:h20", "--sits-level=standard",
                        "-m", "MEM-BW-EFFICIENCY or TOPO-PCIE-BW")
     assert {v["status"] for v in report_of(pytester.path)["verdicts"]} == {"PASS"}
 

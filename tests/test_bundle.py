@@ -22,7 +22,7 @@ from pytest_sits.cli import main  # noqa: E402
 def run_suite(dest: Path, *args: str) -> Path:
     """A real run of the bundled suite (quick level) writing its report and JUnit XML into ``dest``."""
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-q", "-p", "no:cacheprovider",
-           "--sits-report-dir", str(dest), "--junitxml", str(dest / "junit.xml"), *args]
+           f"--sits-report-dir={dest}", "--junitxml", str(dest / "junit.xml"), *args]
     proc = subprocess.run(cmd, cwd=str(dest.parent), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=600)
     assert (dest / "sits-report.json").is_file(), proc.stdout[-3000:]
@@ -44,7 +44,7 @@ def live_report(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sim_report(tmp_path_factory):
-    return run_suite(tmp_path_factory.mktemp("sim") / "sits-report", "--sits-platform", "sim:h100")
+    return run_suite(tmp_path_factory.mktemp("sim") / "sits-report", "--sits-platform=sim:h100")
 
 
 @pytest.fixture(scope="module")

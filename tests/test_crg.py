@@ -135,16 +135,23 @@ def test_edges_and_sync_skip_with_one_device_and_say_why():
 def test_no_cuda_device_is_a_skip_with_the_reason():
     accs = [{"bdf": "0000:17:00.0"}, {"bdf": "0000:18:00.0"}]
     (ev, _), = acquire_edges(accs, {"bytes": 1 << 20})
-    assert "absent" in ev and "0000:17:00.0" in ev["absent"]
+    # The devices are there; this installation cannot drive them: not measured (PARTIAL), not "not applicable".
+    assert "unavailable" in ev and "0000:17:00.0" in ev["unavailable"]
 
 
 def test_snapshot_like_platform_measures_nothing():
+    """A snapshot (or submitted texts) has devices it cannot measure: not measured, never "not applicable"."""
     class Frozen:
         def host_measurement_reason(self):
             return "a snapshot holds captured files, not a machine to measure"
     crg = Crg(Frozen())
-    assert "snapshot" in crg.jitter(None, {})["absent"]
-    assert "snapshot" in crg.sync([], 0, {})["absent"]
+    assert "snapshot" in crg.jitter(None, {})["unavailable"]
+    assert "snapshot" in crg.sync([], 0, {})["unavailable"]
+    assert "snapshot" in crg.node({"bdf": "0000:17:00.0"}, {})["unavailable"]
+    (ev, _), = crg.edges([], {})
+    assert "snapshot" in ev["unavailable"]
+    # an absence the caller established stays an absence
+    assert crg.sync([], 8, {}, absent="profile expects 8 × H100; found none")["absent"].startswith("profile")
 
 
 def test_gloo_allreduce_between_two_processes_runs_for_real():

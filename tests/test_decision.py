@@ -157,8 +157,8 @@ def sim_reports(tmp_path_factory):
     out = {}
     for name in ("h100", "a100", "l40s"):
         d = tmp_path_factory.mktemp(f"sim-{name}")
-        proc = subprocess.run([sys.executable, "-m", "pytest", "--sits-platform", f"sim:{name}", "--sits-level", "full",
-                               "--sits-report-dir", str(d), "-p", "no:cacheprovider", "-q", "--pyargs",
+        proc = subprocess.run([sys.executable, "-m", "pytest", f"--sits-platform=sim:{name}", "--sits-level=full",
+                               f"--sits-report-dir={d}", "-p", "no:cacheprovider", "-q", "--pyargs",
                                "pytest_sits.conformance", "-m", " or ".join(COMPARED)],
                               cwd=str(d), capture_output=True, text=True, timeout=900)
         path = d / "sits-report.json"

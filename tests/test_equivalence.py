@@ -124,7 +124,7 @@ def test_ratio_and_coverage_checks():
 
 
 def test_corpus_on_this_cpu(pytester, report_of):
-    result = pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-level", "standard",
+    result = pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-level=standard",
                                 "-m", "EQ-PRECISION", "-p", "no:cacheprovider")
     verdicts = report_of(pytester.path)["verdicts"]
     statuses = {v["subject"]: v["status"] for v in verdicts}
@@ -137,8 +137,8 @@ def test_corpus_on_this_cpu(pytester, report_of):
 
 def test_golden_record_then_compare(pytester, report_of, monkeypatch):
     gold = pytester.path / "golden"
-    args = ["--pyargs", "pytest_sits.conformance", "--sits-level", "standard", "-p", "no:cacheprovider"]
-    pytester.runpytest(*args, "-m", "EQ-PRECISION", "-k", "gemm or softmax", "--sits-golden-record", str(gold))
+    args = ["--pyargs", "pytest_sits.conformance", "--sits-level=standard", "-p", "no:cacheprovider"]
+    pytester.runpytest(*args, "-m", "EQ-PRECISION", "-k", "gemm or softmax", f"--sits-golden-record={gold}")
     manifest = json.loads((gold / "golden.json").read_text())
     assert manifest["format"] == "sits-golden/1" and "gemm__float16" in manifest["entries"]
     entry = json.loads((gold / "entries" / "gemm__float16" / "entry.json").read_text())
@@ -149,7 +149,7 @@ def test_golden_record_then_compare(pytester, report_of, monkeypatch):
 
     monkeypatch.setattr(runner, "SEED", 1)
     pytester.runpytest(*args, "-m", "EQ-PRECISION or EQ-LATENCY", "-k", "gemm or softmax or golden or latency",
-                       "--sits-golden", str(gold))
+                       f"--sits-golden={gold}")
     verdicts = report_of(pytester.path)["verdicts"]
     by = {v["subject"]: v for v in verdicts}
     assert by["cpu gemm float16"]["status"] == "PASS"
@@ -158,7 +158,7 @@ def test_golden_record_then_compare(pytester, report_of, monkeypatch):
     lat = next(v for v in verdicts if v["requirement"] == "EQ-LATENCY")
     assert lat["status"] == "WARN" and lat["measured"] > 0
     # a golden set recorded with another operator list: what is missing is said
-    pytester.runpytest(*args, "-m", "EQ-PRECISION", "-k", "gelu", "--sits-golden", str(gold))
+    pytester.runpytest(*args, "-m", "EQ-PRECISION", "-k", "gelu", f"--sits-golden={gold}")
     v = next(v for v in report_of(pytester.path)["verdicts"] if v["subject"] == "gelu float16")
     assert v["status"] == "INCONCLUSIVE" and "not in the golden set" in v["reason"]
     # one flipped byte: corrupted golden data is an ERROR, never a comparison
@@ -166,29 +166,29 @@ def test_golden_record_then_compare(pytester, report_of, monkeypatch):
     data = bytearray(f.read_bytes())
     data[-1] ^= 0xFF
     f.write_bytes(bytes(data))
-    pytester.runpytest(*args, "-m", "EQ-PRECISION", "-k", "gemm and float16", "--sits-golden", str(gold))
+    pytester.runpytest(*args, "-m", "EQ-PRECISION", "-k", "gemm and float16", f"--sits-golden={gold}")
     v = next(v for v in report_of(pytester.path)["verdicts"] if v["subject"] == "gemm float16")
     assert v["status"] == "ERROR" and "corrupted golden data" in v["reason"] and "__output__.npy" in v["reason"]
 
 
 def test_golden_usage_errors(pytester):
     pytester.makepyfile("def test_x():\n    pass\n")
-    r = pytester.runpytest("--sits-golden", str(pytester.path / "nowhere"))
+    r = pytester.runpytest(f"--sits-golden={pytester.path / 'nowhere'}")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["*bad golden set*no golden.json*fix: record a golden set*"])
-    r = pytester.runpytest("--sits-golden", "a", "--sits-golden-record", "b")
+    r = pytester.runpytest("--sits-golden=a", "--sits-golden-record=b")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
 
 
 def test_without_torch_it_skips_with_the_reason(pytester, report_of, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
-    pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-level", "standard", "-m", "EQ-PRECISION",
+    pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-level=standard", "-m", "EQ-PRECISION",
                        "-k", "gelu", "-p", "no:cacheprovider")
     v = report_of(pytester.path)["verdicts"][0]
     assert v["status"] == "SKIP" and "torch is not installed" in v["reason"]
 
 
 def test_sim_platform_skips_equivalence(pytester, conformance_args, report_of):
-    pytester.runpytest(*conformance_args, "--sits-platform", "sim:h100", "--sits-level", "standard",
+    pytester.runpytest(*conformance_args, "--sits-platform=sim:h100", "--sits-level=standard",
                        "-m", "EQ-PRECISION", "-k", "gelu")
     assert {v["status"] for v in report_of(pytester.path)["verdicts"]} == {"SKIP"}

@@ -24,9 +24,9 @@ def test_lab_module_uses_public_fixtures(pytester, monkeypatch):
     pytester.makepyfile(test_lab=LAB_MODULE)
     pytester.makeini("[pytest]\nsits_report_dir = none\n")
     # The hold runs on this machine (live); the thermal calibration on a simulated GPU in simulated time.
-    res = pytester.runpytest("-p", "no:randomly", "-k", "hold", "--sits-profile", "host")
+    res = pytester.runpytest("-p", "no:randomly", "-k", "hold", "--sits-profile=host")
     res.assert_outcomes(passed=1)
-    res = pytester.runpytest("-p", "no:randomly", "-k", "thermal", "--sits-platform", "sim:h100")
+    res = pytester.runpytest("-p", "no:randomly", "-k", "thermal", "--sits-platform=sim:h100")
     res.assert_outcomes(passed=1)
 
 

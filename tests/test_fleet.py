@@ -258,7 +258,7 @@ def test_node_entry_writes_its_folder_once(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURMD_NODENAME", "gpu07")
     monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[07-08]")
     out = tmp_path / "fleet"
-    assert fleet_node.node_main(["node", str(out), "--", "--sits-platform", "sim:h100"]) == 0
+    assert fleet_node.node_main(["node", str(out), "--", "--sits-platform=sim:h100"]) == 0
     d = out / "gpu07"
     marker = json.loads((d / "node.json").read_text())
     assert marker["node"] == "gpu07" and marker["job_nodelist"] == "gpu[07-08]"
@@ -271,7 +271,7 @@ def test_node_entry_writes_its_folder_once(tmp_path, monkeypatch):
     assert (d / "sits-report.json").is_file() and (d / "junit.xml").is_file() and (d / "pytest.log").is_file()
     # a second task on the same node (two array elements placed together) must not overwrite the first
     before = (d / "sits-report.json").read_bytes()
-    assert fleet_node.node_main(["node", str(out), "--", "--sits-platform", "sim:h100+switch"]) == 3
+    assert fleet_node.node_main(["node", str(out), "--", "--sits-platform=sim:h100+switch"]) == 3
     assert (d / "sits-report.json").read_bytes() == before
     # gpu08 was in the allocation but never wrote anything: the merge counts it
     fl = fleet_merge.merge(out)
@@ -619,7 +619,7 @@ def test_fleet_run_on_slurm_faulty_node_fails_dead_node_has_no_result(cluster, t
 
 def test_fleet_run_as_a_job_array(cluster, tmp_path):
     out = tmp_path / "fleet"
-    proc = sits(["fleet", "run", "--array", "--nodes", "3", "--out", str(out), "--", "--sits-platform", "sim:h100"],
+    proc = sits(["fleet", "run", "--array", "--nodes", "3", "--out", str(out), "--", "--sits-platform=sim:h100"],
                 cluster, tmp_path)
     assert proc.returncode == 0, proc.stdout
     fl = json.loads((out / "fleet-report.json").read_text())
@@ -685,7 +685,7 @@ def test_health_drains_its_own_node_through_scontrol(cluster, tmp_path):
 
 def test_fleet_run_that_slurm_refuses_says_why(cluster, tmp_path):
     proc = sits(["fleet", "run", "--nodes", "1", "--partition", "nosuchpartition", "--out", str(tmp_path / "o"),
-                 "--", "--sits-platform", "sim:h100"], cluster, tmp_path, timeout=120)
+                 "--", "--sits-platform=sim:h100"], cluster, tmp_path, timeout=120)
     assert proc.returncode == 4
     assert "srun failed" in proc.stdout and "no node ran" in proc.stdout and "partition" in proc.stdout
 

@@ -312,8 +312,8 @@ def test_every_profile_that_validates_runs_on_sim(pytester, text):
         assume(False)
     report = path.with_suffix(".report")
     result = pytester.runpytest("--pyargs", "pytest_sits.conformance", "-p", "no:cacheprovider", "-p", "no:randomly",
-                                "--sits-platform", f"sim:{path}", "--sits-report-dir", str(report))
-    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), \
+                                f"--sits-platform=sim:{path}", f"--sits-report-dir={report}")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, 10, 11), \
         f"{text}\n{result.stdout.str()[-3000:]}\n{result.stderr.str()[-3000:]}"
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     verdicts = json.loads((report / "sits-report.json").read_text())["verdicts"]
@@ -414,7 +414,7 @@ def test_deep_nesting_is_refused(n):
     ("name: x\nthresholds:\n  THERM-GPU-STEADY:\n    timeout_s: 1e9\n", "use a value <= 14400"),
     ("name: x\nthresholds:\n  MEM-BW-HOLD:\n    duration_s: 1e12\n", "use a value <= 3600"),
     ("name: x\nthresholds:\n  TOPO-PCIE-BW:\n    bytes: 1000000000000000\n", "use a value <= 68719476736"),
-    ("name: x\nidentity:\n  count: 99999999999999999999999999999\n", "an integer of"),
+    ("name: x\nidentity:\n  count: 99999999999999999999999999999\n", "beyond the signed 64-bit range"),
     ("name: x\nidentity:\n  count: " + "9" * 5000 + "\n", "cannot be read as !!int"),
     ("name: x\nthresholds:\n  THERM-GPU-STEADY:\n    window_s: 1300\n", "window_s (1300) is longer than timeout_s"),
     ("name: x\nthresholds:\n  MEM-BW-HOLD:\n    band_low: 0.9\n    band_high: 0.9\n", "is not below band_high"),

@@ -59,7 +59,7 @@ def test_sim_faults_change_the_evidence():
 def test_unknown_fault_and_platform_are_usage_errors():
     with pytest.raises(PlatformError, match="unknown sim fault 'bogus'; fix: use one of"):
         from_spec("sim:h100+bogus")
-    with pytest.raises(PlatformError, match="live, snapshot:DIR or sim:PROFILE"):
+    with pytest.raises(PlatformError, match="live, snapshot:DIR, evidence:DIR or sim:PROFILE"):
         from_spec("cloud:x")
     with pytest.raises(PlatformError, match="no such folder"):
         from_spec("snapshot:/nonexistent")
@@ -191,7 +191,7 @@ def test_corrupt_snapshot_is_a_usage_error(pytester, tmp_path):
     capture(tmp_path / "snap", root=sim.root, nvml=sim.nvml())
     (tmp_path / "snap" / "nvml.json").write_text("{truncated")
     pytester.makepyfile("def test_x():\n    pass\n")
-    result = pytester.runpytest("--sits-platform", f"snapshot:{tmp_path / 'snap'}", "--sits-profile", "h100")
+    result = pytester.runpytest(f"--sits-platform=snapshot:{tmp_path / 'snap'}", "--sits-profile=h100")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: bad platform: *nvml.json: not valid JSON*fix: capture the snapshot again"])
     assert "Traceback" not in result.stderr.str()
@@ -200,7 +200,7 @@ def test_corrupt_snapshot_is_a_usage_error(pytester, tmp_path):
 def test_snapshot_run_end_to_end(pytester, tmp_path, conformance_args, report_of):
     sim = from_spec("sim:h100+switch")
     capture(tmp_path / "snap", root=sim.root, nvml=sim.nvml())
-    pytester.runpytest(*conformance_args, "--sits-platform", f"snapshot:{tmp_path / 'snap'}")
+    pytester.runpytest(*conformance_args, f"--sits-platform=snapshot:{tmp_path / 'snap'}")
     report = report_of(pytester.path)
     assert report["platform"]["kind"] == "snapshot" and report["profile"]["name"] == "h100-sxm5"
     by = {}

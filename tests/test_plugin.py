@@ -46,7 +46,7 @@ def test_default_run_picks_host_profile_and_writes_reports(pytester, conformance
 
 
 def test_h100_profile_on_cpu_host_skips_with_reason(pytester, conformance_args, report_of):
-    result = pytester.runpytest(*conformance_args, "--sits-profile", "h100.yaml", "-rs")
+    result = pytester.runpytest(*conformance_args, "--sits-profile=h100.yaml", "-rs")
     result.stdout.fnmatch_lines([
         "sits: profile h100-sxm5 (option: --sits-profile=h100.yaml) from *h100-sxm5.yaml",
         "*MEM-CAPACITY SKIP: * profile expects 8 × H100 SXM5 (10de:2330); found no NVIDIA device*",
@@ -60,7 +60,7 @@ def test_h100_profile_on_cpu_host_skips_with_reason(pytester, conformance_args, 
 
 def test_profile_from_env_and_ini(pytester, conformance_args, monkeypatch):
     monkeypatch.setenv("SITS_PROFILE", "l40s")
-    result = pytester.runpytest(*conformance_args, "--sits-report-dir", "none")
+    result = pytester.runpytest(*conformance_args, "--sits-report-dir=none")
     result.stdout.fnmatch_lines(["sits: profile l40s (env: $SITS_PROFILE=l40s) *", "*report not written*"])
     assert not (pytester.path / "sits-report").exists()
     monkeypatch.delenv("SITS_PROFILE")
@@ -70,7 +70,7 @@ def test_profile_from_env_and_ini(pytester, conformance_args, monkeypatch):
 
 
 def test_sim_faults_make_inventory_requirements_fail(pytester, conformance_args, report_of):
-    result = pytester.runpytest(*conformance_args, "--sits-platform", "sim:h100+small-memory")
+    result = pytester.runpytest(*conformance_args, "--sits-platform=sim:h100+small-memory")
     result.stdout.fnmatch_lines(["sits: SIMULATED platform*", "*INV-DEVICES FAIL ?SIMULATED?:*",
                                  "*MEM-CAPACITY FAIL ?SIMULATED?:*", "result: SIMULATED*"])
     report = report_of(pytester.path)
@@ -85,7 +85,7 @@ def test_sim_faults_make_inventory_requirements_fail(pytester, conformance_args,
 
 
 def test_clean_sim_passes_but_is_never_conformant(pytester, conformance_args, report_of):
-    result = pytester.runpytest(*conformance_args, "--sits-platform", "sim:h200")
+    result = pytester.runpytest(*conformance_args, "--sits-platform=sim:h200")
     assert result.ret == 0
     report = report_of(pytester.path)
     summary = report["summary"]
@@ -99,7 +99,7 @@ def test_clean_sim_passes_but_is_never_conformant(pytester, conformance_args, re
 @pytest.mark.parametrize("fault,req", [("missing-device", "INV-DEVICES"), ("wrong-model", "INV-DEVICES"),
                                        ("old-driver", "DEP-DRIVER")])
 def test_each_sim_fault_fails_its_requirement(pytester, conformance_args, report_of, fault, req):
-    pytester.runpytest(*conformance_args, "--sits-platform", f"sim:h100+{fault}")
+    pytester.runpytest(*conformance_args, f"--sits-platform=sim:h100+{fault}")
     statuses = {v["requirement"]: v["status"] for v in report_of(pytester.path)["verdicts"]}
     assert statuses[req] == "FAIL"
 
@@ -133,7 +133,7 @@ def test_xdist_one_report_no_verdict_lost_or_doubled(pytester, report_of):
 
 
 def test_hostile_device_names_are_escaped(pytester, conformance_args):
-    pytester.runpytest(*conformance_args, "--sits-platform", "sim:h100+hostile-name")
+    pytester.runpytest(*conformance_args, "--sits-platform=sim:h100+hostile-name")
     html = (pytester.path / "sits-report" / "sits-report.html").read_text()
     assert "<script>" not in html
     assert "&lt;script&gt;alert(" in html
@@ -169,9 +169,9 @@ def test_full(sits_record):
     sits_record(Verdict("THERM-GPU-STEADY", "PASS", "ok"))
 """)
     pytester.runpytest().assert_outcomes(passed=1, deselected=2)
-    pytester.runpytest("--sits-level", "standard").assert_outcomes(passed=2, deselected=1)
-    pytester.runpytest("--sits-level", "full").assert_outcomes(passed=3)
-    result = pytester.runpytest("--sits-level", "deep")
+    pytester.runpytest("--sits-level=standard").assert_outcomes(passed=2, deselected=1)
+    pytester.runpytest("--sits-level=full").assert_outcomes(passed=3)
+    result = pytester.runpytest("--sits-level=deep")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
@@ -180,7 +180,7 @@ def test_waiver_turns_fail_into_waived(pytester, report_of):
     prof.write_text("name: mine\nextends: h100\nwaivers:\n  - id: INV-DEVICES\n"
                     "    reason: one GPU is out for RMA until 2026-12-15 (ticket 4711)\n")
     result = pytester.runpytest("--pyargs", "pytest_sits.conformance", f"--sits-profile={prof}",
-                                "--sits-platform", "sim:h100+missing-device", "-rs")
+                                "--sits-platform=sim:h100+missing-device", "-rs")
     result.stdout.fnmatch_lines(["INV-DEVICES *1 WAIVED: FAIL waived by profile*"])
     v = next(v for v in report_of(pytester.path)["verdicts"] if v["requirement"] == "INV-DEVICES")
     assert v["status"] == "WAIVED" and "RMA" in v["waiver"] and v["evidence"]["waived_status"] == "FAIL"
@@ -225,7 +225,7 @@ def test_warn_and_inconclusive_outcomes(pytester, report_of):
 
 def test_bad_platform_is_usage_error(pytester):
     pytester.makepyfile("def test_x():\n    pass\n")
-    result = pytester.runpytest("--sits-platform", "sim:h100+melted")
+    result = pytester.runpytest("--sits-platform=sim:h100+melted")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: bad platform: unknown sim fault 'melted'; fix: use one of *"])
 
@@ -247,7 +247,7 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path):
 def test_cli_report_render_and_validate(pytester, conformance_args, tmp_path):
     from pytest_sits.cli import main
 
-    pytester.runpytest(*conformance_args, "--sits-platform", "sim:l40s")
+    pytester.runpytest(*conformance_args, "--sits-platform=sim:l40s")
     j = pytester.path / "sits-report" / "sits-report.json"
     assert main(["report", "validate", str(j)]) == 0
     assert main(["report", "render", str(j), "--markdown", str(tmp_path / "r.md"), "--html",
@@ -299,7 +299,7 @@ def test_an_option_value_after_a_space_that_pytest_took_for_a_path_is_a_usage_er
                                  f"--sits-profile={elsewhere / 'x.yaml'}"])
     result = pytester.runpytest(f"--sits-profile={elsewhere / 'x.yaml'}")
     assert result.ret == 0
-    result = pytester.runpytest("--sits-level", "quick")  # not a path: pytest parses it right
+    result = pytester.runpytest("--sits-level=quick")  # not a path: pytest parses it right
     assert result.ret == 0
 
 

@@ -131,7 +131,7 @@ def test_plugin_turns_bad_profile_into_usage_error(pytester, case, text, line, f
     f = pytester.path / "bad.yaml"
     f.write_text(text)
     pytester.makepyfile("def test_x():\n    pass\n")
-    result = pytester.runpytest("--sits-profile", str(f))
+    result = pytester.runpytest(f"--sits-profile={f}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: bad profile: {f}:{line}: *", "*fix: *"])
     assert fix in result.stderr.str()

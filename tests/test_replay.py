@@ -33,7 +33,7 @@ def _assert_all_reproduced(report):
 
 
 def test_sim_full_run_replays(pytester, conformance_args):
-    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100", "--sits-level", "full")
+    report = _run(pytester, conformance_args, "--sits-platform=sim:h100", "--sits-level=full")
     assert {"THERM-GPU-STEADY", "THERM-CPU-STEADY", "MEM-BW-EFFICIENCY"} <= {v["requirement"] for v in report["verdicts"]}
     _assert_all_reproduced(report)
 
@@ -45,14 +45,14 @@ HANGS = {"probe-hang"}
 
 @pytest.mark.parametrize("fault", sorted(set(FAULTS) - HANGS))
 def test_every_sim_fault_replays(pytester, conformance_args, fault):
-    report = _run(pytester, conformance_args, "--sits-platform", f"sim:h100+{fault}", "--sits-level", _level(fault))
+    report = _run(pytester, conformance_args, f"--sits-platform=sim:h100+{fault}", "--sits-level", _level(fault))
     _assert_all_reproduced(report)
 
 
 def test_snapshot_run_replays(pytester, conformance_args, tmp_path):
     snap = tmp_path / "snap"
     assert main(["capture", str(snap)]) == 0
-    report = _run(pytester, conformance_args, "--sits-platform", f"snapshot:{snap}")
+    report = _run(pytester, conformance_args, f"--sits-platform=snapshot:{snap}")
     _assert_all_reproduced(report)
 
 
@@ -61,7 +61,7 @@ def test_live_quick_run_replays(pytester, conformance_args):
 
 
 def test_edited_measurement_is_named_and_exits_1(pytester, conformance_args, tmp_path, capsys):
-    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100+switch")
+    report = _run(pytester, conformance_args, "--sits-platform=sim:h100+switch")
     # Edit one measured number of the evidence: the first accelerator's path loses its switch ports.
     i, v = next((i, v) for i, v in enumerate(report["verdicts"]) if v["requirement"] == "TOPO-PCIE-DIRECT")
     assert v["status"] == "FAIL"
@@ -76,7 +76,7 @@ def test_edited_measurement_is_named_and_exits_1(pytester, conformance_args, tmp
 
 
 def test_edited_hold_share_is_caught(pytester, conformance_args):
-    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100+membw-low", "--sits-level", "standard")
+    report = _run(pytester, conformance_args, "--sits-platform=sim:h100+membw-low", "--sits-level=standard")
     v = next(v for v in report["verdicts"] if v["requirement"] == "MEM-BW-EFFICIENCY")
     assert v["status"] == "FAIL"
     v["evidence"]["gbps_median"] *= 3  # someone "improves" the measured bandwidth
@@ -92,7 +92,7 @@ def test_verdict_without_check_is_listed_not_replayable():
 
 
 def test_profile_option_rejudges_with_other_thresholds(pytester, conformance_args, tmp_path):
-    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100+switch")
+    report = _run(pytester, conformance_args, "--sits-platform=sim:h100+switch")
     prof = tmp_path / "lenient.yaml"
     prof.write_text("name: lenient\nextends: h100\nthresholds:\n  TOPO-PCIE-DIRECT:\n    max_switch_ports: 2\n")
     out = replay_report(report, str(prof))
@@ -120,7 +120,7 @@ def test_report_link_is_refused(tmp_path, capsys):
 
 
 def test_edited_summary_and_deleted_verdicts_are_caught(pytester, conformance_args, tmp_path, capsys):
-    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100+switch")
+    report = _run(pytester, conformance_args, "--sits-platform=sim:h100+switch")
     edited = dict(report, summary=dict(report["summary"], result="CONFORMANT"))
     p = tmp_path / "e.json"
     p.write_text(json.dumps(edited))
@@ -132,7 +132,7 @@ def test_edited_summary_and_deleted_verdicts_are_caught(pytester, conformance_ar
 
 
 def test_a_pass_stripped_of_its_check_is_not_taken_on_trust(pytester, conformance_args, tmp_path):
-    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100")
+    report = _run(pytester, conformance_args, "--sits-platform=sim:h100")
     v = next(v for v in report["verdicts"] if v["status"] == "PASS")
     v["check"] = None
     out = replay_report(report)
@@ -168,8 +168,8 @@ def _loosen(report):
 
 def test_a_report_whose_thresholds_were_loosened_fails_replay_without_a_profile(pytester, conformance_args, tmp_path,
                                                                                 capsys):
-    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100+membw-low,pcie-bw-low",
-                  "--sits-level", "standard")
+    report = _run(pytester, conformance_args, "--sits-platform=sim:h100+membw-low,pcie-bw-low",
+                  "--sits-level=standard")
     forged = _loosen(report)
     assert len(forged) == 16
     path = tmp_path / "forged.json"
@@ -183,7 +183,7 @@ def test_a_report_whose_thresholds_were_loosened_fails_replay_without_a_profile(
 
 
 def test_a_profile_section_that_differs_from_its_bundled_profile_is_a_finding(pytester, conformance_args):
-    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100")
+    report = _run(pytester, conformance_args, "--sits-platform=sim:h100")
     assert report["profile"]["bundled"] is True
     # Loosen the profile section and every verdict's thresholds to match it: consistent with itself, but not
     # the bundled profile of that name.
@@ -211,7 +211,7 @@ def test_a_profile_section_that_differs_from_its_bundled_profile_is_a_finding(py
 ], ids=["evidence-list", "check-string", "status", "verdicts-object", "level", "coverage", "profile-data",
         "no-summary", "coverage-statuses", "coverage-requirement"])
 def test_a_structurally_broken_report_is_one_line_and_exit_4(pytester, conformance_args, tmp_path, capsys, edit):
-    report = _run(pytester, conformance_args, "--sits-platform", "sim:h100")
+    report = _run(pytester, conformance_args, "--sits-platform=sim:h100")
     edit(report)
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(report))

@@ -297,8 +297,8 @@ def test_generated_trees_round_trip(seed):
 def test_tree_errors_name_the_line():
     good = data("lspci-tv-workstation-hdmi-audio.txt").splitlines()
     cut = "\n".join(good[:1] + ["               \\-00.1  NVIDIA Corporation AD102 High Definition Audio"])
-    with pytest.raises(TextEvidenceError, match="line 2: the branch at column 18 continues no bus"):
-        read_lspci_tv(cut)
+    tree = read_lspci_tv(cut)  # a branch whose parent line was cut is read, and the cut named
+    assert any(c["line"] == 2 and "hangs from a line that is not in the text" in c["what"] for c in tree["cuts"])
     with pytest.raises(TextEvidenceError, match=r"line 2, column 14: .*not part of an `lspci -t` tree"):
         read_lspci_tv(good[0] + "\n           +-zz.0  Bogus\n")
     with pytest.raises(TextEvidenceError, match=f"line 2: .*over the {MAX_LINE}-character limit"):
@@ -352,11 +352,16 @@ def test_topo_single_gpu_or_nvlink_only_could_not_be_judged():
     assert v.status == INCONCLUSIVE and "could not be judged" in v.reason
 
 
-def test_topo_errors_name_the_line():
+def test_topo_cut_row_is_read_from_the_symmetric_cells_and_named():
     text = data("nvidia-smi-topo-hgx-h100-nic12.txt").splitlines()
-    text[3] = "\t".join(text[3].split("\t")[:6])
-    with pytest.raises(TextEvidenceError, match="line 4: row GPU2 has 5 matrix cells for the 20 columns"):
-        parse_nvidia_smi_topo("\n".join(text))
+    text[3] = "\t".join(text[3].split("\t")[:6])  # GPU2's row cut after 5 cells
+    mesh = parse_nvidia_smi_topo("\n".join(text))
+    assert {"line": 4, "what": "row GPU2 has 5 of 20 cells (cut); the missing ones are read from the other rows"} \
+        in mesh["cuts"]
+    assert mesh["pcie_cells"]["GPU2"]["NIC2"] == "PIX"  # from NIC2's row
+    assert check_peer_mesh({"mesh": mesh, "expected_devices": 8}, {"required": True}).status == PASS
+    with pytest.raises(TextEvidenceError, match="line 2: a column name appears twice"):
+        parse_nvidia_smi_topo("x\n\tGPU0\tGPU0\tCPU Affinity\nGPU0\t X \t X \t0-3\n")
 
 
 # ---- lspci -vv: the link, declared load ------------------------------------------------------------------
@@ -423,7 +428,9 @@ def test_cli_applies_the_profile_waiver(tmp_path, capsys):
     rc = main(["audit-text", "--lspci-tv", str(DATA / "lspci-tv-hgx-h100-nvswitch.txt"), "--profile", str(prof),
                "--json", str(tmp_path / "v.json")])
     out = capsys.readouterr().out
-    assert rc == 0 and out.count("WAIVED") == 8 and "FAIL waived by profile" in out
+    # the tree names 8 x H100 SXM5 by PCI ID; their memory is not in it: INV-DEVICES INCONCLUSIVE (exit 2)
+    assert rc == 2 and out.count("WAIVED") == 8 and "FAIL waived by profile" in out
+    assert "INV-DEVICES        accelerators   INCONCLUSIVE 8 × H100 SXM5 by the texts' PCI IDs" in out
     assert (tmp_path / "v.json").read_text().count('"waived_status": "FAIL"') == 8
 
 
@@ -438,7 +445,8 @@ def test_cli_lspci_vv_under_load(tmp_path, capsys):
     assert "TOPO-PCIE-LINK     0000:19:00.0   FAIL" in out
     import json
 
-    (v,) = [v for v in json.loads((tmp_path / "v.json").read_text()) if v["subject"] == "0000:19:00.0"]
+    (v,) = [v for v in json.loads((tmp_path / "v.json").read_text())
+            if v["subject"] == "0000:19:00.0" and v["requirement"] == "TOPO-PCIE-LINK"]
     assert "declared by the submitter, not observed" in v["method"]
     assert check_pcie_link(v["evidence"], v["thresholds"] or {"require_load": True}).status == FAIL  # replayable
     assert main(["audit-text", "--nvidia-smi-topo", str(DATA / "nvidia-smi-topo-partial.txt"), "--under-load"]) == 4
@@ -446,14 +454,23 @@ def test_cli_lspci_vv_under_load(tmp_path, capsys):
 
 
 def test_cli_tree_with_classes_from_lspci_vv_and_errors_name_the_file(tmp_path, capsys):
+    prof = tmp_path / "ws.yaml"
+    prof.write_text("name: workstation\nextends: base\nidentity:\n  vendor: NVIDIA\n  model: RTX 6000 Ada\n"
+                    "  kind: gpu\n  pci_ids: ['10de:26b1']\n  count: 1\nhardware:\n  memory_gb: 48\n")
     rc = main(["audit-text", "--lspci-tv", str(DATA / "lspci-tv-workstation-hdmi-audio.txt"), "--lspci-vv",
-               str(DATA / "lspci-vv-workstation-idle.txt")])
+               str(DATA / "lspci-vv-workstation-idle.txt"), "--profile", str(prof)])
     out = capsys.readouterr().out
-    assert rc == 2 and "TOPO-PCIE-DIRECT   0000:01:00.0   PASS" in out  # the idle link is INCONCLUSIVE and "0000:01:00.1" not in out
-    bad = tmp_path / "topo.txt"
-    bad.write_text("GPU0 GPU1\nGPU0 X\n")
-    assert main(["audit-text", "--nvidia-smi-topo", str(bad)]) == 4
-    assert f"{bad}: line 2: row GPU0" in capsys.readouterr().err
+    assert rc == 2 and "TOPO-PCIE-DIRECT   0000:01:00.0   PASS" in out  # the idle link is INCONCLUSIVE
+    assert "TOPO-PCIE-LINK     0000:01:00.0   INCONCLUSIVE" in out and "0000:01:00.1" not in out
+    cut = tmp_path / "topo.txt"
+    cut.write_text("GPU0 GPU1\nGPU0 X\n")  # a matrix cut after one cell: read, and the cut listed
+    main(["audit-text", "--nvidia-smi-topo", str(cut)])
+    out = capsys.readouterr().out
+    assert "read:     topo.txt (nvidia-smi topo -m); cut:" in out and "no row for GPU1 (cut)" in out
+    nothing = tmp_path / "nothing.txt"
+    nothing.write_text("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n")
+    assert main(["audit-text", "--nvidia-smi-topo", str(nothing)]) == 4
+    assert f"{nothing}: not read: it looks like none of the tools" in capsys.readouterr().err
     unknown = tmp_path / "tree.txt"
     unknown.write_text("-[0000:00]-+-01.0-[01]----00.0  NVIDIA Corporation Device 2bff\n")
     main(["audit-text", "--lspci-tv", str(unknown)])

@@ -176,14 +176,14 @@ def test_device_lock_serialises_calibrations(tmp_path):
 def test_full_level_on_this_host_is_undecided_with_the_reason(pytester, report_of):
     # The CPU package is there but its temperature cannot be read here: undecided, never a SKIP that would let
     # a full run conform without it.
-    result = pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-level", "full",
+    result = pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-level=full",
                                 "-m", "THERM-CPU-STEADY", "-rs")
     result.stdout.fnmatch_lines(["*THERM-CPU-STEADY INCONCLUSIVE*no CPU package temperature sensor*"])
     assert report_of(pytester.path)["summary"]["result"] == "UNDECIDED"
 
 
 def test_full_level_on_sim(pytester, conformance_args, report_of):
-    result = pytester.runpytest(*conformance_args, "--sits-platform", "sim:l40s+thermal-hot", "--sits-level", "full",
+    result = pytester.runpytest(*conformance_args, "--sits-platform=sim:l40s+thermal-hot", "--sits-level=full",
                                 "-m", "THERM-GPU-STEADY or THERM-CPU-STEADY")
     result.stdout.fnmatch_lines(["sits: ?THERM-*-STEADY *] 0 s: *"])  # progress lines
     statuses = {v["status"] for v in report_of(pytester.path)["verdicts"]}
@@ -191,7 +191,7 @@ def test_full_level_on_sim(pytester, conformance_args, report_of):
     html = (pytester.path / "sits-report" / "sits-report.html").read_text()
     # The charts are matplotlib SVG embedded in the page (issue: one chart path): a temperature chart is drawn.
     assert '<svg role="img" aria-label="' in html and "temperature (°C)" in html
-    pytester.runpytest(*conformance_args, "--sits-platform", "sim:l40s", "--sits-level", "full",
+    pytester.runpytest(*conformance_args, "--sits-platform=sim:l40s", "--sits-level=full",
                        "-m", "THERM-GPU-STEADY or THERM-CPU-STEADY")
     assert {v["status"] for v in report_of(pytester.path)["verdicts"]} == {"PASS"}
 

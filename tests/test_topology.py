@@ -210,7 +210,7 @@ def test_pcie_path_checks_on_this_machines_sysfs():
 
 
 def test_topology_end_to_end_on_sim(pytester, conformance_args, report_of):
-    pytester.runpytest(*conformance_args, "--sits-platform", "sim:h100+switch,link-degraded,nvlink-partial")
+    pytester.runpytest(*conformance_args, "--sits-platform=sim:h100+switch,link-degraded,nvlink-partial")
     verdicts = report_of(pytester.path)["verdicts"]
     by = {}
     for v in verdicts:
@@ -218,7 +218,7 @@ def test_topology_end_to_end_on_sim(pytester, conformance_args, report_of):
     assert by["TOPO-PCIE-DIRECT"] == ["FAIL"] * 8
     assert sorted(by["TOPO-PCIE-LINK"]) == ["FAIL"] + ["PASS"] * 7
     assert by["LINK-NVLINK-MESH"] == ["FAIL"]
-    pytester.runpytest(*conformance_args, "--sits-platform", "sim:h100+link-idle")
+    pytester.runpytest(*conformance_args, "--sits-platform=sim:h100+link-idle")
     statuses = {v["status"] for v in report_of(pytester.path)["verdicts"] if v["requirement"] == "TOPO-PCIE-LINK"}
     assert statuses == {"INCONCLUSIVE"}
 

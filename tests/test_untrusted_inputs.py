@@ -135,8 +135,8 @@ def test_header_carries_no_escape_codes(pytester, snapshot):
     for d in facts["devices"]:
         d["name"] = "\x1b]0;pwned\x07\x1b[2JGPU"
     (snapshot / "nvml.json").write_text(json.dumps(facts))
-    res = pytester.runpytest("--sits-platform", f"snapshot:{snapshot}", "--sits-profile", "h100", "--co",
-                             "--sits-report-dir", "none")
+    res = pytester.runpytest(f"--sits-platform=snapshot:{snapshot}", "--sits-profile=h100", "--co",
+                             "--sits-report-dir=none")
     out = res.stdout.str()
     assert "sits: platform snapshot:" in out and "\x1b" not in out and "\\x1b]0;pwned" in out
 

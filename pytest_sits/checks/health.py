@@ -25,9 +25,10 @@ def _errors_text(evidence: Dict[str, Any], fields: List[str]) -> str:
     return "; ".join(errs) or "not reported"
 
 
-@check("DEP-ECC")
+@check("DEP-ECC", version=2)
 def check_ecc(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
     """ECC on where the profile requires it; each error count within its limit (None: reported, not judged).
+    A count over its limit fails even when the mode could not be read (version 2).
 
     evidence: ``ecc_mode_current``/``ecc_mode_pending`` (bool or None), ``counts`` {volatile|aggregate}_
     {corrected|uncorrected} (int or None), ``source``, ``errors`` (fields the probe could not read)."""
@@ -44,6 +45,14 @@ def check_ecc(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
     pending = evidence.get("ecc_mode_pending")
     common = dict(measured=measured, threshold=threshold, unit="errors", subject=subject, evidence=evidence,
                   method=f"{evidence.get('source') or 'management library'}: ECC mode and total error counts")
+    # Counted errors over a limit fail whatever else is unread: the count is the evidence.
+    over = [f"{k.replace('_', ' ')} {counts[k]} > {limits[k]}" for k in COUNT_KEYS
+            if limits[k] is not None and counts.get(k) is not None and counts[k] > limits[k]]
+    if over:
+        return Verdict(req, FAIL, f"ECC error counts over the profile's limits: {'; '.join(over)} ({shown})",
+                       **common, remediation="drain the node; reset the GPU and watch whether the volatile count "
+                                             "returns (`nvidia-smi -q -d ECC,ROW_REMAPPER`); check DEP-ROWREMAP; an "
+                                             "uncorrectable error that recurs after a reset means an RMA")
     if mode is None and required:
         return Verdict(req, INCONCLUSIVE, "the ECC mode could not be read: "
                        + _errors_text(evidence, ["ecc_mode_current"]), **common)
@@ -55,13 +64,6 @@ def check_ecc(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
         return Verdict(req, FAIL, "ECC is disabled and the profile requires it", **common,
                        remediation="enable ECC (`nvidia-smi -e 1`), then reset the GPU or reboot; the suite only "
                                    "reads the setting")
-    over = [f"{k.replace('_', ' ')} {counts[k]} > {limits[k]}" for k in COUNT_KEYS
-            if limits[k] is not None and counts.get(k) is not None and counts[k] > limits[k]]
-    if over:
-        return Verdict(req, FAIL, f"ECC error counts over the profile's limits: {'; '.join(over)} ({shown})",
-                       **common, remediation="drain the node; reset the GPU and watch whether the volatile count "
-                                             "returns (`nvidia-smi -q -d ECC,ROW_REMAPPER`); check DEP-ROWREMAP; an "
-                                             "uncorrectable error that recurs after a reset means an RMA")
     unread = [k for k in COUNT_KEYS if limits[k] is not None and counts.get(k) is None]
     if unread and mode is not False:
         return Verdict(req, INCONCLUSIVE, f"limited count(s) not readable: {', '.join(unread)} ("
@@ -148,6 +150,20 @@ def _share(samples: List[Dict[str, Any]], name: str) -> float:
     return sum(1 for s in samples if int(s["reasons"]) & bit) / len(samples)
 
 
+def _fixes(faults: List[str]) -> List[str]:
+    """What to look at for the fault reasons named."""
+    fixes = []
+    if "hw_power_brake_slowdown" in faults:
+        fixes.append("power brake is asserted by the board or chassis: check PSU redundancy and input power, "
+                     "BMC power capping, and the baseboard's power-brake signal")
+    if "hw_thermal_slowdown" in faults or "sw_thermal_slowdown" in faults:
+        fixes.append("thermal slowdown: check inlet temperature, fan profile, airflow and heatsink contact")
+    if "hw_slowdown" in faults and not fixes:
+        fixes.append("HW slowdown without a thermal or brake cause: check the power supply and the board's "
+                     "external slowdown signal (`nvidia-smi -q -d PERFORMANCE`)")
+    return fixes
+
+
 @check("DEP-THROTTLE")
 def check_throttle(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
     """Clock-event reasons sampled while the suite's load runs: the share of loaded samples in which HW
@@ -178,8 +194,10 @@ def check_throttle(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
         load = evidence.get("load") or {}
         why = load.get("reason") or load.get("error") or ("the GPU reported itself idle in every sample"
                                                          if any(s.get("under_load") for s in valid) else "no load")
+        faults = [n for n in FAULT_REASONS if n in seen]
+        look = (f"; {', '.join(faults)} active even without load: {'; '.join(_fixes(faults))}" if faults else "")
         return Verdict(req, INCONCLUSIVE, f"no reading under load ({why}); idle readings showed "
-                       f"{', '.join(seen) or 'no reason'}, and an idle reading never decides", measured=None,
+                       f"{', '.join(seen) or 'no reason'}, and an idle reading never decides{look}", measured=None,
                        **common)
     fault_share = sum(1 for s in loaded if any(int(s["reasons"]) & CLOCK_EVENT_BITS[n] for n in FAULT_REASONS)) \
         / len(loaded)
@@ -187,17 +205,13 @@ def check_throttle(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
     active = ", ".join(f"{n} {shares[n]:.0%}" for n in CLOCK_EVENT_BITS if shares.get(n)) or "none"
     text = f"{len(loaded)} loaded samples; active: {active}"
     if fault_share > max_fault:
-        fixes = []
-        if shares.get("hw_power_brake_slowdown"):
-            fixes.append("power brake is asserted by the board or chassis: check PSU redundancy and input power, "
-                         "BMC power capping, and the baseboard's power-brake signal")
-        if shares.get("hw_thermal_slowdown") or shares.get("sw_thermal_slowdown"):
-            fixes.append("thermal slowdown: check inlet temperature, fan profile, airflow and heatsink contact")
-        if shares.get("hw_slowdown") and not fixes:
-            fixes.append("HW slowdown without a thermal or brake cause: check the power supply and the board's "
-                         "external slowdown signal (`nvidia-smi -q -d PERFORMANCE`)")
         return Verdict(req, FAIL, f"the hardware slowed its clocks under load in {fault_share:.0%} of samples: "
-                       f"{text}", measured=round(fault_share, 4), **common, remediation="; ".join(fixes))
+                       f"{text}", measured=round(fault_share, 4), **common,
+                       remediation="; ".join(_fixes([n for n in FAULT_REASONS if shares.get(n)])))
+    hidden = [n for n in evidence.get("reasons_not_shown") or [] if n.lower().replace(" ", "_") in FAULT_REASONS]
+    if hidden:  # a text cut before some reasons: what it does not show cannot pass
+        return Verdict(req, INCONCLUSIVE, f"{text}; but the text does not show {', '.join(hidden)} (cut), so a "
+                       "slowdown cannot be ruled out", measured=round(fault_share, 4), **common)
     if max_cap is not None and shares.get("sw_power_cap", 0) > float(max_cap):
         return Verdict(req, FAIL, f"SW power cap active in {shares['sw_power_cap']:.0%} of loaded samples (> "
                        f"{float(max_cap):.0%}): {text}", measured=shares["sw_power_cap"], **common,
@@ -246,8 +260,10 @@ def check_powercap(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
     enforced, requested, default = (_w(evidence.get(k)) for k in ("enforced_mw", "requested_mw", "default_mw"))
     cons = evidence.get("constraints_mw") or [None, None]
     lo, hi = _w(cons[0]), _w(cons[1])
-    shown = (f"enforced {enforced} W (requested {requested} W, default {default} W, settable "
-             f"{lo}-{hi} W)")
+    known = [f"{k} {v} W" for k, v in (("requested", requested), ("default", default)) if v is not None]
+    if lo is not None and hi is not None:
+        known.append(f"settable {lo}-{hi} W")
+    shown = f"enforced {enforced} W" + (f" ({', '.join(known)})" if known else "")
     threshold = f">= {tdp} W × (1 - {tol:g})" if tdp else "the profile's TDP"
     common = dict(threshold=threshold, unit="W", subject=subject, evidence=evidence,
                   method="nvmlDeviceGetEnforcedPowerLimit against the profile's hardware.tdp_w")
@@ -288,6 +304,8 @@ def check_pcie_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], subj
     evidence: ``aer_before``/``aer_after`` (totals per kind, or None with ``aer_reason``), ``replay_before``/
     ``replay_after`` (NVML replay counter, or None with ``replay_reason``), ``window_s``."""
     req = "DEP-PCIE-ERRORS"
+    if evidence.get("aer_log") is not None:
+        return _pcie_errors_in_log(evidence, thresholds, subject)
     before, after = evidence.get("aer_before"), evidence.get("aer_after")
     limits = {"fatal": thresholds.get("max_new_fatal", 0), "nonfatal": thresholds.get("max_new_nonfatal", 0),
               "correctable": thresholds.get("max_new_correctable")}
@@ -328,6 +346,36 @@ def check_pcie_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], subj
     return Verdict(req, PASS, f"no PCIe errors during the run (new: {shown}){tail}", measured=0, **common)
 
 
+def _pcie_errors_in_log(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str) -> Verdict:
+    """DEP-PCIE-ERRORS on a submitted kernel log: the AER errors its lines record for the device are the errors
+    of the period it covers, held to the same limits; the replay counter is one reading (since the GPU's reset)
+    and is reported, not judged."""
+    req = "DEP-PCIE-ERRORS"
+    log = evidence["aer_log"]
+    counts = log.get("counts") or {}
+    limits = {"fatal": thresholds.get("max_new_fatal", 0), "nonfatal": thresholds.get("max_new_nonfatal", 0),
+              "correctable": thresholds.get("max_new_correctable")}
+    threshold = ", ".join(f"{k} <= {v}" for k, v in limits.items() if v is not None) + " in the log"
+    files = ", ".join(log.get("files") or [])
+    replay = evidence.get("replay_reading")
+    tail = f"; replay counter {replay} since the GPU's reset (one reading, not judged)" if replay is not None else ""
+    common = dict(threshold=threshold, unit="errors", subject=subject, evidence=evidence,
+                  method=f"AER lines (PCIe Bus Error / error received) naming the device in the submitted kernel log "
+                         f"({files}, {log.get('records')} lines)")
+    shown = ", ".join(f"{k} {counts.get(k, 0)}" for k in ("fatal", "nonfatal", "correctable"))
+    over = [f"{k} {counts.get(k, 0)} > {lim}" for k, lim in limits.items() if lim is not None
+            and counts.get(k, 0) > lim]
+    if over:
+        first = (log.get("lines") or [""])[0][:160]
+        return Verdict(req, FAIL, f"the submitted kernel log records PCIe errors of {subject}: {'; '.join(over)} "
+                       f"({shown}; first: {first}){tail}", measured=sum(counts.values()), **common,
+                       remediation="reseat the card and its riser/retimer cables, check the slot's signal integrity "
+                                   "settings in the BIOS; the log's lines name the failing TLPs (`lspci -vvv -s "
+                                   f"{subject}` shows the AER status)")
+    return Verdict(req, PASS, f"no fatal or non-fatal AER error of {subject} in the submitted kernel log ({shown})"
+                   f"{tail}", measured=0, **common)
+
+
 XID_HINTS = {
     79: "the GPU fell off the bus: reseat it, check its power cables and slot; drain and RMA if it recurs",
     48: "double-bit ECC error: see DEP-ECC and DEP-ROWREMAP, reset the GPU",
@@ -362,12 +410,15 @@ def check_xid(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
     if events is None and hist_xids is None:
         return Verdict(req, INCONCLUSIVE, f"no XID source: event watch: {watch.get('reason')}; kernel log: "
                        f"{hist.get('reason')}", measured=None, **common)
+    period = watch.get("period") or "during the run"  # submitted evidence: the period its kernel log covers
     during = [e for e in events or [] if int(e["xid"]) in critical]
     if len(during) > limit:
         xids = sorted({int(e["xid"]) for e in during})
         hint = "; ".join(XID_HINTS.get(x, f"XID {x}: see NVIDIA's XID catalogue") for x in xids)
-        return Verdict(req, FAIL, f"{len(during)} critical XID event(s) during the run: "
-                       f"{', '.join(f'XID {x}' for x in xids)}", measured=len(during), **common, remediation=hint)
+        first = f" (first: {str(during[0]['line'])[:160]})" if during[0].get("line") else ""
+        return Verdict(req, FAIL, f"{len(during)} critical XID event(s) {period}: "
+                       f"{', '.join(f'XID {x}' for x in xids)}{first}", measured=len(during), **common,
+                       remediation=hint)
     past = [x for x in hist_xids or [] if int(x["xid"]) in critical]
     other = sorted({int(e["xid"]) for e in events or [] if int(e["xid"]) not in critical})
     if past:
@@ -380,15 +431,17 @@ def check_xid(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
                                                  for x in xids))
         return Verdict(req, WARN, text, measured=0, **common)
     sources = []
-    if events is not None:
+    if events is not None and watch.get("period"):
+        sources.append(f"{len(events)} XID line(s) for this device {period}")
+    elif events is not None:
         sources.append(f"NVML events during {watch.get('window_s', '?')} s: {len(events)} XID(s)")
     else:
         sources.append(f"no event watch ({watch.get('reason')})")
     if hist_xids is not None:
         sources.append(f"kernel log since boot: {len(hist_xids)} XID line(s) for this device, none critical")
-    else:
+    elif not watch.get("period"):  # a submitted log is the watch itself
         sources.append(f"kernel log unreadable ({hist.get('reason')})")
     if other:
-        return Verdict(req, WARN, f"non-critical XID(s) during the run: {', '.join(map(str, other))}; "
+        return Verdict(req, WARN, f"non-critical XID(s) {period}: {', '.join(map(str, other))}; "
                        + "; ".join(sources), measured=0, **common)
     return Verdict(req, PASS, "no critical XID: " + "; ".join(sources), measured=0, **common)

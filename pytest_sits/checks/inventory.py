@@ -15,7 +15,8 @@ GB = 1000 ** 3
 def _group(accs: List[Dict[str, Any]]) -> str:
     counts: Dict[str, int] = {}
     for a in accs:
-        key = f"{a.get('display_name') or a['pci_id']} ({a['pci_id']})" if a.get("name") else a["pci_id"]
+        pid = a.get("pci_id") or "PCI ID not in the texts"
+        key = f"{a.get('display_name') or pid} ({pid})" if a.get("name") else (a.get("display_name") or pid)
         counts[key] = counts.get(key, 0) + 1
     return ", ".join(f"{n} × {k}" for k, n in counts.items())
 
@@ -55,8 +56,11 @@ def check_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject:
     others = [a for a in accelerators if a["pci_id"] not in ids]
     ev = {"expected": expected, "found": [{k: a.get(k) for k in ("bdf", "pci_id", "name", "memory_total_bytes",
                                                                  "memory_source")} for a in accelerators],
+          "coverage": evidence.get("coverage"),
           "nvml": {k: nvml.get(k) for k in ("available", "reason", "driver_version")}}
     threshold = f"{want_n} × {expected.get('model', '?')}"
+    if evidence.get("coverage") is not None:
+        return _submitted_devices(evidence, thresholds, ev, matching, others, want_n, threshold)
     if want_n == 0:
         if not accelerators:
             return Verdict("INV-DEVICES", PASS, "the profile expects no accelerator and none was found",
@@ -104,6 +108,85 @@ def check_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject:
                        unit="devices", subject="accelerators", evidence=ev)
     return Verdict("INV-DEVICES", PASS, f"{want_n} × {expected.get('model')} present, each with at least "
                    f"{measured_mem} GiB", measured=measured_mem, threshold=mem_threshold, unit="GiB", subject="accelerators", evidence=ev)
+
+
+def _memory_verdict(expected: Dict[str, Any], thresholds: Dict[str, Any], matching: List[Dict[str, Any]],
+                    ev: Dict[str, Any], want_n: int, prefix: str) -> Optional[Verdict]:
+    """FAIL when a matching card has less memory than the profile's size (within the tolerance); None else."""
+    mem_gb = expected.get("memory_gb")
+    if not mem_gb:
+        return None
+    tol = float(thresholds.get("memory_tolerance", 0.1))
+    floor = mem_gb * GIB * (1 - tol)
+    small = [a for a in matching if a.get("memory_total_bytes") is not None and a["memory_total_bytes"] < floor]
+    if not small:
+        return None
+    detail = ", ".join(f"{a['bdf']} {a['memory_total_bytes'] / GIB:.1f} GiB" for a in small)
+    return Verdict("INV-DEVICES", FAIL, f"{prefix}{len(small)} card(s) report less memory than the profile's "
+                   f"{mem_gb} GB: {detail}", measured=round(min(a["memory_total_bytes"] for a in small) / GIB, 2),
+                   threshold=f">= {mem_gb} GiB - {tol:.0%} = {floor / GIB:.1f} GiB", unit="GiB",
+                   subject="accelerators", evidence=ev,
+                   remediation="check the model and SKU (a smaller-memory variant), MIG or vGPU partitioning; or "
+                               "correct hardware.memory_gb in the profile")
+
+
+def _submitted_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], ev: Dict[str, Any],
+                       matching: List[Dict[str, Any]], others: List[Dict[str, Any]], want_n: int,
+                       threshold: str) -> Verdict:
+    """INV-DEVICES on submitted texts: the models the texts name (PCI ID) against the profile's; the machine's
+    count from a declaration ('Attached GPUs : 8') or a text that lists every device; what the texts do not
+    cover is said, and never passes."""
+    expected = thresholds["expected"]
+    cov = evidence["coverage"]
+    accs = evidence["accelerators"]
+    unknown = [a for a in accs if not a.get("pci_id")]
+    wrong = [a for a in others if a.get("pci_id")]
+    declared = [d for d in (cov.get("declared") or {}).values() if d.get("count") is not None]
+    n_declared = sum(d["count"] for d in declared) if declared else None
+    count = n_declared if n_declared is not None else (len(accs) if cov.get("listing") else None)
+    how = ("; ".join(d["source"] for d in declared) if declared else
+           f"the count of {cov.get('listing')}" if cov.get("listing") else "no text says how many the machine has")
+    measured = count if count is not None else len(accs)
+    common = dict(threshold=threshold, unit="devices", subject="accelerators", evidence=ev,
+                  method="models by the PCI IDs the submitted texts give; count by " + how)
+    uncovered = (f"; the texts cover {len(accs)} of the {count} ({how}): nothing is known of the other "
+                 f"{count - len(accs)}" if count is not None and len(accs) < count else "")
+    fix = ("run with the profile of these accelerators (--profile NAME / --sits-profile NAME), or check that the "
+           "texts are of the machine under audit")
+    if wrong:
+        want = (f"the profile expects {expected['describe']}" if want_n else "the profile expects no accelerator")
+        return Verdict("INV-DEVICES", FAIL, f"the texts name {_group(wrong)}; {want}{uncovered}",
+                       measured=len(matching), remediation=fix, **common)
+    if count is not None and count != want_n:
+        return Verdict("INV-DEVICES", FAIL, f"the machine has {count} accelerator(s) ({how}); the profile expects "
+                       f"{want_n} × {expected.get('model', '?')}{uncovered}", measured=count, remediation=fix,
+                       **common)
+    small = _memory_verdict(expected, thresholds, matching, ev, want_n, "")
+    if small is not None:
+        return small
+    gaps = []
+    if unknown:
+        gaps.append(f"the model (PCI ID) of {', '.join(a['bdf'] for a in unknown[:8])}"
+                    f"{' and more' if len(unknown) > 8 else ''} is not in the texts")
+    if count is None:
+        gaps.append(f"the texts cover {len(accs)} accelerator(s) and none of them says how many the machine has")
+    elif len(accs) < count:
+        gaps.append(f"{how}, and the texts cover {len(accs)}: nothing is known of the other {count - len(accs)}")
+    mem_unknown = [a for a in matching if a.get("memory_total_bytes") is None]
+    if gaps:
+        return Verdict("INV-DEVICES", INCONCLUSIVE, f"{_group(accs) or 'no accelerator'} in the texts; "
+                       + "; ".join(gaps), measured=measured, **common)
+    mem = (" (memory not in the texts for " + ", ".join(a["bdf"] for a in mem_unknown[:8]) + ")"
+           if mem_unknown and expected.get("memory_gb") else "")
+    if want_n == 0:
+        return Verdict("INV-DEVICES", PASS, f"the profile expects no accelerator and the texts list none ({how})",
+                       measured=0, **common)
+    if mem:
+        return Verdict("INV-DEVICES", INCONCLUSIVE, f"{want_n} × {expected.get('model')} by the texts' PCI IDs "
+                       f"and {how}{mem}", measured=measured, **common)
+    return Verdict("INV-DEVICES", PASS, f"{want_n} × {expected.get('model')} by the texts' PCI IDs and {how}"
+                   + (f", each with the profile's {expected.get('memory_gb')} GB" if expected.get("memory_gb") else ""),
+                   measured=measured, **common)
 
 
 def workload_need(workload: Dict[str, Any]) -> Dict[str, float]:

@@ -69,8 +69,9 @@ def check_pcie_link(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
                        threshold=threshold, subject=subject, evidence=evidence, method=method)
     valid = [s for s in samples if s["speed_gts"] and s["width"]]
     if not valid:
-        return Verdict("TOPO-PCIE-LINK", INCONCLUSIVE, "no readable link sample", threshold=threshold,
-                       subject=subject, evidence=evidence, method=method)
+        why = "; ".join(str(e.get("error")) for e in evidence.get("errors") or [])
+        return Verdict("TOPO-PCIE-LINK", INCONCLUSIVE, "no readable link sample" + (f" ({why})" if why else ""),
+                       threshold=threshold, subject=subject, evidence=evidence, method=method)
     loaded = [s for s in valid if s["under_load"]]
     pool = loaded if loaded else valid
     # Text evidence may declare that a load ran (the submitter's word): the verdict says it was declared.
@@ -149,9 +150,10 @@ def check_numa_bind(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
                           "get_mempolicy")
 
 
-@check("LINK-NVLINK-MESH")
+@check("LINK-NVLINK-MESH", version=2)
 def check_peer_mesh(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "accelerators") -> Verdict:
-    """Every accelerator pair has an NVLink/XGMI path with P2P (full mesh, or through NVSwitch).
+    """Every accelerator pair has an NVLink/XGMI path with P2P (full mesh, or through NVSwitch).  A pair read in
+    neither direction is unknown: INCONCLUSIVE, never a missing link (version 2).
 
     evidence: ``mesh`` (P2P matrix, devices and links, source), ``expected_devices`` (count matching the profile)."""
     mesh, n_expected_devices = evidence["mesh"], int(evidence.get("expected_devices", 0))
@@ -168,21 +170,31 @@ def check_peer_mesh(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
                        threshold=threshold, subject="accelerators", evidence=ev)
     matrix = mesh["p2p_nvlink"]
     names = mesh.get("index_to_bdf", {})
+    kind = mesh.get("link_name") or "NVLink"
     n = len(matrix)
-    missing = [(i, j) for i in range(n) for j in range(i + 1, n) if not (matrix[i][j] and matrix[j][i])]
+    # A pair is linked when both directions say so, missing when either says not; unread both ways: unknown.
+    unknown = [(i, j) for i in range(n) for j in range(i + 1, n) if matrix[i][j] is None and matrix[j][i] is None]
+    missing = [(i, j) for i in range(n) for j in range(i + 1, n)
+               if (i, j) not in unknown and not (matrix[i][j] is not False and matrix[j][i] is not False
+                                                 and (matrix[i][j] or matrix[j][i]))]
     pairs = n * (n - 1) // 2
-    measured = f"{pairs - len(missing)}/{pairs} pairs"
+    measured = f"{pairs - len(missing) - len(unknown)}/{pairs} pairs"
+    if not missing and unknown:
+        text = ", ".join(f"{names.get(str(i), i)}<->{names.get(str(j), j)}" for i, j in unknown[:12])
+        return Verdict("LINK-NVLINK-MESH", INCONCLUSIVE, f"{len(unknown)} of {pairs} pairs could not be read "
+                       f"({text}{' and more' if len(unknown) > 12 else ''}); the others have {kind} P2P",
+                       measured=measured, threshold=threshold, subject="accelerators", evidence=ev)
     if not missing:
         links = ", ".join(f"{d['bdf']}: {d['links_active']} links" for d in devs)
-        return Verdict("LINK-NVLINK-MESH", PASS, f"all {pairs} pairs of {n} accelerators have NVLink P2P ({links})",
+        return Verdict("LINK-NVLINK-MESH", PASS, f"all {pairs} pairs of {n} accelerators have {kind} P2P ({links})",
                        measured=measured, threshold=threshold, subject="accelerators", evidence=ev)
     text = ", ".join(f"{names.get(str(i), i)}<->{names.get(str(j), j)}" for i, j in missing[:12])
     more = f" and {len(missing) - 12} more" if len(missing) > 12 else ""
     if not required:
-        return Verdict("LINK-NVLINK-MESH", WARN, f"{len(missing)} pair(s) without NVLink P2P: {text}{more} "
+        return Verdict("LINK-NVLINK-MESH", WARN, f"{len(missing)} pair(s) without {kind} P2P: {text}{more} "
                        "(the profile does not require a mesh)", measured=measured, threshold=threshold,
                        subject="accelerators", evidence=ev)
-    return Verdict("LINK-NVLINK-MESH", FAIL, f"{len(missing)} of {pairs} pairs lack an NVLink P2P path: {text}{more}",
+    return Verdict("LINK-NVLINK-MESH", FAIL, f"{len(missing)} of {pairs} pairs lack an {kind} P2P path: {text}{more}",
                    measured=measured, threshold=threshold, subject="accelerators", evidence=ev,
                    remediation="check `nvidia-smi nvlink --status` and `nvidia-smi topo -m`; inactive links point to "
                                "a baseboard, NVSwitch or fabric-manager fault (is nvidia-fabricmanager running?)")

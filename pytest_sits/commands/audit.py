@@ -1,18 +1,27 @@
-"""``sits audit-text``: verdicts from text evidence a vendor submitted (``lspci``, ``nvidia-smi``).
+"""``sits audit PATH`` and ``sits audit-text``: verdicts from the texts a vendor or operator submitted.
 
-The texts are read as untrusted input (no link followed, size-limited) by the
-parsers of :mod:`pytest_sits.probes.textimport` and
-:mod:`pytest_sits.probes.nvsmi_q`; the verdicts are decided by the same
-registered checks as a live run, with the profile's waivers and the
-worst-status rule of the verdict layer.
+Both are fronts for one path: the suite itself, run by pytest on the
+``evidence`` platform (:mod:`pytest_sits.platforms.evidence`) - the same
+conformance modules, checks, waivers, report, replay and bundles as any run.
+``sits audit PATH`` runs it on a folder (or one file) of texts, each file's
+kind told from its content; ``sits audit-text --nvidia-smi-q FILE ...`` copies
+the files it is given into a private folder (read as untrusted input: no
+link, size-limited) and runs the same.  The command prints what was read, the
+verdicts, what the texts could not decide, and the run's result, and leaves
+the JSON and HTML report (``--report-dir``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, List, Optional, Tuple
 
 from .base import add, err
 
@@ -20,131 +29,229 @@ from .base import add, err
 AUDIT_EXIT = {"ERROR": 1, "FAIL": 1, "INCONCLUSIVE": 2}
 
 EXAMPLES = """\
+  sits audit evidence/ --profile=h100
+  sits audit nvidia-smi-q.xml --profile=a100-80gb-pcie --json=verdicts.json --report-dir=audit-report
+  sits audit evidence/ --under-load        (the submitter declares a load ran while the texts were captured)
+  exit: 0 conforms in what the texts show, 1 FAIL or ERROR, 2 INCONCLUSIVE, 4 no readable text or bad option
+"""
+
+EXAMPLES_TEXT = """\
   sits audit-text --lspci-tv=tree.txt --lspci-vv=vv.txt --profile=h100
   sits audit-text --nvidia-smi-topo=topo.txt --nvidia-smi-q=q.txt --profile=h200 --json=verdicts.json
   exit: 0 conforms in what the texts show, 1 FAIL or ERROR, 2 INCONCLUSIVE, 4 unreadable text or bad option
 """
 
+#: audit-text's options and the kind each names (the content decides; a mismatch is noted).
+TEXT_OPTIONS = (("lspci_tv", "lspci-tv"), ("nvidia_smi_topo", "nvidia-smi-topo"), ("lspci_vv", "lspci-vv"),
+                ("nvidia_smi_q", "nvidia-smi-q"), ("lspci_pp", "lspci-pp"), ("rocm_smi", "rocm-smi"),
+                ("amd_smi", "amd-smi"), ("kernel_log", "kernel-log"))
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default=None, help="profile whose thresholds apply (default: picked from the PCI "
+                                                   "IDs the texts give, as a pytest run does)")
+    p.add_argument("--level", default="quick", choices=("quick", "standard", "full"),
+                   help="run depth (default quick: what texts can show; deeper levels add requirements that "
+                        "are not measured on texts)")
+    p.add_argument("--under-load", action="store_true", help="declare that a load ran on the accelerators while "
+                   "the texts were captured (recorded as declared, not observed)")
+    p.add_argument("--json", metavar="OUT", help="also write the verdicts as JSON")
+    p.add_argument("--report-dir", metavar="DIR", help="write the full report (JSON and HTML) into DIR (default: "
+                                                       "a temporary folder, removed afterwards)")
+
 
 def add_parser(sub: Any) -> None:
-    p = add(sub, "audit-text", "topology and health verdicts from submitted `lspci` / `nvidia-smi` text", EXAMPLES)
-    p.add_argument("--lspci-tv", metavar="FILE")
-    p.add_argument("--nvidia-smi-topo", metavar="FILE")
-    p.add_argument("--lspci-vv", metavar="FILE", help="`lspci -vv` output: TOPO-PCIE-LINK from LnkCap/LnkSta (and "
+    p = add(sub, "audit", "the suite's verdicts on submitted texts (nvidia-smi, lspci, rocm-smi, amd-smi, kernel logs)",
+            EXAMPLES)
+    p.add_argument("path", metavar="PATH", help="a folder of submitted texts (each file's kind told from its "
+                                               "content), or one file")
+    _common(p)
+    p.set_defaults(func=run_audit)
+    t = add(sub, "audit-text", "topology and health verdicts from submitted `lspci` / `nvidia-smi` text (the "
+                               "files named one by one; `sits audit DIR` reads a folder)", EXAMPLES_TEXT)
+    t.add_argument("--lspci-tv", metavar="FILE")
+    t.add_argument("--nvidia-smi-topo", metavar="FILE")
+    t.add_argument("--lspci-vv", metavar="FILE", help="`lspci -vv` output: TOPO-PCIE-LINK from LnkCap/LnkSta (and "
                    "the class of each function)")
-    p.add_argument("--under-load", action="store_true", help="declare that a load ran on the accelerators while "
-                   "the `lspci -vv` text was captured (recorded as declared, not observed)")
-    p.add_argument("--nvidia-smi-q", metavar="FILE", help="`nvidia-smi -q` output (current or older format): "
-                   "link, ECC, row remapping, persistence, power limit, firmware verdicts")
-    p.add_argument("--profile", default="base", help="profile whose thresholds apply (default: base)")
-    p.add_argument("--json", metavar="OUT", help="also write the verdicts as JSON")
-    p.set_defaults(func=run)
+    t.add_argument("--nvidia-smi-q", metavar="FILE", help="`nvidia-smi -q` output, text or `-q -x` XML (any driver "
+                   "generation): identity, driver, link, ECC, row remapping, clock events, persistence, power limit, "
+                   "firmware")
+    t.add_argument("--lspci-pp", metavar="FILE", help="`lspci -PP` paths")
+    t.add_argument("--rocm-smi", metavar="FILE", help="`rocm-smi` output (--showtopo, the concise table, -a)")
+    t.add_argument("--amd-smi", metavar="FILE", help="`amd-smi static` / `metric` output, text or --json")
+    t.add_argument("--kernel-log", metavar="FILE", help="`dmesg` / `journalctl -k` with NVRM Xid and AER lines")
+    _common(t)
+    t.set_defaults(func=run_text)
 
 
-def pci_text_verdicts(args: argparse.Namespace, prof: Any, not_judged: list) -> list:
-    """TOPO-PCIE-DIRECT, LINK-NVLINK-MESH and TOPO-PCIE-LINK verdicts of `lspci -tv`, `lspci -vv` and
-    `nvidia-smi topo -m` texts (the rules: pytest_sits/probes/textimport.py)."""
-    from ..checks.topology import check_pcie_direct, check_pcie_link, check_peer_mesh
-    from ..files import read_file
-    from ..probes import textimport as ti
+# ---- running the suite on the evidence platform ------------------------------------------------------------
 
-    def text(path: str, parse, *a, **kw):
-        try:
-            return parse(read_file(path, ti.MAX_BYTES).decode("utf-8", "replace"), *a, **kw)
-        except ti.TextEvidenceError as exc:
-            raise ti.TextEvidenceError(f"{path}: {exc}") from None
-
-    known = list(getattr(prof, "pci_ids", None) or [])
-    verdicts = []
-    funcs = text(args.lspci_vv, ti.parse_lspci_vv) if args.lspci_vv else None
-    mesh = text(args.nvidia_smi_topo, ti.parse_nvidia_smi_topo) if args.nvidia_smi_topo else None
-    direct = prof.check_thresholds("TOPO-PCIE-DIRECT")
-    if args.lspci_tv:
-        tree = text(args.lspci_tv, ti.read_lspci_tv, classes=ti.classes_by_bdf(funcs) if funcs else None,
-                    known_ids=known)
-        not_judged.extend(tree["unidentified"])
-        for path in tree["accelerators"]:
-            verdicts.append(check_pcie_direct({"path": path}, direct, path["device"]))
-    elif mesh is not None:  # the matrix alone: PIX/PXB cells are the only evidence of switches
-        for path in ti.topo_pcie_paths(mesh):
-            verdicts.append(check_pcie_direct({"path": path}, direct, path["device"]))
-    if mesh is not None:
-        verdicts.append(check_peer_mesh({"mesh": mesh, "expected_devices": len(mesh["devices"])},
-                                        prof.check_thresholds("LINK-NVLINK-MESH"), "accelerators"))
-    if funcs is not None:
-        links = ti.link_evidence_vv(funcs, under_load=args.under_load, known_ids=known)
-        if not args.lspci_tv:
-            not_judged.extend(links["unidentified"])
-        for ev in links["links"]:
-            verdicts.append(check_pcie_link(ev, prof.check_thresholds("TOPO-PCIE-LINK"), ev["device"]))
-    return verdicts
+def pytest_command(spec: str, profile: Optional[str], level: str, report_dir: Path, ini: Path) -> List[str]:
+    """The pytest run of the conformance suite on ``spec``: only this plugin loaded, no ini or conftest of the
+    current folder (the run must not depend on where the command was started)."""
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-p", "pytest_sits.plugin.hooks",
+           "-p", "no:cacheprovider", "-c", str(ini), "--rootdir", str(ini.parent), "-q", "--tb=line",
+           f"--sits-platform={spec}", f"--sits-level={level}", f"--sits-report-dir={report_dir}"]
+    if profile:
+        cmd.append(f"--sits-profile={profile}")
+    return cmd
 
 
-def nvidia_smi_q_verdicts(path: Path, profile: Any) -> List[Any]:
-    """Verdicts of TOPO-PCIE-LINK, DEP-ECC, DEP-ROWREMAP, DEP-PERSIST, DEP-POWERCAP and SEC-FIRMWARE for every GPU
-    of a submitted ``nvidia-smi -q`` text, decided by the checks that judge live NVML."""
-    from ..checks.health import check_ecc, check_persistence, check_powercap, check_rowremap
-    from ..checks.security import check_firmware
-    from ..checks.topology import check_pcie_link
-    from ..conditions.health import acquire_ecc, acquire_persistence, acquire_powercap, acquire_rowremap
-    from ..conditions.security import acquire_firmware
-    from ..files import read_file
-    from ..probes.nvsmi_q import MAX_BYTES, inventory_view, link_evidence, parse
+def run_suite(spec: str, profile: Optional[str], level: str, report_dir: Path) -> Tuple[Optional[Dict[str, Any]], str]:
+    """Run the suite; (the report, pytest's output)."""
+    from ..report.store import JSON_NAME
 
-    facts = parse(read_file(path, MAX_BYTES).decode("utf-8", "replace"))
-    inv = inventory_view(facts)
-    verdicts = []
-    for acc in inv["accelerators"]:
-        bdf = acc["bdf"]
-        verdicts.append(check_pcie_link(link_evidence(acc["management"]),
-                                        profile.check_thresholds("TOPO-PCIE-LINK"), bdf))
-        verdicts.append(check_ecc(acquire_ecc(inv, acc), profile.check_thresholds("DEP-ECC"), bdf))
-        verdicts.append(check_rowremap(acquire_rowremap(inv, acc), profile.check_thresholds("DEP-ROWREMAP"), bdf))
-        verdicts.append(check_persistence(acquire_persistence(inv, acc), profile.check_thresholds("DEP-PERSIST"),
-                                          bdf))
-        verdicts.append(check_powercap(acquire_powercap(inv, acc), profile.check_thresholds("DEP-POWERCAP"), bdf))
-        verdicts.append(check_firmware(acquire_firmware(inv, acc, None), profile.check_thresholds("SEC-FIRMWARE"),
-                                       bdf))
-    return verdicts
+    with tempfile.TemporaryDirectory(prefix="sits-audit-") as tmp:
+        ini = Path(tmp) / "pytest.ini"
+        ini.write_text("[pytest]\n", encoding="utf-8")
+        env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1")
+        for name in ("SITS_PROFILE", "SITS_PLATFORM", "SITS_LEVEL", "SITS_REPORT_DIR", "PYTEST_ADDOPTS"):
+            env.pop(name, None)
+        proc = subprocess.run(pytest_command(spec, profile, level, report_dir, ini), cwd=tmp, env=env,
+                              capture_output=True, text=True, check=False)
+    out = (proc.stdout or "") + (proc.stderr or "")
+    path = report_dir / JSON_NAME
+    if not path.is_file():
+        return None, out
+    from ..report.store import read_report
 
-
-def run(args: argparse.Namespace) -> int:
-    """Verdicts from text evidence a vendor submitted."""
-    from .. import profiles
-    from ..probes.textimport import TextEvidenceError
-    from ..verdict import apply_waiver, worst
-
-    if not args.lspci_tv and not args.lspci_vv and not args.nvidia_smi_topo and not args.nvidia_smi_q:
-        return err("give --lspci-tv FILE, --lspci-vv FILE, --nvidia-smi-topo FILE and/or --nvidia-smi-q FILE")
-    if args.under_load and not args.lspci_vv:
-        return err("--under-load declares that a load ran while the `lspci -vv` text was captured: give "
-                   "--lspci-vv FILE with it")
     try:
-        prof = profiles.resolve(args.profile)
-    except profiles.ProfileError as exc:
-        return err(str(exc))
-    verdicts, not_judged = [], []
-    try:
-        verdicts.extend(pci_text_verdicts(args, prof, not_judged))
-        if args.nvidia_smi_q:
-            verdicts.extend(nvidia_smi_q_verdicts(Path(args.nvidia_smi_q), prof))
-    except OSError as exc:
-        return err(f"{exc.filename}: {exc.strerror}")
-    except TextEvidenceError as exc:  # the message names the file and the line
-        return err(str(exc))
-    except ValueError as exc:  # NvsmiTextError, UntrustedInputError: the message names the line or the limit
-        return err(f"{args.nvidia_smi_q}: {exc}")
-    for n in not_judged:
-        print(f"not judged: {n['device']} {n['name'] or ''} ({n['source']}): {n['why']}")
-    if not verdicts:
-        print("no accelerator found in the text evidence")
-        return 1
-    # Waivers and the worst-status rule come from the verdict layer, as in a pytest run.
-    verdicts = [apply_waiver(v, prof.waiver(v.requirement)) for v in verdicts]
+        return read_report(path), out
+    except Exception as exc:  # noqa: BLE001 - the report this run wrote; say what broke
+        return None, f"{out}\n{path}: {exc}"
+
+
+def _printable(text: Any) -> str:
+    from ..report.render import printable
+
+    return printable(str(text))
+
+
+def show(report: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Print what was read, the verdicts, what was not measured and the result; return the verdicts."""
+    sub = (report.get("inventory") or {}).get("submitted") or {}
+    print(f"platform: {_printable(report['platform']['label'])}")
+    print(f"profile:  {report['profile']['name']} ({_printable(report['profile'].get('why') or '')})")
+    for f in sub.get("files") or []:
+        if f.get("status") == "read":
+            cuts = "; ".join(_printable(c.get("what") or c.get("text") or "") + (f" (line {c['line']})"
+                                                                                  if c.get("line") else "")
+                             for c in (f.get("cuts") or [])[:4])
+            print(f"read:     {_printable(f['name'])} ({f['tool']})" + (f"; cut: {cuts}" if cuts else ""))
+            if f.get("declared_note"):
+                print(f"note:     {_printable(f['name'])}: {_printable(f['declared_note'])}")
+        else:
+            print(f"refused:  {_printable(f['name'])}: {_printable(f.get('why'))}")
+    for s in sub.get("skipped") or []:
+        print(f"refused:  {_printable(s['name'])}: {_printable(s['why'])}")
+    for n in sub.get("unidentified") or []:
+        print(f"not judged: {_printable(n['device'])} {_printable(n.get('name') or '')} ({n['source']}): "
+              f"{_printable(n['why'])}")
+    for n in sub.get("notes") or []:
+        print(f"note:     {_printable(n)}")
+    verdicts = report.get("verdicts") or []
+    if not (report.get("inventory") or {}).get("accelerators"):
+        print("no accelerator in the submitted texts")
     for v in verdicts:
-        print(f"{v.requirement:18} {v.subject:14} {v.status:12} {v.reason}")
-    if args.json:
-        from ..files import atomic_write
+        if v["status"] == "SKIP":
+            continue
+        print(f"{v['requirement']:18} {_printable(v['subject']):14} {v['status']:12} {_printable(v['reason'])}")
+    for v in verdicts:
+        if v["status"] == "SKIP":
+            unmeasured = isinstance(v.get("evidence"), dict) and v["evidence"].get("unavailable")
+            reason = str(v["reason"])
+            if unmeasured and reason.startswith("not measured: "):
+                reason = reason[len("not measured: "):]
+            print(f"{'not measured' if unmeasured else 'not applicable'}: {v['requirement']} "
+                  f"{_printable(v['subject'])}: {_printable(reason)}")
+    s = report.get("summary") or {}
+    print(f"result: {s.get('result')} ({_printable(s.get('result_reason'))})")
+    return verdicts
 
-        atomic_write(args.json, json.dumps([v.to_json() for v in verdicts], indent=2, default=str))
-    return AUDIT_EXIT.get(worst(v.status for v in verdicts), 0)
+
+def audit(spec: str, args: argparse.Namespace) -> int:
+    """Run the suite on ``spec`` and report: the exit status by the worst verdict."""
+    from .. import profiles
+    from ..files import atomic_write
+    from ..verdict import worst
+
+    if args.profile:
+        try:
+            profiles.resolve(args.profile)
+        except profiles.ProfileError as exc:  # the whole message, with its fix, before anything runs
+            return err(f"bad profile: {exc}")
+
+    keep = args.report_dir is not None
+    report_dir = Path(args.report_dir).resolve() if keep else Path(tempfile.mkdtemp(prefix="sits-audit-report-"))
+    try:
+        report, out = run_suite(spec, args.profile, args.level, report_dir)
+        if report is None:
+            lines = [ln for ln in out.splitlines() if ln.strip()]
+            why = next((ln.split("ERROR:", 1)[1].strip() for ln in lines if "ERROR:" in ln and "sits" in ln.lower()),
+                       None) or next((ln for ln in lines if "error" in ln.lower()), None) or "\n".join(lines[-12:])
+            return err(f"the suite could not run on the submitted evidence: {_printable(why)}")
+        verdicts = show(report)
+        if keep:
+            print(f"report: {report_dir}")
+        if args.json:
+            atomic_write(args.json, json.dumps(verdicts, indent=2, default=str))
+    finally:
+        if not keep:
+            shutil.rmtree(report_dir, ignore_errors=True)
+    statuses = [v["status"] for v in verdicts]
+    return AUDIT_EXIT.get(worst(statuses), 0) if statuses else 0
+
+
+def _spec(path: str, under_load: bool) -> str:
+    return f"evidence:{path}" + ("+under-load" if under_load else "")
+
+
+def _precheck(path: Path, files: Optional[List[Tuple[str, Optional[str]]]] = None) -> Optional[str]:
+    """Why the evidence cannot be read at all (a usage error), before the suite runs; None when it can."""
+    from ..platforms import PlatformError
+    from ..platforms.evidence import EvidencePlatform
+
+    try:
+        EvidencePlatform(path, files=files)
+    except PlatformError as exc:
+        return str(exc)
+    return None
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """The suite's verdicts on a folder (or one file) of submitted texts."""
+    path = Path(args.path)
+    problem = _precheck(path)
+    if problem:
+        return err(problem)
+    return audit(_spec(str(path.resolve()) if not path.is_symlink() else str(path), args.under_load), args)
+
+
+def run_text(args: argparse.Namespace) -> int:
+    """``sits audit-text``: the files named one by one, copied into a private folder, then ``sits audit``."""
+    from ..files import UntrustedInputError, read_file, write_new
+    from ..probes.submitted import FILE_LIMIT
+
+    given = [(getattr(args, opt), kind) for opt, kind in TEXT_OPTIONS if getattr(args, opt, None)]
+    if not given:
+        return err("give --lspci-tv FILE, --lspci-vv FILE, --lspci-pp FILE, --nvidia-smi-topo FILE, --nvidia-smi-q "
+                   "FILE, --rocm-smi FILE, --amd-smi FILE and/or --kernel-log FILE (or `sits audit DIR` for a "
+                   "folder)")
+    if args.under_load and not args.lspci_vv and not args.nvidia_smi_q and not args.amd_smi:
+        return err("--under-load declares that a load ran while the link readings were captured: give --lspci-vv "
+                   "FILE (or --nvidia-smi-q / --amd-smi FILE) with it")
+    problem = _precheck(Path("."), files=given)
+    if problem:
+        return err(problem)
+    with tempfile.TemporaryDirectory(prefix="sits-audit-text-") as tmp:
+        used = set()
+        for i, (name, kind) in enumerate(given):
+            try:
+                data = read_file(name, FILE_LIMIT)
+            except (UntrustedInputError, OSError) as exc:
+                return err(f"{name}: {getattr(exc, 'strerror', None) or exc}")
+            base = Path(name).name[:120] or kind
+            staged = base if base not in used and not base.startswith(".") else f"{i:02d}-{kind}-{base.lstrip('.')}"
+            used.add(staged)
+            write_new(Path(tmp) / staged, data)
+        return audit(_spec(tmp, args.under_load), args)

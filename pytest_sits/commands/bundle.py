@@ -107,13 +107,16 @@ def keygen(prefix: str) -> Tuple[Path, Path]:
 
 
 def _read_small(path: Path, what: str, limit: int = 64 * 1024) -> bytes:
+    """A key file: a plain file (no link) of at most ``limit`` bytes."""
+    from ..files import UntrustedInputError, read_file
+
+    fix = "fix: give the PEM file `sits keygen PREFIX` wrote (PREFIX.key to sign, PREFIX.pub to verify)"
     try:
-        st = os.stat(path)
-        if st.st_size > limit:
-            raise BundleError(f"{path}: {st.st_size} bytes is too large for {what}")
-        return Path(path).read_bytes()
+        return read_file(path, limit)
+    except UntrustedInputError as exc:
+        raise BundleError(f"cannot read {what}: {str(exc).split('; fix:')[0]}; {fix}") from None
     except OSError as exc:
-        raise BundleError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+        raise BundleError(f"{path}: cannot read {what}: {exc.strerror or exc}; {fix}") from None
 
 
 def load_private_key(path: Path) -> Any:

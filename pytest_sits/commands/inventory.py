@@ -16,7 +16,7 @@ EXAMPLES = """\
 
 def add_parser(sub: Any) -> None:
     p = add(sub, "inventory", "print what the platform has, as YAML", EXAMPLES)
-    p.add_argument("--platform", default="live", help="live, snapshot:DIR or sim:PROFILE[+fault,...]")
+    p.add_argument("--platform", default="live", help="live, snapshot:DIR, evidence:DIR or sim:PROFILE[+fault,...]")
     p.add_argument("--all-pci", action="store_true", help="list every PCI function")
     p.set_defaults(func=run)
 

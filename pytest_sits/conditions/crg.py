@@ -453,16 +453,22 @@ class Crg:
 
     def node(self, acc: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
         why = self._absent()
-        return {"absent": why} if why else acquire_node(acc, th)
+        return {"unavailable": why} if why else acquire_node(acc, th)
 
     def edges(self, accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Optional[str] = None
               ) -> List[Tuple[Dict[str, Any], str]]:
-        return acquire_edges(accs, th, absent or self._absent())
+        why = self._absent()
+        if why and not absent:  # the devices are there (or not known absent); this platform measures nothing
+            return [({"unavailable": why}, "accelerators")]
+        return acquire_edges(accs, th, absent)
 
     def sync(self, accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, Any],
              absent: Optional[str] = None) -> Dict[str, Any]:
-        return acquire_sync(accs, expected_count, th, absent or self._absent())
+        why = self._absent()
+        if why and not absent:
+            return {"unavailable": why}
+        return acquire_sync(accs, expected_count, th, absent)
 
     def jitter(self, acc: Optional[Dict[str, Any]], th: Dict[str, Any]) -> Dict[str, Any]:
         why = self._absent()
-        return {"absent": why} if why else acquire_jitter(acc, th, self.platform.root)
+        return {"unavailable": why} if why else acquire_jitter(acc, th, self.platform.root)

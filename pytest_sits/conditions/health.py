@@ -19,7 +19,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ..probes import health as hp
-from .inventory import NVIDIA, management_facts, relevant_errors
+from .inventory import NVIDIA, management_facts, not_in_texts, relevant_errors, submitted
 from .loads import LoadUnavailable
 
 # --------------------------------------------------------------------------
@@ -30,6 +30,10 @@ ECC_FIELDS = ["ecc_mode_current", "ecc_mode_pending", "ecc_volatile_corrected", 
               "ecc_aggregate_corrected", "ecc_aggregate_uncorrected"]
 
 
+def _gap(f: Dict[str, Any]) -> bool:
+    return "absent" in f or "unavailable" in f
+
+
 ECC_COUNTS = ("volatile_uncorrected", "aggregate_uncorrected", "volatile_corrected", "aggregate_corrected")
 
 
@@ -38,8 +42,11 @@ def acquire_ecc(inventory: Dict[str, Any], acc: Dict[str, Any],
     """ECC mode and counts.  With the device's health window, the counts are those read after its load
     (before and after kept in ``during_load``), so errors the load provoked count."""
     f = management_facts(inventory, acc)
-    if "absent" in f:
+    if _gap(f):
         return f
+    gap = not_in_texts(inventory, f, ECC_FIELDS)
+    if gap:
+        return gap
     m = f["facts"]
     counts = {k: m.get(f"ecc_{k}") for k in ECC_COUNTS}
     ev = {"device": acc["bdf"], "source": f["source"], "ecc_mode_current": m.get("ecc_mode_current"),
@@ -55,12 +62,15 @@ def acquire_ecc(inventory: Dict[str, Any], acc: Dict[str, Any],
 
 def acquire_rowremap(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
     f = management_facts(inventory, acc)
-    if "absent" in f:
+    if _gap(f):
         return f
     m = f["facts"]
     pages = {"sbe": m.get("retired_pages_sbe"), "dbe": m.get("retired_pages_dbe"),
              "total": m.get("retired_pages_total"), "pending": m.get("retired_pages_pending")}
     fields = ["remapped_rows", "retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending", "bad_pages"]
+    gap = not_in_texts(inventory, f, fields + ["retired_pages_total"])
+    if gap:
+        return gap
     return {"device": acc["bdf"], "source": f["source"], "remapped_rows": m.get("remapped_rows"),
             "retired_pages": pages if any(v is not None for v in pages.values()) else None,
             "errors": relevant_errors(f["errors"], fields)}
@@ -70,20 +80,28 @@ def acquire_persistence(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[
     f = management_facts(inventory, acc)
     if "absent" in f:
         return f
-    if f["library"] != "nvml":
+    if acc.get("vendor") == "AMD" or f.get("library", "nvml") != "nvml":
         return {"absent": f"{acc['bdf']}: persistence mode is an NVIDIA driver setting; {acc.get('vendor')} "
                           "devices have none"}
+    if "unavailable" in f:
+        return f
+    gap = not_in_texts(inventory, f, ["persistence_mode"])
+    if gap:
+        return gap
     return {"device": acc["bdf"], "source": f["source"], "persistence_mode": f["facts"].get("persistence_mode"),
             "errors": relevant_errors(f["errors"], ["persistence_mode"])}
 
 
 def acquire_powercap(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
     f = management_facts(inventory, acc)
-    if "absent" in f:
+    if _gap(f):
         return f
-    if f["library"] != "nvml":
-        return {"absent": f"{acc['bdf']}: the power cap of {acc.get('vendor')} devices is not read by this version"}
     m = f["facts"]
+    if f["library"] != "nvml" and "power_limit_enforced_mw" not in m:  # the live amdsmi probe reads no cap
+        return {"absent": f"{acc['bdf']}: the power cap of {acc.get('vendor')} devices is not read by this version"}
+    gap = not_in_texts(inventory, f, ["power_limit_enforced_mw"])
+    if gap:
+        return gap
     return {"device": acc["bdf"], "source": f["source"], "enforced_mw": m.get("power_limit_enforced_mw"),
             "requested_mw": m.get("power_limit_mw"), "default_mw": m.get("power_limit_default_mw"),
             "constraints_mw": m.get("power_limit_constraints_mw"),
@@ -402,12 +420,15 @@ class HealthWindows:
             from .locks import exclusive
 
             try:
-                if self.inference is not None:
-                    self.cache[bdf] = run_window(self.make(self.platform, acc), self.th,
-                                                 InferenceLoad(self.inference(acc)))
+                reader = self.make(self.platform, acc)
+                if getattr(reader, "submitted", False):
+                    # Submitted evidence brings its window (what the texts show); nothing runs.
+                    self.cache[bdf] = reader.window()
+                elif self.inference is not None:
+                    self.cache[bdf] = run_window(reader, self.th, InferenceLoad(self.inference(acc)))
                 else:
                     with exclusive(f"device-{bdf}", "health window"):
-                        self.cache[bdf] = run_window(self.make(self.platform, acc), self.th)
+                        self.cache[bdf] = run_window(reader, self.th)
             except Exception as exc:  # a broken reader is an ERROR of the checks, with the cause
                 self.cache[bdf] = {"device": bdf, "broken": f"{type(exc).__name__}: {exc}"}
         return self.cache[bdf]
@@ -418,6 +439,8 @@ def _broken(window: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 
 def throttle_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
+    if window.get("submitted"):
+        return window["throttle"]
     return _broken(window) or {"device": window["device"], "samples": window["samples"], "load": window["load"],
                                "errors": [{"field": "clock_event_reasons", "error": e["error"]}
                                           for e in window["sample_errors"]], "reader": window["reader"]}
@@ -428,6 +451,8 @@ def _aer_totals(aer: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 
 def pcie_errors_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
+    if window.get("submitted"):
+        return window["pcie_errors"]
     if _broken(window):
         return _broken(window)
     before, after = window["aer_before"], window["aer_after"]
@@ -441,9 +466,113 @@ def pcie_errors_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def xid_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
+    if window.get("submitted"):
+        return window["xid"]
     return _broken(window) or {"device": window["device"], "watch": window["xid_watch"],
                                "history": window["xid_history"], "load": window["load"]}
 
 
 # --------------------------------------------------------------------------
-# Submitted `nvidia-smi -q` text
+# Submitted evidence: the window is what the texts show
+
+
+def _is_pci(bdf: str) -> bool:
+    import re
+
+    return re.fullmatch(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", str(bdf)) is not None
+
+
+def submitted_throttle(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    """DEP-THROTTLE evidence of a submitted text: its one clock-event reading, under load when the text's
+    utilisation says so (or the submitter declared it).  An idle reading in which no reason but GPU-idle is
+    active shows nothing about clocks under load: not measured.  Any other active reason goes to the check,
+    which never passes an idle reading."""
+    f = management_facts(inventory, acc)
+    if _gap(f):
+        return f
+    m = f["facts"]
+    if f["library"] != "nvml":
+        return {"unavailable": f"{acc['bdf']}: the clock-event reasons of {acc.get('vendor')} devices are not read "
+                               "from submitted texts by this version"}
+    mask = m.get("clock_event_reasons")
+    if mask is None:
+        gap = not_in_texts(inventory, f, ["clock_event_reasons"])
+        if gap:
+            return gap
+    load = dict(m.get("load") or {})
+    sub = submitted(inventory) or {}
+    if sub.get("under_load_declared") and not load.get("under_load"):
+        load.update(under_load=True, kind="declared", declared=True,
+                    reason="the submitter declared that a load ran while the texts were captured; not observed")
+    names = hp.decode_reasons(mask) if mask is not None else None
+    source = m.get("source") or "the submitted text"
+    if mask is not None and not load.get("under_load") and not (int(mask) & ~hp.CLOCK_EVENT_BITS["gpu_idle"]):
+        return {"unavailable": f"{source} holds one idle reading ({load.get('reason')}) in which "
+                               f"{'only GPU-idle is' if names else 'no reason is'} active: clock events under "
+                               "load are not in it (submit `nvidia-smi -q -d PERFORMANCE` captured while the GPUs "
+                               "run a load)"}
+    load_ev = ({"kind": load.get("kind") or "submitted reading", "utilization_gpu_percent":
+                load.get("utilization_gpu_percent"), "declared": bool(load.get("declared"))}
+               if load.get("under_load") else {"kind": None, "reason": f"one submitted reading ({load.get('reason')})"})
+    return {"device": acc["bdf"], "reader": "submitted text", "source": source,
+            "samples": [{"t": 0.0, "reasons": mask, "under_load": bool(load.get("under_load"))}],
+            "load": load_ev, "reasons_not_shown": m.get("clock_reasons_not_shown") or [],
+            "section": m.get("clock_reasons_section"), "section_line": m.get("clock_reasons_line"),
+            "errors": relevant_errors(f["errors"], ["clock_event_reasons"])}
+
+
+def submitted_pcie_errors(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    """DEP-PCIE-ERRORS evidence of submitted texts: the AER lines of a kernel log that name the device (the
+    errors of the period the log covers), and the replay counter as one reading since the GPU's reset (no
+    counters before and after a run exist in texts)."""
+    sub = submitted(inventory) or {}
+    log = sub.get("kernel_log")
+    replay = (acc.get("management") or {}).get("pcie_replay_counter")
+    shown = f"; the replay counter reads {replay} since the GPU's last reset (one reading)" if replay is not None \
+        else ""
+    if log is None:
+        return {"unavailable": "no kernel log (dmesg / journalctl -k) among the submitted files, and texts hold no "
+                               f"error counters before and after a run{shown}"}
+    if not _is_pci(acc["bdf"]):
+        return {"unavailable": f"{acc['bdf']}: the kernel log names devices by PCI address, and no submitted text "
+                               f"gives this one's{shown}"}
+    counts = hp.aer_counts(log["aer"], acc["bdf"])
+    lines = [e["line"] for e in log["aer"] if e["device"] == acc["bdf"]][:8]
+    return {"device": acc["bdf"], "aer_log": {"files": log["files"], "records": log["records"], "counts": counts,
+                                              "lines": lines, "all_devices": len({e["device"] for e in log["aer"]})},
+            "replay_reading": replay}
+
+
+def submitted_xid(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    """DEP-XID evidence of submitted texts: the NVRM Xid lines of the kernel log that name the device are the
+    events of the period the log covers."""
+    sub = submitted(inventory) or {}
+    log = sub.get("kernel_log")
+    if acc.get("vendor") not in (None, "NVIDIA") and not str(acc.get("pci_id") or "").startswith(NVIDIA):
+        return {"absent": f"{acc['bdf']}: XID events are NVIDIA driver events; {acc.get('vendor')} devices have none"}
+    if log is None:
+        return {"unavailable": "no kernel log (dmesg / journalctl -k) among the submitted files: XID events are "
+                               "not in the evidence"}
+    if not _is_pci(acc["bdf"]):
+        return {"unavailable": f"{acc['bdf']}: Xid lines name devices by PCI address, and no submitted text gives "
+                               "this one's"}
+    prefix = acc["bdf"].rsplit(".", 1)[0]
+    mine = [{"xid": x["xid"], "line": x["line"], "file": x.get("file")} for x in log["xids"]
+            if x["bdf_prefix"] == prefix]
+    spans = log.get("spans") or []
+    period = (f"the submitted kernel log ({', '.join(log['files'])}, {log['records']} lines"
+              + (f", {spans[0]['from_s']:.0f}-{spans[-1]['to_s']:.0f} s after boot" if spans else "") + ")")
+    return {"device": acc["bdf"],
+            "watch": {"source": f"submitted kernel log ({', '.join(log['files'])})", "reason": None, "events": mine,
+                      "window_s": None, "period": f"in {period}"},
+            "history": {"readable": False, "source": None,
+                        "reason": "a submitted log is judged as the period it covers (the watch above)"},
+            "load": None, "other_devices": sorted({x["bdf_prefix"] for x in log["xids"]} - {prefix})}
+
+
+def submitted_window(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    """The health window of submitted evidence: DEP-THROTTLE, DEP-PCIE-ERRORS and DEP-XID evidence of what the
+    texts show (nothing runs)."""
+    return {"device": acc["bdf"], "submitted": True, "throttle": submitted_throttle(inventory, acc),
+            "pcie_errors": submitted_pcie_errors(inventory, acc), "xid": submitted_xid(inventory, acc)}
+

@@ -15,43 +15,116 @@ def matching(inventory: Dict[str, Any], expected: Dict[str, Any]) -> List[Dict[s
     return [a for a in inventory["accelerators"] if a["pci_id"] in ids]
 
 
+# ---- submitted evidence (the ``evidence`` platform: ``inventory["submitted"]``) ------------------------------
+
+def submitted(inventory: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """What the submitted texts hold beyond the inventory's usual places (None on a machine or a snapshot)."""
+    sub = inventory.get("submitted")
+    return sub if isinstance(sub, dict) else None
+
+
+def files_read(inventory: Dict[str, Any], kinds: Optional[List[str]] = None) -> List[str]:
+    sub = submitted(inventory) or {}
+    return [f["name"] for f in sub.get("files") or [] if f.get("status") == "read"
+            and (kinds is None or f.get("kind") in kinds)]
+
+
+def _listing(inventory: Dict[str, Any]) -> Optional[str]:
+    """A submitted text that lists every accelerator of the machine (of a vendor), or None."""
+    sub = submitted(inventory) or {}
+    lists = [s for v in (sub.get("complete") or {}).values() for s in v]
+    return lists[0] if lists else None
+
+
+def unknown_models(inventory: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return [a for a in inventory["accelerators"] if not a.get("pci_id")]
+
+
 def accelerators_absent(expected: Dict[str, Any], inventory: Dict[str, Any]) -> Optional[str]:
     """The one rule for "the profile's accelerators are not here": the SKIP reason, or None when they are."""
     return absent_reason(expected, inventory["accelerators"])
 
 
 def absent_accelerator(expected: Dict[str, Any], inventory: Dict[str, Any]) -> Dict[str, Any]:
-    """The evidence of a per-accelerator requirement when there is no accelerator to judge."""
+    """The evidence of a per-accelerator requirement when there is no accelerator to judge.  Submitted texts
+    that list no accelerator and no whole machine cannot tell that there is none: not measured."""
+    if submitted(inventory) is not None and not inventory["accelerators"] and _listing(inventory) is None:
+        return {"unavailable": f"the submitted texts ({', '.join(files_read(inventory)) or 'none read'}) show no "
+                               "accelerator, and none of them lists every device of the machine"}
     return {"absent": accelerators_absent(expected, inventory) or expected_vs_found(expected, inventory["accelerators"])}
 
 
 def acquire_devices(inventory: Dict[str, Any]) -> Dict[str, Any]:
-    return {"accelerators": inventory["accelerators"], "nvml": inventory["management"]["nvml"]}
+    ev = {"accelerators": inventory["accelerators"], "nvml": inventory["management"]["nvml"]}
+    sub = submitted(inventory)
+    if sub is None:
+        return ev
+    listing = _listing(inventory)
+    if not inventory["accelerators"] and listing is None and not sub.get("declared"):
+        return {"unavailable": f"the submitted texts ({', '.join(files_read(inventory)) or 'none read'}) show no "
+                               "accelerator and none of them lists every device of the machine: how many it has is "
+                               "not in the evidence"}
+    declared = {v: {"count": d["count"], "source": d["source"], "covered": d.get("covered")}
+                for v, d in (sub.get("declared") or {}).items()}
+    ev["coverage"] = {"declared": declared, "listing": listing, "files": files_read(inventory),
+                      "unknown_models": [a["bdf"] for a in unknown_models(inventory)],
+                      "rule": "a count the texts declare ('Attached GPUs') or a text that lists every device decides "
+                              "the count; models are compared by PCI ID"}
+    return ev
 
 
 def acquire_capacity(inventory: Dict[str, Any], expected: Dict[str, Any]) -> Dict[str, Any]:
     absent = accelerators_absent(expected, inventory)
+    if absent and submitted(inventory) is not None:
+        unknown = unknown_models(inventory)
+        if unknown or not inventory["accelerators"]:
+            return absent_accelerator(expected, inventory) if not unknown else {
+                "unavailable": f"the texts do not give the model (PCI ID) of {', '.join(a['bdf'] for a in unknown[:8])}"
+                               f"{' and more' if len(unknown) > 8 else ''}: which of them the profile's workload runs "
+                               "on is not in the evidence"}
     if absent:
         return {"absent": absent}
-    return {"accelerators": matching(inventory, expected)}
+    accs = matching(inventory, expected)
+    if submitted(inventory) is not None and all(a.get("memory_total_bytes") is None for a in accs):
+        return {"unavailable": f"the memory size of {', '.join(a['bdf'] for a in accs[:8])} is not in the submitted "
+                               "texts (nvidia-smi -q 'FB Memory Usage' or amd-smi 'VRAM')"}
+    return {"accelerators": accs}
 
 
 def acquire_driver(inventory: Dict[str, Any]) -> Dict[str, Any]:
-    if not any(a["pci_id"].startswith("10de:") for a in inventory["accelerators"]):
+    if not any(str(a.get("pci_id") or "").startswith("10de:") or a.get("vendor") == "NVIDIA"
+               for a in inventory["accelerators"]):
         return {"absent": "no NVIDIA device: the NVIDIA driver floor does not apply"}
-    return {"nvml": inventory["management"]["nvml"]}
+    nvml = inventory["management"]["nvml"]
+    if submitted(inventory) is not None:
+        if not nvml.get("available"):
+            return {"unavailable": "no nvidia-smi -q text among the submitted files: the driver and CUDA versions "
+                                   "are not in the evidence"}
+        if not nvml.get("driver_version") and not nvml.get("cuda_driver_version"):
+            return {"unavailable": f"the driver and CUDA versions are not in {', '.join(nvml.get('files') or [])} "
+                                   "(the lines before the first GPU section were cut)"}
+    return {"nvml": nvml}
 
 
 def management_facts(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
-    """The device's management facts and the library's field errors, or the reason there are none."""
-    pci = str(acc.get("pci_id", ""))
-    lib = "nvml" if pci.startswith(NVIDIA) else "amdsmi" if pci.startswith(AMD) else None
+    """The device's management facts and the library's field errors, or the reason there are none (``absent``:
+    no library reads such a device; ``unavailable``: submitted texts that hold no facts of it)."""
+    pci = str(acc.get("pci_id") or "")
+    vendor = acc.get("vendor")
+    lib = "nvml" if pci.startswith(NVIDIA) or (not pci and vendor == "NVIDIA") else \
+        "amdsmi" if pci.startswith(AMD) or (not pci and vendor == "AMD") else None
     if lib is None:
         return {"absent": f"{acc['bdf']}: {acc.get('vendor')} devices' health fields are read by no management "
                           "library in this version (NVML and amdsmi only)"}
     top = (inventory.get("management") or {}).get(lib) or {}
     errors = [e for e in top.get("errors") or [] if isinstance(e, dict)]
     m = acc.get("management")
+    if not m and submitted(inventory) is not None:
+        tool = "nvidia-smi -q" if lib == "nvml" else "amd-smi / rocm-smi"
+        return {"unavailable": f"{acc['bdf']} is in {', '.join(acc.get('sources') or []) or 'the texts'}, but no "
+                               f"{tool} text among the submitted files gives its facts"}
+    if m:
+        errors = errors + [e for e in m.get("errors") or [] if isinstance(e, dict)]
     if not m:
         errors = errors + [{"field": "management", "error": top.get("reason") or f"{lib} reported no facts "
                                                                                     f"for {acc['bdf']}"}]
@@ -63,3 +136,19 @@ def relevant_errors(errors: List[Dict[str, Any]], fields: List[str]) -> List[Dic
     out = [e for e in errors if e.get("field") in fields]
     out += [dict(e, field=f) for e in errors if e.get("field") == "management" for f in fields]
     return out
+
+
+def not_in_texts(inventory: Dict[str, Any], f: Dict[str, Any], fields: List[str]) -> Optional[Dict[str, Any]]:
+    """Submitted evidence whose text shows none of ``fields`` for the device: ``{"unavailable": where}`` (not
+    measured); None when one is shown, when one is shown but unreadable (judged INCONCLUSIVE with the error),
+    or on a machine."""
+    if submitted(inventory) is None:
+        return None
+    m = f["facts"]
+    if any(m.get(k) is not None for k in fields):
+        return None
+    errs = [e for e in f["errors"] if e.get("field") in fields]
+    if any(not e.get("missing") for e in errs):
+        return None
+    where = "; ".join(dict.fromkeys(e["error"] for e in errs)) or f"not in {m.get('source') or 'the texts'}"
+    return {"unavailable": where}

@@ -23,7 +23,7 @@ def acquire_firmware(inventory: Dict[str, Any], acc: Dict[str, Any], root: Optio
     """Driver, VBIOS, InfoROM and GSP versions; the driver module's signature state when ``root`` is given
     (None: text evidence, no kernel to read)."""
     f = management_facts(inventory, acc)
-    if "absent" in f:
+    if "absent" in f or "unavailable" in f:
         return f
     m, top = f["facts"], f["top"]
     versions = {"driver": m.get("driver_version") or top.get("driver_version"), "vbios": m.get("vbios_version"),
@@ -35,7 +35,11 @@ def acquire_firmware(inventory: Dict[str, Any], acc: Dict[str, Any], root: Optio
                                               "gsp_firmware_version"])}
 
 
-def acquire_tee(root: Path, inventory: Dict[str, Any]) -> Dict[str, Any]:
+def acquire_tee(root: Optional[Path], inventory: Dict[str, Any]) -> Dict[str, Any]:
     from ..probes import security
+
+    if root is None:  # submitted texts: no kernel, CPU flags or device nodes to read
+        return {"unavailable": "submitted texts show no CPU trusted-execution state (no /proc/cpuinfo, KVM module "
+                               "parameters or /dev/sev*, /dev/tdx_guest of the machine)"}
 
     return security.collect(root, (inventory.get("management") or {}).get("nvml") or {}, inventory["accelerators"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..probes.topology import link_capability, pcie_path, peer_mesh, sample_link
-from .inventory import matching
+from .inventory import files_read, matching, submitted
 from .loads import LoadUnavailable
 
 
@@ -14,13 +14,30 @@ def pci_index(inventory: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
 
 
 def acquire_pcie_path(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    sub = submitted(inventory)
+    if sub is not None:  # the path as the submitted lspci -tv / -PP or topo -m shows it
+        path = (sub.get("paths") or {}).get(acc["bdf"])
+        if path is not None:
+            return {"path": path}
+        why = (sub.get("path_reasons") or {}).get(acc["bdf"])
+        return {"unavailable": f"{acc['bdf']}: " + (why or "no submitted text shows its PCIe path (submit `lspci -tv` "
+                                                           f"or `lspci -PP`; read: {', '.join(files_read(inventory)) or 'none'})")}
     index = pci_index(inventory)
     return {"path": pcie_path(index[acc["bdf"]], index)}
 
 
 def acquire_link_under_load(platform: Any, inventory: Dict[str, Any], acc: Dict[str, Any],
                             samples: int) -> Dict[str, Any]:
-    """Sample the link while a load runs on the device (or idle, saying why no load could run)."""
+    """Sample the link while a load runs on the device (or idle, saying why no load could run).  Submitted
+    evidence: the readings of its texts (``lspci -vv`` LnkSta, ``nvidia-smi -q`` link, ``amd-smi metric``)."""
+    sub = submitted(inventory)
+    if sub is not None:
+        ev = (sub.get("links") or {}).get(acc["bdf"])
+        if ev is not None:
+            return ev
+        return {"unavailable": f"{acc['bdf']}: no submitted text shows its PCIe link (`lspci -vv`, the PCI section "
+                               f"of `nvidia-smi -q`, `amd-smi static` and `metric`; read: "
+                               f"{', '.join(files_read(inventory)) or 'none'})"}
     index = pci_index(inventory)
     dev = index[acc["bdf"]]
     evidence: Dict[str, Any] = {"device": dev["bdf"], "capability": link_capability(dev, index)}
@@ -50,6 +67,13 @@ def acquire_numa_binding(platform: Any, inventory: Dict[str, Any],
 
     Returns (evidence, subject) pairs: one per accelerator, or one per node of an accelerator-less host."""
     nodes = inventory["numa"]
+    if submitted(inventory) is not None:  # texts can show a device's node, never a binding
+        node = acc.get("numa_node") if acc is not None else None
+        where = (f"the texts put {acc['bdf']} on NUMA node {node}" if node is not None else
+                 (f"no submitted text gives the NUMA node of {acc['bdf']}" if acc is not None else
+                  f"the texts show NUMA node(s) {', '.join(str(n['node']) for n in nodes) or 'none'}"))
+        return [({"unavailable": f"{where}; a binding of load and memory to it cannot be tried on submitted texts"},
+                 acc["bdf"] if acc is not None else "host")]
     if not nodes:
         return [({"absent": "the host reports no NUMA node (/sys/devices/system/node is missing): nothing to "
                             "bind to"}, "host")]
@@ -80,6 +104,9 @@ def _bound(device: Optional[Dict[str, Any]], nodes: List[Dict[str, Any]], bindin
 
 
 def acquire_peer_mesh(inventory: Dict[str, Any], expected: Dict[str, Any]) -> Dict[str, Any]:
+    sub = submitted(inventory)
+    if sub is not None:
+        return _submitted_mesh(inventory, sub, expected)
     accs = matching(inventory, expected)
     mesh = peer_mesh(accs, inventory["management"]["nvml"])
     if accs and not accs[0]["pci_id"].startswith("10de:"):
@@ -87,3 +114,18 @@ def acquire_peer_mesh(inventory: Dict[str, Any], expected: Dict[str, Any]) -> Di
                 "reason": f"peer links of {accs[0]['vendor']} devices need amdsmi/vendor tools, not read by this "
                           "version"}
     return {"mesh": mesh, "expected_devices": len(accs)}
+
+
+def _submitted_mesh(inventory: Dict[str, Any], sub: Dict[str, Any], expected: Dict[str, Any]) -> Dict[str, Any]:
+    """The peer-link matrix of a submitted ``nvidia-smi topo -m`` or ``rocm-smi --showtopo``."""
+    declared = [d.get("count") for d in (sub.get("declared") or {}).values() if d.get("count") is not None]
+    count = max(declared + [len(inventory["accelerators"])])
+    mesh = sub.get("mesh")
+    if mesh is None:
+        if count < 2:
+            return {"absent": f"fewer than 2 accelerators in the submitted texts ({count})"}
+        return {"unavailable": "no nvidia-smi topo -m or rocm-smi --showtopo among the submitted files: the peer "
+                               "links are not in the evidence"}
+    accs = matching(inventory, expected)
+    return {"mesh": dict(mesh, source=f"{mesh.get('source')} ({sub.get('mesh_file')})"),
+            "expected_devices": max(len(accs), len(mesh.get("devices") or []))}

@@ -32,8 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="hardware profile: a bundled name (h100, h200, l40s, host, ...) or a YAML file. "
                          "Default: $SITS_PROFILE, ini sits_profile, else picked from the PCI IDs found.")
     group.addoption("--sits-platform", dest="sits_platform", default=None, metavar="SPEC",
-                    help="where the evidence comes from: live (default), snapshot:DIR, or "
-                         "sim:PROFILE[+fault,...] (simulated; never conformant).")
+                    help="where the evidence comes from: live (default), snapshot:DIR, evidence:DIR (texts a "
+                         "vendor submitted: nvidia-smi, lspci, rocm-smi, amd-smi, kernel logs; partial at best), "
+                         "or sim:PROFILE[+fault,...] (simulated; never conformant).")
     group.addoption("--sits-level", dest="sits_level", default=None, choices=LEVELS,
                     help="run depth: quick (inventory, topology; seconds), standard (adds measurements; "
                          "minutes), full (thermal calibration, long holds). Default: quick.")

@@ -1,7 +1,7 @@
-r"""Recording verdicts on a test item, and turning the worst one into the pytest outcome.
+"""Recording verdicts on a test item, and turning the worst one into the pytest outcome.
 
 A verdict is kept whole (plain JSON, evidence included) on the item, and the plugin copies the item's verdicts
-onto each of its ``TestReport``\ s (``report.sits_verdicts``), which pytest-xdist carries to the controller.  The
+onto each of its ``TestReport`` objects (``report.sits_verdicts``), which pytest-xdist carries to the controller.  The
 item's ``user_properties`` get a compact JSON line per verdict (requirement, subject, status, measured value,
 threshold, reason): what pytest's JUnit XML shows, without the evidence.  Waivers and the worst-status rule come
 from the verdict layer (:mod:`pytest_sits.verdict`).

@@ -227,7 +227,7 @@ def read_aer(root: Path, bdf: str) -> Dict[str, Any]:
     return out
 
 
-XID_RE = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.\d)?\): (\d+)")
+XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.\d)?\): (\d{1,4})")
 
 
 def parse_xids(lines: List[str]) -> List[Dict[str, Any]]:
@@ -239,6 +239,54 @@ def parse_xids(lines: List[str]) -> List[Dict[str, Any]]:
             msg = line.split(";", 1)[1] if ";" in line.split("NVRM", 1)[0] else line
             out.append({"bdf_prefix": m.group(1).lower(), "xid": int(m.group(2)), "line": msg.strip()[:300]})
     return out
+
+
+#: AER lines of the kernel (drivers/pci/pcie/aer.c): "<dev>: PCIe Bus Error: severity=..." per device, and the
+#: root port's "AER: [Multiple ]<Severity> error received: <dev>".
+AER_BUS_ERROR = re.compile(r"(?P<dev>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):? (?:AER: )?PCIe Bus Error: "
+                           r"severity=(?P<sev>Corrected|Uncorrected(?: \((?:Non-Fatal|Fatal)\))?|Uncorrectable|"
+                           r"Fatal|Non-Fatal)", re.I)
+AER_RECEIVED = re.compile(r"AER: (?:Multiple )?(?P<sev>Corrected|Uncorrected \((?:Non-Fatal|Fatal)\)) error "
+                          r"(?:message )?received: (?:id=[0-9a-fA-F]{4}|(?P<dev>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:"
+                          r"[0-9a-fA-F]{2}\.[0-7]))", re.I)
+
+
+def _severity(text: str) -> str:
+    low = text.lower()
+    if "non-fatal" in low:
+        return "nonfatal"
+    if "fatal" in low:
+        return "fatal"
+    if "uncorrect" in low:
+        return "nonfatal"
+    return "correctable"
+
+
+def parse_aer_lines(lines: List[str]) -> List[Dict[str, Any]]:
+    """AER lines of a kernel log: [{"device", "severity" (correctable|nonfatal|fatal), "kind", "line"}]."""
+    out = []
+    for line in lines:
+        m = AER_BUS_ERROR.search(line)
+        if m:
+            out.append({"device": m.group("dev").lower(), "severity": _severity(m.group("sev")), "kind": "bus error",
+                        "line": line.strip()[:300]})
+            continue
+        m = AER_RECEIVED.search(line)
+        if m and m.group("dev"):
+            out.append({"device": m.group("dev").lower(), "severity": _severity(m.group("sev")), "kind": "received",
+                        "line": line.strip()[:300]})
+    return out
+
+
+def aer_counts(events: List[Dict[str, Any]], bdf: str) -> Dict[str, int]:
+    """Errors per severity of one function in a kernel log: the device's own "PCIe Bus Error" lines, or where
+    the log has none of those, the root port's "error received" lines naming it (one event prints both)."""
+    mine = [e for e in events if e["device"] == bdf]
+    own = [e for e in mine if e["kind"] == "bus error"] or mine
+    counts = {"correctable": 0, "nonfatal": 0, "fatal": 0}
+    for e in own:
+        counts[e["severity"]] += 1
+    return counts
 
 
 def _read_kmsg(path: Path) -> List[str]:

@@ -109,6 +109,8 @@ ACCEL_IDS: Dict[str, str] = {
     "10de:2329": "GH100 [H20]", "10de:2330": "GH100 [H100 SXM5 80GB]", "10de:2331": "GH100 [H100 PCIe]",
     "10de:2335": "GH100 [H200 SXM 141GB]", "10de:2342": "GH100 [GH200]",
     "10de:26b5": "AD102GL [L40]", "10de:26b9": "AD102GL [L40S]", "10de:27b8": "AD104GL [L4]",
+    "10de:26b1": "AD102GL [RTX 6000 Ada Generation]", "10de:2235": "GA102GL [A40]", "10de:2236": "GA102GL [A10]",
+    "10de:2237": "GA102GL [A10G]",
     "10de:2901": "GB100 [B200]",
     "1002:66a1": "Vega 20 [Instinct MI50/MI60]", "1002:738c": "Arcturus GL-XL [Instinct MI100]",
     "1002:7408": "Aldebaran/MI200 [Instinct MI250X]", "1002:740c": "Aldebaran/MI200 [Instinct MI250X/MI250]",
@@ -232,6 +234,11 @@ def identify(name: str, class_code: Optional[int] = None, known_ids: Iterable[st
         return dict(out, accelerator=False, why="no accelerator vendor named (pci.ids name or vendor ID)")
     if vid not in ACCEL_VENDORS:
         return dict(out, accelerator=False, why=f"vendor {vid} is not an accelerator vendor")
+    if pci_id is None and did is None:  # lspci without -n: the pci.ids name of a known accelerator gives its ID
+        by_name = [k for k, v in ACCEL_IDS.items() if k.startswith(f"{vid}:") and v.lower() == rest.lower()]
+        if len(by_name) == 1:
+            pci_id = by_name[0]
+            out["pci_id"] = pci_id
     if class_code is not None:
         ok = is_accelerator({"vendor_id": vid, "class": f"0x{class_code:04x}00"})
         return dict(out, accelerator=ok, why=f"class 0x{class_code:04x} of vendor {vid} (the sysfs rule: "
@@ -319,7 +326,12 @@ def read_lspci_tv(text: str, classes: Optional[Dict[str, int]] = None, known_ids
     ``classes``: class codes by BDF, or ``{"class_code", "name"}`` by BDF (:func:`classes_by_bdf` of an
     ``lspci -vv`` text of the same host); ``known_ids``: the
     profile's accelerator IDs; ``match``: a regular expression on the name that replaces the rule (legacy).
-    Returns ``{"accelerators": [path, ...], "unidentified": [...], "not_accelerators": n, "skipped_lines": [...]}``.
+    Returns ``{"accelerators": [path, ...], "unidentified": [...], "not_accelerators": n, "skipped_lines": [...],
+    "cuts": [...], "functions": [...]}``.
+
+    A snippet cut at the top (its first line ``+-[0000:20]-...`` or ``|  +-...``) and branches whose parent
+    line was elided (``+-...``, ``[... removed ...]``) are read: the device and the bridges on its own line
+    are known, what was above them is recorded as cut (``cuts``), and the path above is unknown there.
     """
     lines = _lines(text, "`lspci -tv`")
     root: Dict[str, Any] = {"kind": "root", "child_col": None}
@@ -327,15 +339,34 @@ def read_lspci_tv(text: str, classes: Optional[Dict[str, int]] = None, known_ids
     margin: Optional[int] = None
     leaves: List[Tuple[Dict[str, Any], List[Dict[str, Any]]]] = []
     skipped: List[int] = []
+    cuts: List[Dict[str, Any]] = []
     for lineno, raw in enumerate(lines, 1):
         line = raw.expandtabs(8).rstrip()
         if margin is None:
             m = re.match(r"[ \t]*-(?:\+-)?\[", line)
-            if not m:
+            cut = re.match(r"([ \t|]*)[+\\]-\[[0-9a-f]{4,8}:[0-9a-f]{2}\]", line, re.I)
+            if m:
+                margin = line.index("-")
+            elif cut:  # a tree cut above its first line: "+-[0000:20]-..." (another domain came before it)
+                col = len(cut.group(1))
+                if col == 0:  # no column left for the root's "-": shift every line right by one
+                    lines = [" " + ln for ln in lines]
+                    line, col = " " + line, 1
+                margin = col - 1
+                root = {"kind": "root", "child_col": None}
+                stack = [root]
+                cuts.append({"line": lineno, "what": "the tree starts below its top: the lines above "
+                                                     f"{line.strip()[:24]!r} (other domains) are not in the text"})
+            elif re.match(r"[ \t|]*[+\\]-[0-9a-f]{2}\.[0-7]", line, re.I):  # starts in the middle of a bus
+                margin = 0
+                root = {"kind": "root", "child_col": None}
+                stack = [root]
+                cuts.append({"line": lineno, "what": "the tree starts in the middle of a bus: its domain and the "
+                                                     "lines above are not in the text"})
+            else:
                 if line.strip():
                     skipped.append(lineno)
                 continue
-            margin = line.index("-")
         if line[:margin].strip():
             skipped.append(lineno)
             continue
@@ -343,21 +374,40 @@ def read_lspci_tv(text: str, classes: Optional[Dict[str, int]] = None, known_ids
         if not _TREE_LINE.match(line):
             if line.strip():
                 skipped.append(lineno)
+                if "..." in line or "removed" in line.lower() or "\u2026" in line:
+                    cuts.append({"line": lineno, "what": f"lines elided ({line.strip()[:60]!r})"})
             continue
         tokens, name = _tree_tokens(line, lineno)
         if not tokens:
+            if "..." in line:
+                cuts.append({"line": lineno, "what": f"a branch elided ({line.strip()[:60]!r})"})
             continue
         if line.startswith("-"):  # a new top-level domain (show_forest starts each at column 0)
             root = {"kind": "root", "child_col": None}
             stack = [root]
         else:
             col = tokens[0]["col"]
+            kept = list(stack)
             while stack and stack[-1]["child_col"] != col:
                 stack.pop()
             if not stack:
-                raise TextEvidenceError(f"line {lineno}: the branch at column {col + margin + 1} continues no "
-                                        "bus or bridge above it; lines were cut or re-indented (submit the "
-                                        "output unchanged)")
+                if tokens[0]["kind"] == "bus" and kept and kept[0]["kind"] == "root" and \
+                        kept[0]["child_col"] is None:
+                    kept[0]["child_col"] = col
+                    stack = [kept[0]]
+                else:
+                    # Its parent's line was cut: the branch hangs from an unknown parent.
+                    cuts.append({"line": lineno, "what": f"the branch at column {col + margin + 1} hangs from a line "
+                                                         "that is not in the text (elided or cut)"})
+                    orphan = {"kind": "cut", "child_col": col, "line": lineno, "domain": _domain_of(kept),
+                              "sec": None}
+                    # the branches to its left are still open: a later line at their column continues them
+                    left = []
+                    for n in kept:
+                        if n.get("child_col") is None or n["child_col"] >= col:
+                            break
+                        left.append(n)
+                    stack = (left or [root]) + [orphan]
         for tok in tokens:
             parent = stack[-1]
             if parent["child_col"] is None:
@@ -373,9 +423,13 @@ def read_lspci_tv(text: str, classes: Optional[Dict[str, int]] = None, known_ids
                                             "is this `lspci -tv` output?")
                 if parent["kind"] == "bus":
                     tok["domain"], bus = parent["domain"], parent["bus"]
+                elif parent["kind"] == "cut":  # the bus of a device below a cut is unknown
+                    tok["domain"], bus = parent.get("domain"), None
                 else:  # on the secondary bus of the bridge above (printed "-" only when it is bus 00)
                     tok["domain"], bus = parent["domain"], parent["sec"] or "00"
-                tok["bdf"] = f"{tok['domain']}:{bus}:{tok['slot']}"
+                    if parent["domain"] is None:  # below a bridge whose own place was cut: its bus is known
+                        tok["domain"] = _domain_of(stack)
+                tok["bdf"] = f"{tok['domain'] or '????'}:{bus or '??'}:{tok['slot']}"
                 tok["parent"] = parent
                 parent["bridge"] = True
             stack.append(tok)
@@ -385,7 +439,7 @@ def read_lspci_tv(text: str, classes: Optional[Dict[str, int]] = None, known_ids
             last["name"] = name
     if margin is None:
         raise TextEvidenceError("no `[domain:bus]` root found: this is not `lspci -tv` output")
-    accelerators, unidentified, others = [], [], 0
+    accelerators, unidentified, others, functions = [], [], 0, []
     for leaf, chain in leaves:
         if leaf.get("bridge") or leaf.get("sec"):
             continue  # a bridge (with or without devices below it), never a leaf function
@@ -400,6 +454,8 @@ def read_lspci_tv(text: str, classes: Optional[Dict[str, int]] = None, known_ids
             ident = {"accelerator": False, "why": "no name (`lspci -t` without -v)", "pci_id": None}
         else:
             ident = identify(name, cls, known_ids)
+        functions.append({"bdf": leaf["bdf"], "name": name, "pci_id": ident.get("pci_id"),
+                          "accelerator": ident["accelerator"], "line": leaf["line"]})
         if ident["accelerator"] is None:
             unidentified.append({"device": leaf["bdf"], "name": name, "why": ident["why"],
                                  "source": f"lspci -tv line {leaf['line']}"})
@@ -409,7 +465,11 @@ def read_lspci_tv(text: str, classes: Optional[Dict[str, int]] = None, known_ids
             continue
         accelerators.append(_tree_path(leaf, chain, name, ident))
     return {"accelerators": accelerators, "unidentified": unidentified, "not_accelerators": others,
-            "skipped_lines": skipped}
+            "skipped_lines": skipped, "cuts": cuts, "functions": functions}
+
+
+def _domain_of(stack: List[Dict[str, Any]]) -> Optional[str]:
+    return next((n.get("domain") for n in reversed(stack) if n.get("domain")), None)
 
 
 def _pci_id_of(name: Optional[str]) -> Optional[str]:
@@ -420,18 +480,32 @@ def _pci_id_of(name: Optional[str]) -> Optional[str]:
 
 
 def _tree_path(leaf: Dict[str, Any], chain: List[Dict[str, Any]], name: str, ident: Dict[str, Any]) -> Dict[str, Any]:
-    bridges = [n for n in chain[:-1] if n.get("kind") == "dev"]  # root first
+    nodes = [n for n in chain[:-1] if n.get("kind") in ("dev", "cut")]  # root first
     notes = []
-    while bridges and not bridges[0].get("sec"):  # a rangeless parent on top: the OS's host bridge (VMD)
+    cut_nodes = [n for n in nodes if n["kind"] == "cut"]
+    cut = bool(cut_nodes)
+    if cut:  # only what is below the cut is known
+        nodes = nodes[max(i for i, n in enumerate(nodes) if n["kind"] == "cut") + 1:]
+    bridges = nodes
+    while not cut and bridges and not bridges[0].get("sec"):  # a rangeless parent on top: the OS's host bridge
         notes.append(f"{bridges[0]['bdf']} has no bus range: a parent the OS reports (such as an Intel VMD "
                      "controller), taken as the host bridge")
         bridges.pop(0)
     hops = []
     for pos, n in enumerate(reversed(bridges)):
         top = pos == len(bridges) - 1
-        hops.append({"bdf": n["bdf"], "class": "0x0604", "pci_id": None,
-                     "port_type": "root_port" if top else "switch_port_inferred",
-                     "type_source": "inferred (lspci -tv text: the topmost bridge is the root port)", "link": {}})
+        if top and cut:  # the topmost bridge left below a cut: a root port or a switch port, the text cannot say
+            ptype, src = "unknown", "the line above it was cut: root port or switch port"
+        else:
+            ptype = "root_port" if top else "switch_port_inferred"
+            src = "inferred (lspci -tv text: the topmost bridge is the root port)"
+        hops.append({"bdf": n["bdf"], "class": "0x0604", "pci_id": None, "port_type": ptype, "type_source": src,
+                     "link": {}})
+    if cut:
+        hops.append({"bdf": f"the bridges above line {cut_nodes[-1]['line']} (cut from the text)",
+                     "class": None, "pci_id": None, "port_type": "unknown",
+                     "type_source": "not in the text", "link": {}})
+        notes.append("the tree was cut above this branch: bridges above it are unknown")
     if not hops:
         notes.append("no bridge above the device in the tree")
     return {"device": leaf["bdf"], "name": name, "pci_id": ident.get("pci_id"), "hops": hops, "method": "inferred",
@@ -473,9 +547,19 @@ def _is_cell(tok: str) -> bool:
     return tok.upper() in TOPO_CODES or _NV.fullmatch(tok) is not None
 
 
+_CPULIST = re.compile(r"\d{1,5}(?:-\d{1,5})?(?:,\d{1,5}(?:-\d{1,5})?){0,255}$")
+_ROW_NAME = re.compile(r"(?:GPU|NIC)\d{1,4}$|mlx\d_\w{1,24}$|[a-z][a-z0-9]{0,7}_\w{1,24}$|ib\w{1,16}$", re.I)
+
+
 def parse_nvidia_smi_topo(text: str) -> Dict[str, Any]:
     """The matrix of ``nvidia-smi topo -m``: the GPU x GPU part as peer-mesh evidence (NV# cells are NVLink),
-    and every GPU's cells to the other GPUs and the NICs (``pcie_cells``) for the switch evidence."""
+    and every GPU's cells to the other GPUs and the NICs (``pcie_cells``) for the switch evidence; the CPU and
+    NUMA affinity of each GPU.
+
+    Rows and columns list the same devices in the same order, so a matrix whose header or rows were cut by the
+    terminal is read from what is left: a cell missing from one row is taken from the symmetric one, a row
+    whose column was cut from the header still gives its cells to the GPUs.  What was cut is listed in
+    ``cuts``."""
     # nvidia-smi underlines the header on a terminal; copies keep the escapes, or their text without ESC
     lines = [_ANSI.sub("", ln) for ln in _lines(text, "`nvidia-smi topo -m`")]
     header_idx, cols = None, []
@@ -490,48 +574,93 @@ def parse_nvidia_smi_topo(text: str) -> Dict[str, Any]:
     devcols = cols[:end]
     if len(set(devcols)) != len(devcols):
         raise TextEvidenceError(f"line {header_idx + 1}: a column name appears twice in the header")
-    gpus = [c for c in devcols if re.fullmatch(r"GPU\d+", c)]
+    cuts: List[Dict[str, Any]] = []
+    if "CPU" not in cols:
+        cuts.append({"line": header_idx + 1, "what": "the header ends before 'CPU Affinity': columns were cut"})
     rows: Dict[str, List[str]] = {}
+    extra: Dict[str, List[str]] = {}  # what follows the cells: CPU affinity, NUMA affinity, GPU NUMA ID
     row_line: Dict[str, int] = {}
+    order: List[str] = []
     for n, ln in enumerate(lines[header_idx + 1:], header_idx + 2):
         parts = ln.split()
         if not parts:
             continue
         if parts[0].rstrip(":") in ("Legend", "NIC"):  # the legends follow the matrix
             break
-        if parts[0] not in devcols:
+        name = parts[0]
+        if name not in devcols and not (_ROW_NAME.match(name) and len(parts) > 1 and _is_cell(parts[1])):
             continue
-        cells = parts[1:len(devcols) + 1]
-        if len(cells) < len(devcols) or not all(_is_cell(c) or c.upper() == "N/A" for c in cells):
-            raise TextEvidenceError(f"line {n}: row {parts[0]} has {sum(1 for c in cells if _is_cell(c))} matrix "
-                                    f"cells for the {len(devcols)} columns of the header (line {header_idx + 1})")
-        if parts[0] in rows:
-            raise TextEvidenceError(f"line {n}: a second row {parts[0]} (first at line {row_line[parts[0]]})")
-        rows[parts[0]] = [c.upper() for c in cells]
-        row_line[parts[0]] = n
-    missing = [g for g in gpus if g not in rows]
-    if missing:
-        raise TextEvidenceError(f"no row for {', '.join(missing)} (header at line {header_idx + 1})")
+        cells: List[str] = []
+        for c in parts[1:]:
+            if _is_cell(c) or (c.upper() == "N/A" and len(cells) < len(devcols)):
+                cells.append(c.upper())
+            else:
+                break
+        if name in rows:
+            raise TextEvidenceError(f"line {n}: a second row {name} (first at line {row_line[name]})")
+        rows[name] = cells
+        extra[name] = parts[1 + len(cells):]
+        row_line[name] = n
+        order.append(name)
+    # The device order: the rows' (the header may have lost its right end); the header's where rows are missing.
+    if order[:len(devcols)] == devcols[:len(order)]:
+        names = order + [c for c in devcols if c not in order]
+    else:
+        names = devcols + [r for r in order if r not in devcols]
+    for r in order:
+        if r not in devcols:
+            cuts.append({"line": row_line[r], "what": f"column {r} is not in the header (cut), its row is"})
+    for r in devcols:
+        if r not in rows:
+            cuts.append({"line": header_idx + 1, "what": f"no row for {r} (cut)"})
+        elif len(rows[r]) < len(names):
+            cuts.append({"line": row_line[r], "what": f"row {r} has {len(rows[r])} of {len(names)} cells (cut); "
+                                                      "the missing ones are read from the other rows"})
+    gpus = [c for c in names if re.fullmatch(r"GPU\d{1,4}", c)]
+    if not gpus:
+        raise TextEvidenceError(f"line {header_idx + 1}: no GPU column: this is not `nvidia-smi topo -m` output")
+    pos = {name: i for i, name in enumerate(names)}
+
+    def cell(a: str, b: str) -> Optional[str]:
+        if a == b:
+            return "X"
+        ra, rb = rows.get(a) or [], rows.get(b) or []
+        if pos[b] < len(ra) and ra[pos[b]] != "N/A":
+            return ra[pos[b]]
+        if pos[a] < len(rb) and rb[pos[a]] != "N/A":
+            return rb[pos[a]]
+        return None
+
     nic_legend = {}
     for ln in lines[header_idx + 1:]:
         m = re.match(r"\s*(NIC\d{1,4})\s*:\s*(\S{1,64})\s*$", ln)
         if m:
             nic_legend[m.group(1)] = m.group(2)
     n = len(gpus)
-    gi = [devcols.index(g) for g in gpus]
-    cells = {g: [rows[g][j] for j in gi] for g in gpus}
-    p2p = [[None if i == j else cells[gpus[i]][j].startswith("NV") for j in range(n)] for i in range(n)]
+    gcells = {g: [cell(g, h) for h in gpus] for g in gpus}
+    p2p = [[None if i == j or gcells[gpus[i]][j] is None else gcells[gpus[i]][j].startswith("NV")
+            for j in range(n)] for i in range(n)]
     devices = []
     for i, g in enumerate(gpus):
-        counts = [int(c[2:]) for c in cells[g] if _NV.fullmatch(c)]
+        counts = [int(c[2:]) for c in gcells[g] if c and _NV.fullmatch(c)]
         devices.append({"bdf": g, "index": i, "links_active": max(counts) if counts else 0,
                         "links_total": None, "versions": [], "remote_types": []})
-    others = [c for c in devcols if c not in gpus]
-    pcie = {g: {c: rows[g][devcols.index(c)] for c in devcols if c != g} for g in gpus}
+    others = [c for c in names if c not in gpus]
+    pcie = {g: {c: v for c in names if c != g for v in [cell(g, c)] if v is not None} for g in gpus}
+    unknown = {g: [c for c in names if c != g and cell(g, c) is None] for g in gpus}
+    cpu_aff: Dict[str, Optional[str]] = {}
+    numa: Dict[str, Optional[int]] = {}
+    for g in gpus:
+        rest = extra.get(g) or []
+        cpu = rest[0] if rest and _CPULIST.match(rest[0]) else None
+        cpu_aff[g] = cpu
+        node = rest[1] if cpu is not None and len(rest) > 1 else None
+        numa[g] = int(node) if node is not None and node.isdigit() and len(node) <= 5 else None
     return {"source": "text: nvidia-smi topo -m", "devices": devices, "p2p_nvlink": p2p,
-            "index_to_bdf": {str(i): g for i, g in enumerate(gpus)}, "cells": cells, "reason": None,
-            "nics": others, "nic_legend": nic_legend, "pcie_cells": pcie,
-            "row_lines": {g: row_line[g] for g in gpus}}
+            "index_to_bdf": {str(i): g for i, g in enumerate(gpus)}, "cells": gcells, "reason": None,
+            "nics": others, "nic_legend": nic_legend, "pcie_cells": pcie, "unknown_cells": unknown,
+            "row_lines": {g: row_line.get(g, header_idx + 1) for g in gpus}, "cuts": cuts,
+            "cpu_affinity": cpu_aff, "numa_affinity": numa, "link_name": "NVLink"}
 
 
 def topo_pcie_paths(mesh: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -542,7 +671,8 @@ def topo_pcie_paths(mesh: Dict[str, Any]) -> List[Dict[str, Any]]:
     out = []
     legend = mesh.get("nic_legend") or {}
     for g, peers in mesh["pcie_cells"].items():
-        named = {p: (f"{p} ({legend[p]})" if p in legend else p) for p in peers}
+        named = {p: (f"{p} ({legend[p]})" if p in legend else p)
+                 for p in list(peers) + list((mesh.get("unknown_cells") or {}).get(g) or [])}
         shared = _summary([(named[p], c) for p, c in peers.items() if c in _SWITCH_CELLS])
         host = _summary([(named[p], c) for p, c in peers.items() if c in _HOST_CELLS])
         src = "inferred (nvidia-smi topo -m)"
@@ -562,16 +692,76 @@ def topo_pcie_paths(mesh: Dict[str, Any]) -> List[Dict[str, Any]]:
                      "class": None, "pci_id": None, "port_type": "unknown", "type_source": src, "link": {}}]
             note = "no switch seen"
         else:
-            hops = [{"bdf": f"the bridges above {g} (the matrix has no PCIe cell for {g}, only NVLink or none: "
-                            "the path could not be judged; submit `lspci -tv`)",
+            cut = (mesh.get("unknown_cells") or {}).get(g) or []
+            what = (f"its cells to {', '.join(named.get(c, c) for c in cut[:8])} were cut from the text" if cut
+                    else f"the matrix has no PCIe cell for {g}, only NVLink or none")
+            hops = [{"bdf": f"the bridges above {g} ({what}: the path could not be judged; submit `lspci -tv`)",
                      "class": None, "pci_id": None, "port_type": "unknown", "type_source": src, "link": {}}]
-            note = "nothing in the matrix"
+            note = "cells cut from the text" if cut else "nothing in the matrix"
         out.append({"device": g, "pci_id": None, "hops": hops, "method": "inferred", "note": note,
                     "method_text": "read from the PIX/PXB/PHB/NODE/SYS cells of the submitted `nvidia-smi topo "
                                    "-m` matrix (legend: PIX/PXB = through PCIe switches); the path itself is not "
                                    "in the matrix",
                     "source": f"nvidia-smi topo -m line {mesh.get('row_lines', {}).get(g, '?')}"})
     return out
+
+
+# ---- lspci -PP / -P --------------------------------------------------------------------------------------
+
+_PP_LINE = re.compile(r"(?:(?P<dom>[0-9a-f]{4,8}):)?(?P<path>[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]"
+                      r"(?:/(?:[0-9a-f]{2}:)?[0-9a-f]{2}\.[0-7]){1,31}) (?P<cls>[^:]{1,80}): (?P<name>.{0,400})$", re.I)
+
+
+def read_lspci_pp(text: str, known_ids: Iterable[str] = ()) -> Dict[str, Any]:
+    """Paths of ``lspci -PP`` (``00:01.1/01:00.0/02:00.0 Class: Name``, the form AMD's acceptance guides use) or
+    ``lspci -P`` (``00:01.1/00.0/00.0``: the buses below the first are not printed).
+
+    The first element of a path is on a root bus: the root port above the device; every bridge after it, down
+    to the device, is a switch port (PCIe places nothing else between a root port and an endpoint).  Returns
+    ``{"accelerators": [path, ...], "functions": [...], "unidentified": [...], "not_accelerators": n}``."""
+    lines = _lines(text, "`lspci -PP`")
+    accelerators, functions, unidentified, others = [], [], [], 0
+    for n, raw in enumerate(lines, 1):
+        m = _PP_LINE.match(raw.strip())
+        if not m:
+            continue
+        dom = (m.group("dom") or "0000").lower()
+        parts = m.group("path").lower().split("/")
+        full = [parts[0]] + parts[1:]
+        bus_known = all(":" in x for x in full)
+        bdfs = [f"{dom}:{x}" if ":" in x else f"{dom}:??:{x}" for x in full]
+        cls = class_of(m.group("cls"))
+        name = _strip_rev(m.group("name"))
+        ident = identify(name, cls, known_ids)
+        dev = bdfs[-1]
+        functions.append({"bdf": dev, "name": name, "class_code": cls, "pci_id": ident.get("pci_id"),
+                          "accelerator": ident["accelerator"], "line": n, "path": bdfs})
+        if ident["accelerator"] is None:
+            unidentified.append({"device": dev, "name": name, "why": ident["why"], "source": f"lspci -PP line {n}"})
+            continue
+        if not ident["accelerator"]:
+            others += 1
+            continue
+        hops = []
+        bridges = bdfs[:-1]
+        for pos, b in enumerate(reversed(bridges)):
+            top = pos == len(bridges) - 1
+            hops.append({"bdf": b, "class": "0x0604", "pci_id": None,
+                         "port_type": "root_port" if top else "switch_port_inferred",
+                         "type_source": "inferred (lspci -PP path: its first element is on a root bus)", "link": {}})
+        accelerators.append({
+            "device": dev, "name": name, "pci_id": ident.get("pci_id"), "hops": hops, "method": "inferred",
+            "identified_by": ident["why"], "path_text": m.group("path"),
+            "note": None if bus_known else "`lspci -P` prints no bus below the root port: the bridges are named "
+                                           "by device and function only",
+            "method_text": "port types inferred from the submitted `lspci -PP` path (its first element is the root "
+                           "port, every bridge after it a switch port); not read from the devices' PCI Express "
+                           "capability",
+            "source": f"lspci -PP line {n}"})
+    if not functions:
+        raise TextEvidenceError("no 'bb:dd.f/bb:dd.f Class: Name' line: this is not `lspci -PP` output")
+    return {"accelerators": accelerators, "functions": functions, "unidentified": unidentified,
+            "not_accelerators": others}
 
 
 # ---- lspci -vv -------------------------------------------------------------------------------------------
@@ -619,7 +809,8 @@ def parse_lspci_vv(text: str) -> List[Dict[str, Any]]:
                 cur = funcs[bdf] = {"bdf": bdf, "class_words": m.group("cls").strip(),
                                     "class_code": class_of(m.group("cls")), "name": _strip_rev(m.group("name")),
                                     "line": n, "port_type": None, "bus": None, "lnkcap": None, "lnksta": [],
-                                    "lnkcap2_max_gts": None, "lnkctl2_target_gts": None, "notes": []}
+                                    "lnkcap2_max_gts": None, "lnkctl2_target_gts": None, "notes": [],
+                                    "numa_node": None}
             continue
         if cur is None:
             continue
@@ -640,6 +831,9 @@ def parse_lspci_vv(text: str) -> List[Dict[str, Any]]:
         elif "LnkCtl2:" in s:
             mm = _LNKCTL2.search(s)
             cur["lnkctl2_target_gts"] = float(mm.group("speed")) if mm else None
+        elif s.startswith("NUMA node:"):
+            mm = re.match(r"NUMA node:\s*(-?\d{1,5})$", s)
+            cur["numa_node"] = int(mm.group(1)) if mm else None
         elif s.startswith("Bus:"):
             mm = _BUSLINE.match(s)
             if mm:

@@ -1,0 +1,738 @@
+"""Real captures against the facts a careful reader takes from them: ``sits audit`` on every file of a folder laid
+out like ``realdata/`` (kind folders and a ``MANIFEST.yaml``), one file at a time, as a user would run it.
+
+    python benchmarks/realdata.py DIR                 # every file of DIR/MANIFEST.yaml
+    python benchmarks/realdata.py DIR --only topo/    # the files whose name starts so
+    python benchmarks/realdata.py DIR -v              # every fact, not only those that disagree
+
+For each file the command prints the run's result and each MANIFEST fact with the verdicts it was compared to:
+``agree``, ``DISAGREE`` (and why) or ``unchecked`` (a fact no rule here reads: context, formatting notes).  A
+file agrees when it ran without a traceback, wrote its report, and every checked fact agrees.  The total is the
+figure of the "every real capture read right" issue.  Exit 0 when every file agrees.
+
+The rules are the reading of each fact a hardware engineer would make (``persistence_mode: Disabled (all)`` ->
+DEP-PERSIST FAILs on every GPU; ``pcie: Current 1 of Max 4 ... at idle`` -> TOPO-PCIE-LINK is neither a PASS nor
+a FAIL; ``SW Power Cap : Active`` -> DEP-THROTTLE names it and does not pass; ``gpu_pairs: all 28 pairs NV18``
+-> LINK-NVLINK-MESH passes 28/28; ...); each is a function below.  The MANIFEST is read with YAML's base loader
+(every value a string: a bus ID like ``18:00.0`` is not turned into a number).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+Result = Tuple[str, str]  # ("agree" | "DISAGREE" | "unchecked", detail)
+REASON_BITS = {"idle": "gpu_idle", "applications clocks": "applications_clocks_setting", "sw power cap": "sw_power_cap",
+               "hw slowdown": "hw_slowdown", "hw thermal": "hw_thermal_slowdown",
+               "hw power brake": "hw_power_brake_slowdown", "sync boost": "sync_boost",
+               "sw thermal": "sw_thermal_slowdown", "gpu_idle": "gpu_idle"}
+FAULTS = {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown"}
+
+
+# ---- helpers -------------------------------------------------------------------------------------------------
+
+def norm_bdf(text: str) -> str:
+    """'18:00.0', '00000000:18:00.0', '0000:18:00.0' -> '0000:18:00.0'.  A bus ID a YAML writer turned into a
+    base-60 number on the way ('18:00.0' -> 1080.0, '00:04.0' -> 4.0) is turned back."""
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+\.\d", t) and ":" not in t:
+        x = float(t)
+        t = f"{int(x // 60):02d}:{x - 60 * int(x // 60):04.1f}"
+    parts = t.split(":")
+    if len(parts) == 2:
+        return f"0000:{t}"
+    return f"{parts[-3][-4:]}:{parts[-2]}:{parts[-1]}"
+
+
+BUS = re.compile(r"\b([0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\b")
+
+
+class Run:
+    """One file's audit: the report and the verdicts by requirement and subject."""
+
+    def __init__(self, report: Optional[Dict[str, Any]], rc: int, out: str):
+        self.report, self.rc, self.out = report, rc, out
+        self.verdicts = (report or {}).get("verdicts") or []
+        inv = (report or {}).get("inventory") or {}
+        self.accs = inv.get("accelerators") or []
+        self.sub = inv.get("submitted") or {}
+
+    def of(self, req: str) -> List[Dict[str, Any]]:
+        return [v for v in self.verdicts if v["requirement"] == req]
+
+    def subject(self, req: str, bdf: str) -> Optional[Dict[str, Any]]:
+        return next((v for v in self.of(req) if v["subject"] == bdf), None)
+
+    def by_bus(self, req: str, bus: str) -> List[Dict[str, Any]]:
+        """Verdicts of ``req`` whose subject is on bus ``bus`` ('4F', or '4F:00.0')."""
+        bus = bus.lower()
+        out = []
+        for v in self.of(req):
+            s = str(v["subject"]).lower()
+            if (":" in bus and s.endswith(bus)) or (":" not in bus and s.split(":")[1:2] == [bus]):
+                out.append(v)
+        return out
+
+
+def unavailable(v: Dict[str, Any]) -> bool:
+    return v["status"] == "SKIP" and isinstance(v.get("evidence"), dict) and bool(v["evidence"].get("unavailable"))
+
+
+def statuses(vs: List[Dict[str, Any]]) -> str:
+    counts: Dict[str, int] = {}
+    for v in vs:
+        counts[v["status"]] = counts.get(v["status"], 0) + 1
+    return ", ".join(f"{n} × {s}" for s, n in sorted(counts.items())) or "no verdict"
+
+
+def _all(vs: List[Dict[str, Any]], ok: Callable[[Dict[str, Any]], bool], what: str, req: str) -> Result:
+    if not vs:
+        return "DISAGREE", f"no {req} verdict"
+    bad = [v for v in vs if not ok(v)]
+    if bad:
+        return "DISAGREE", f"{req} {what} expected; {bad[0]['subject']}: {bad[0]['status']} {bad[0]['reason'][:140]}"
+    return "agree", f"{req}: {statuses(vs)}"
+
+
+def not_shown(text: str) -> bool:
+    return text.strip().lower().startswith("not shown")
+
+
+# ---- the rules: one per kind of fact -----------------------------------------------------------------------
+
+def r_persistence(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    vs = run.of("DEP-PERSIST")
+    if not_shown(text):
+        return _all(vs, unavailable, "not measured", "DEP-PERSIST")
+    if "disabled" in text.lower():
+        return _all(vs, lambda v: v["status"] == "FAIL", "FAIL (the profile expects it on)", "DEP-PERSIST")
+    return _all(vs, lambda v: v["status"] == "PASS", "PASS", "DEP-PERSIST")
+
+
+def _ue_over(text: str) -> bool:
+    return re.search(r"uncorrectable[^0-9;,]{0,40}?\b([1-9]\d*)", text, re.I) is not None
+
+
+def r_ecc_uncorrectable(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    vs = run.of("DEP-ECC")
+    if _ue_over(text):
+        return _all(vs, lambda v: v["status"] == "FAIL", "FAIL (uncorrectable errors)", "DEP-ECC")
+    return _all(vs, lambda v: v["status"] not in ("FAIL", "ERROR") and "uncorrect" not in v["reason"].split(";")[0]
+                or v["status"] in ("PASS", "WARN", "INCONCLUSIVE", "SKIP"), "no uncorrectable FAIL", "DEP-ECC")
+
+
+def r_ecc_volatile(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    vs = run.of("DEP-ECC")
+    if _ue_over(text):
+        return _all(vs, lambda v: v["status"] == "FAIL" and "volatile uncorrected" in v["reason"],
+                    "FAIL naming the volatile uncorrectable count", "DEP-ECC")
+    return _all(vs, lambda v: v["status"] != "FAIL", "no FAIL", "DEP-ECC")
+
+
+def r_ecc_aggregate(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    m = re.search(r"uncorrectable[^0-9;,]{0,40}?\b(\d+)", text, re.I)
+    vs = run.of("DEP-ECC")
+    if not m:
+        return "unchecked", "no uncorrectable count in the fact"
+    want = int(m.group(1))
+    return _all(vs, lambda v: (v.get("evidence") or {}).get("counts", {}).get("aggregate_uncorrected") == want
+                and (v["status"] != "PASS" or want == 0), f"aggregate uncorrectable {want} read", "DEP-ECC")
+
+
+def r_ecc(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    vs = run.of("DEP-ECC")
+    if "enabled" in text.lower():
+        ok = _all(vs, lambda v: "disabled" not in v["reason"], "ECC read as enabled", "DEP-ECC")
+        if ok[0] != "agree":
+            return ok
+    return r_ecc_uncorrectable(text, run, entry)
+
+
+def r_ecc_mode(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    vs = run.of("DEP-ECC")
+    if "enabled" in text.lower():
+        return _all(vs, lambda v: "ECC is disabled" not in v["reason"], "ECC read as enabled", "DEP-ECC")
+    return _all(vs, lambda v: v["status"] == "FAIL", "FAIL (ECC disabled)", "DEP-ECC")
+
+
+def _bus_numbers(text: str) -> List[Tuple[str, int]]:
+    """('4F', 10), ('00:08.0', 4) for "4F 10, D1 10289" / "00:08.0 ... (Total 4)"."""
+    out = []
+    for seg in re.split(r"[,;]", text):
+        m = re.search(r"\b([0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}\.[0-7])?)\b", seg)
+        nums = re.findall(r"\b(\d+)\b", seg[m.end():]) if m else []
+        if m and nums and not re.fullmatch(r"\d{2}", m.group(1)) or (m and nums and ":" in m.group(1)):
+            out.append((m.group(1), int(nums[-1])))
+    return out
+
+
+def r_ecc_correctable_note(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    pairs = _bus_numbers(text)
+    if not pairs:
+        return "unchecked", "no per-GPU count"
+    for bus, n in pairs:
+        vs = run.by_bus("DEP-ECC", bus)
+        if not vs:
+            return "DISAGREE", f"no DEP-ECC verdict for {bus}"
+        got = (vs[0].get("evidence") or {}).get("counts", {}).get("aggregate_corrected")
+        if got != n:
+            return "DISAGREE", f"{bus}: aggregate corrected {got} read, {n} in the fact"
+    return "agree", f"aggregate corrected counts read: {', '.join(f'{b} {n}' for b, n in pairs)}"
+
+
+def r_pending(text: str, run: Run, entry: Dict[str, Any], field: str) -> Result:
+    vs = run.of("DEP-ROWREMAP")
+    low = text.lower()
+    if re.search(r"pending(?: page blacklist)?\s*:?\s*yes|pending yes", low):
+        named = [v for b in BUS.findall(text) for v in run.by_bus("DEP-ROWREMAP", b)]
+        return _all(named or vs, lambda v: v["status"] == "FAIL" and "pending" in v["reason"], "FAIL (pending)",
+                    "DEP-ROWREMAP")
+    if re.search(r"failure\s*:?\s*yes", low):
+        return _all(vs, lambda v: v["status"] == "FAIL", "FAIL (remap failure)", "DEP-ROWREMAP")
+    res = _all(vs, lambda v: v["status"] != "FAIL", "no FAIL", "DEP-ROWREMAP")
+    if res[0] != "agree":
+        return res
+    if field == "remapped_rows":
+        for bus, n in [(b, n) for b, n in _bus_numbers(text) if ":" in b]:
+            v = run.by_bus("DEP-ROWREMAP", bus)
+            got = ((v[0].get("evidence") or {}).get("remapped_rows") or {}).get("correctable") if v else None
+            if got != n:
+                return "DISAGREE", f"{bus}: {got} correctable remaps read, {n} in the fact"
+    if field == "retired_pages":
+        for bus, n in [(b, n) for b, n in _bus_numbers(text.split("Double")[0]) if ":" in b]:
+            v = run.by_bus("DEP-ROWREMAP", bus)
+            got = ((v[0].get("evidence") or {}).get("retired_pages") or {}).get("sbe") if v else None
+            if got != n:
+                return "DISAGREE", f"{bus}: {got} single-bit retired pages read, {n} in the fact"
+    return res
+
+
+def r_pages(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    """Retired pages: pending -> FAIL; otherwise no verdict fails on page retirement."""
+    vs = run.of("DEP-ROWREMAP")
+    if re.search(r"pending(?: page blacklist)?\s*:?\s*yes", text, re.I):
+        return _all(vs, lambda v: v["status"] == "FAIL" and "retirement is pending" in v["reason"],
+                    "FAIL (page retirement pending)", "DEP-ROWREMAP")
+    res = _all(vs, lambda v: not (v["status"] == "FAIL" and ("retirement" in v["reason"] or "retired pages" in
+                                                            v["reason"].split("(")[0])),
+               "no FAIL on retired pages", "DEP-ROWREMAP")
+    if res[0] != "agree":
+        return res
+    for bus, n in [(b, n) for b, n in _bus_numbers(text.split("Double")[0]) if ":" in b]:
+        v = run.by_bus("DEP-ROWREMAP", bus)
+        got = ((v[0].get("evidence") or {}).get("retired_pages") or {}).get("sbe") if v else None
+        if got != n:
+            return "DISAGREE", f"{bus}: {got} single-bit retired pages read, {n} in the fact"
+    return res
+
+
+def _reasons_in(clause: str) -> Optional[set]:
+    low = clause.lower()
+    if re.search(r"\bnone\b", low) and "active" not in low.replace("none", ""):
+        return set()
+    found = set()
+    for label, bit in REASON_BITS.items():
+        for m in re.finditer(re.escape(label), low):
+            after = low[m.end():m.end() + 40]
+            after = re.sub(r"^[a-z_ ]*?(?:slowdown|setting|reason)?", "", after)
+            if re.match(r"[\s:'\"]*not active", after):
+                continue
+            if re.match(r"[\s:'\"]*active", after) or label in ("idle", "gpu_idle") and re.match(
+                    r"\s*(?:only|\(|active|$)", after) or re.match(r"[\s:'\"]*active", low[m.end():m.end() + 12]):
+                found.add(bit)
+    return found
+
+
+def r_clock_reasons(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    vs = run.of("DEP-THROTTLE")
+    if not_shown(text):
+        return _all(vs, unavailable, "not measured", "DEP-THROTTLE")
+    if not vs:
+        return "DISAGREE", "no DEP-THROTTLE verdict"
+    named: Dict[str, set] = {}
+    rest: Optional[set] = None
+    for clause in re.split(r";|\bthe other \d+\b", text):
+        buses = BUS.findall(clause)
+        reasons = _reasons_in(clause.split(":", 1)[1] if buses and ":" in clause else clause)
+        if buses:
+            for b in buses:
+                named[norm_bdf(b)] = reasons or set()
+        elif reasons is not None and (reasons or rest is None):
+            rest = (rest or set()) | reasons
+    problems = []
+    for v in vs:
+        want = named.get(str(v["subject"]).lower(), rest if rest is not None else set())
+        active = want - {"gpu_idle"}
+        if active:
+            if v["status"] in ("PASS", "SKIP"):
+                problems.append(f"{v['subject']}: {v['status']} with {sorted(active)} active")
+            elif not all(a in v["reason"] for a in active):
+                problems.append(f"{v['subject']}: {v['status']} does not name {sorted(active)}")
+            elif v["status"] == "FAIL" and not (active & FAULTS):
+                problems.append(f"{v['subject']}: FAIL on {sorted(active)} (no hardware slowdown)")
+        else:
+            if v["status"] == "FAIL":
+                problems.append(f"{v['subject']}: FAIL with only {sorted(want) or 'no reason'} active")
+            if v["status"] == "PASS" and "loaded" not in v["reason"]:
+                problems.append(f"{v['subject']}: PASS on a reading not taken under load")
+    if problems:
+        return "DISAGREE", "; ".join(problems[:3])
+    return "agree", f"DEP-THROTTLE: {statuses(vs)}"
+
+
+def r_power_limit(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    vs = run.of("DEP-POWERCAP")
+    if not_shown(text):
+        return _all(vs, unavailable, "not measured", "DEP-POWERCAP")
+    m = re.search(r"(\d+(?:\.\d+)?)\s*W\b", text)
+    if not m:
+        return "unchecked", "no figure"
+    want = float(m.group(1))
+    return _all(vs, lambda v: v["status"] not in ("ERROR", "SKIP") and v.get("measured") is not None
+                and abs(float(v["measured"]) - want) < 0.6, f"enforced {want:g} W read", "DEP-POWERCAP")
+
+
+def _gen_width(text: str) -> Tuple[Optional[int], Optional[int], Optional[int], Optional[int]]:
+    """(current gen, achievable gen, current width, max width) of a pcie fact."""
+    low = text.lower()
+    cur = mx = None
+    for rx in (r"current[_ a-z]*?(\d)\s*(?:,|of)\s*max[_ a-z]*?(\d)", r"gen (\d)\s*(?:of|/)\s*(\d)",
+               r"current (\d), max (\d)", r"\b(\d) of (?:max )?(\d)\b"):
+        m = re.search(rx, low)
+        if m:
+            cur, mx = int(m.group(1)), int(m.group(2))
+            break
+    host = re.search(r"host max (\d)", low)
+    ach = min(mx, int(host.group(1))) if mx is not None and host else mx
+    w = re.search(r"(\d+)x\s*(?:of|/)\s*(?:max\s*)?(\d+)x", low) or re.search(
+        r"width current (\d+)x of max (\d+)x", low)
+    return cur, ach, (int(w.group(1)) if w else None), (int(w.group(2)) if w else None)
+
+
+def r_pcie(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    vs = run.of("TOPO-PCIE-LINK")
+    if not_shown(text):
+        return _all(vs, unavailable, "not measured", "TOPO-PCIE-LINK")
+    cur, ach, wcur, wmax = _gen_width(text)
+    if cur is None and wcur is None:
+        return "unchecked", "no reading in the fact"
+    full = (cur is None or ach is None or cur >= ach) and (wcur is None or wmax is None or wcur >= wmax)
+    if full:
+        return _all(vs, lambda v: v["status"] == "PASS", "PASS (at the achievable link)", "TOPO-PCIE-LINK")
+    return _all(vs, lambda v: v["status"] == "INCONCLUSIVE" or (v["status"] == "FAIL" and "under" in v["reason"]),
+                "INCONCLUSIVE (below the maximum in an idle reading)", "TOPO-PCIE-LINK")
+
+
+def r_gpus(text: Any, run: Run, entry: Dict[str, Any]) -> Result:
+    want = {norm_bdf(b) for b in (text if isinstance(text, list) else [text])}
+    got = {a["bdf"] for a in run.accs}
+    if want != got:
+        return "DISAGREE", f"GPUs read {sorted(got)}; the fact lists {sorted(want)}"
+    return "agree", f"{len(got)} GPU(s) at the listed addresses"
+
+
+def r_gpu_model(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    names = [a.get("name") for a in run.accs if a.get("name")]
+    low = text.lower()
+    if not names:
+        if "not in" in low or "uncertain" in low or "from" in low or "not stated" in low:
+            return "agree", "the text names no model (as the fact says)"
+        ids = {a.get("pci_id") for a in run.accs}
+        m = re.search(r"0x([0-9a-f]{4})", low)
+        if m and any(str(i).endswith(m.group(1)) for i in ids):
+            return "agree", f"device ID {m.group(1)} read"
+        return "DISAGREE", "no model read"
+    bad = [n for n in names if n.lower() not in low and not low.startswith(n.lower())
+           and low.split(" (")[0] not in n.lower()]
+    if bad and not all(re.sub(r"\W", "", n.lower()) in re.sub(r"\W", "", low) for n in bad):
+        return "DISAGREE", f"model read {bad[0]!r}; the fact says {text!r}"
+    return "agree", f"{len(names)} × {names[0]}"
+
+
+def r_gpu_count(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    n = int(re.match(r"\s*(\d+)", text).group(1)) if re.match(r"\s*(\d+)", text) else None
+    got = len(run.accs)
+    if n is not None and got != n:
+        return "DISAGREE", f"{got} GPU(s) read; the fact says {n}"
+    m = re.search(r"attached gpus\s*:\s*(\d+)", text, re.I)
+    if m:
+        dec = ((run.sub.get("declared") or {}).get("nvidia") or {}).get("count")
+        if dec != int(m.group(1)):
+            return "DISAGREE", f"declared count {dec} read; the fact says {m.group(1)}"
+        inv = run.of("INV-DEVICES")
+        if inv and int(m.group(1)) > got and not any(str(int(m.group(1)) - got) in v["reason"] for v in inv):
+            return "DISAGREE", f"INV-DEVICES does not say that {int(m.group(1)) - got} declared GPU(s) are not in the text"
+    return "agree", f"{got} GPU(s) in the text" + (f", {m.group(1)} declared" if m else "")
+
+
+def r_driver(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    vs = run.of("DEP-DRIVER")
+    if not_shown(text) or not re.match(r"\s*\d", text):
+        return _all(vs, lambda v: unavailable(v) or v["status"] == "SKIP", "not measured", "DEP-DRIVER")
+    drv = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", text)
+    version = drv.group(0).strip()
+    cuda = re.search(r"cuda (\d+)\.(\d+)", text, re.I)
+    low = int(drv.group(1)) < 550 or (cuda is not None and (int(cuda.group(1)), int(cuda.group(2))) < (12, 6))
+    if low:
+        return _all(vs, lambda v: v["status"] == "FAIL" and version in str(v.get("measured")),
+                    f"FAIL (driver {version} under the 550 / 12.6 floor)", "DEP-DRIVER")
+    if cuda is not None:
+        return _all(vs, lambda v: v["status"] == "PASS" and version in str(v.get("measured")), "PASS", "DEP-DRIVER")
+    return _all(vs, lambda v: v["status"] in ("PASS", "FAIL") and version in str(v.get("measured")),
+                f"judged on driver {version}", "DEP-DRIVER")
+
+
+def _pairs_expected(text: str, n: int) -> Optional[int]:
+    """How many GPU pairs the fact says are NVLink/XGMI-linked."""
+    low = text.lower()
+    total = n * (n - 1) // 2
+    if re.search(r"\ball\b.*\b(nv\d+|xgmi)\b|\bevery pair\b.*\b(nv\d+|xgmi)|\b(nv\d+|xgmi)\b[^;]*\bevery pair", low):
+        return total
+    if re.search(r"\ball\b[^;]*\b(sys|phb|node|pix|pxb)\b", low) or (
+            re.search(r"\b(sys|phb|node)\b", low) and not re.search(r"nv\d|xgmi", low)):
+        return 0
+    linked = 0
+    for m in re.finditer(r"(?:gpu)?(\d)\s*-\s*(?:gpu)?(\d)\s+nv\d+", low):
+        linked += 1
+    return linked if linked or "nv" in low else None
+
+
+def r_gpu_pairs(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    vs = run.of("LINK-NVLINK-MESH")
+    n = int(str(entry.get("gpu_count", "0")).split()[0]) if str(entry.get("gpu_count", "")).split() else 0
+    want = _pairs_expected(text, n)
+    if want is None or not n:
+        return "unchecked", "pairs not countable from the fact"
+    total = n * (n - 1) // 2
+    shown = f"{want}/{total} pairs"
+    if want == total:
+        return _all(vs, lambda v: v["status"] == "PASS" and v.get("measured") == shown, f"PASS {shown}",
+                    "LINK-NVLINK-MESH")
+    return _all(vs, lambda v: v["status"] in ("WARN", "FAIL") and v.get("measured") == shown,
+                f"not a PASS: {shown}", "LINK-NVLINK-MESH")
+
+
+def r_link_type(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    return r_gpu_pairs(text, run, entry)
+
+
+def r_gpu_nic(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    """GPUs with PIX/PXB to a NIC sit behind a switch (TOPO-PCIE-DIRECT FAIL); the others cannot be judged from
+    the matrix (never a PASS)."""
+    vs = run.of("TOPO-PCIE-DIRECT")
+    switched = set()
+    for clause in re.split(r";", text):
+        if re.search(r"\b(pix|pxb)\b", clause, re.I):
+            for a, b in re.findall(r"GPU(\d)(?:\s*,\s*GPU(\d))?", clause.split(" to ")[0]):
+                switched.add(int(a))
+                if b:
+                    switched.add(int(b))
+    problems = []
+    for i, acc in enumerate(run.accs):
+        v = run.subject("TOPO-PCIE-DIRECT", acc["bdf"])
+        if v is None:
+            problems.append(f"no TOPO-PCIE-DIRECT verdict for {acc['bdf']}")
+        elif i in switched and v["status"] != "FAIL":
+            problems.append(f"GPU{i}: {v['status']} although it shares a switch with a NIC")
+        elif i not in switched and v["status"] in ("PASS", "FAIL"):
+            problems.append(f"GPU{i}: {v['status']} on a matrix that cannot show a switch serving it alone")
+    if problems:
+        return "DISAGREE", "; ".join(problems[:3])
+    return "agree", f"TOPO-PCIE-DIRECT: {statuses(vs)}"
+
+
+def r_numa(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    """GPU i on NUMA node n as the fact says ('GPU0-3 NUMA 0', 'GPU0/1 NUMA 0', 'all GPUs ... NUMA 0', 'N/A')."""
+    want: Dict[int, Optional[int]] = {}
+    low = text
+    for m in re.finditer(r"GPU(\d)(?:\s*[-/]\s*(?:GPU)?(\d))?[^;]*?(?:NUMA|Numa Node)(?: Affinity| ID)?:?\s*(\d+|N/A)",
+                         low, re.I):
+        a, b = int(m.group(1)), int(m.group(2) or m.group(1))
+        node = None if m.group(3).upper() == "N/A" else int(m.group(3))
+        for i in range(a, b + 1):
+            want.setdefault(i, node)
+    if not want:
+        m = re.search(r"(?:all|both)(?: \d+)? GPUs[^;]*?NUMA(?: Affinity)?:?\s*(\d+|N/A)", low, re.I)
+        if m:
+            node = None if m.group(1).upper() == "N/A" else int(m.group(1))
+            want = {i: node for i in range(len(run.accs))}
+    if not want:
+        m = re.search(r"NUMA Affinity\s*(N/A|\d+)", low, re.I)
+        if m:
+            node = None if m.group(1).upper() == "N/A" else int(m.group(1))
+            want = {i: node for i in range(len(run.accs))}
+    if not want:
+        return "unchecked", "no GPU-to-node statement"
+    for i, node in want.items():
+        if i >= len(run.accs):
+            return "DISAGREE", f"GPU{i} not read"
+        got = run.accs[i].get("numa_node")
+        if got != node:
+            return "DISAGREE", f"GPU{i} read on NUMA node {got}; the fact says {node}"
+    binds = run.of("TOPO-NUMA-BIND")
+    if any(v["status"] in ("PASS", "FAIL") for v in binds):
+        return "DISAGREE", "TOPO-NUMA-BIND decided on texts that cannot bind"
+    return "agree", f"NUMA nodes read as stated ({len(want)} GPUs); TOPO-NUMA-BIND: {statuses(binds)}"
+
+
+def r_numa_node(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    node = int(text) if text.strip().isdigit() else None
+    dev = str(entry.get("device") or "")
+    m = BUS.search(dev)
+    if not m:
+        return "unchecked", "no device"
+    acc = next((a for a in run.accs if a["bdf"] == norm_bdf(m.group(1))), None)
+    if acc is None:
+        return "agree" if "not a gpu" in dev.lower() else "DISAGREE", "not an accelerator"
+    return ("agree", f"NUMA node {node}") if acc.get("numa_node") == node else \
+        ("DISAGREE", f"NUMA node {acc.get('numa_node')} read; the fact says {node}")
+
+
+def _direct(text: str, run: Run, want_fail: bool) -> Result:
+    pairs = re.findall(r"([0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\s*\(([0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\)", text, re.I)
+    if not pairs:
+        return "unchecked", "no device (root port) pairs"
+    for dev, port in pairs:
+        v = run.subject("TOPO-PCIE-DIRECT", norm_bdf(dev))
+        if v is None:
+            return "DISAGREE", f"no TOPO-PCIE-DIRECT verdict for {dev}"
+        hops = ((v.get("evidence") or {}).get("path") or {}).get("hops") or []
+        top = hops[-1]["bdf"] if hops else None
+        if (v["status"] == "FAIL") != want_fail or top != norm_bdf(port):
+            return "DISAGREE", f"{dev}: {v['status']} with root port {top}; the fact says {port}"
+    return "agree", f"{len(pairs)} GPU(s) {'behind a switch' if want_fail else 'direct'} on the named root ports"
+
+
+def r_direct(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    return _direct(text, run, want_fail=False)
+
+
+def r_behind_switch(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    dev = BUS.search(text)
+    if not dev:
+        return "unchecked", "no device"
+    v = run.subject("TOPO-PCIE-DIRECT", norm_bdf(dev.group(1)))
+    if v is None or v["status"] != "FAIL":
+        return "DISAGREE", f"{dev.group(1)}: {v['status'] if v else 'no verdict'}; the fact puts it behind a switch"
+    ports = [norm_bdf(b) for b in BUS.findall(text)[1:]]
+    hops = [h["bdf"] for h in ((v.get("evidence") or {}).get("path") or {}).get("hops") or []]
+    missing = [p for p in ports if p not in hops]
+    if missing:
+        return "DISAGREE", f"the path read {hops} lacks {missing}"
+    return "agree", f"TOPO-PCIE-DIRECT FAIL: {v['reason'][:100]}"
+
+
+def r_no_switch(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    vs = run.of("TOPO-PCIE-DIRECT")
+    if text.strip().lower().startswith("none"):
+        return _all(vs, lambda v: v["status"] == "PASS", "PASS (no switch over the GPUs)", "TOPO-PCIE-DIRECT")
+    return "unchecked", "not 'none'"
+
+
+def r_depth(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    m = re.search(r"(\d+) bridges below its root port", text)
+    vs = run.of("TOPO-PCIE-DIRECT")
+    if not m:
+        return "unchecked", "no depth"
+    n = int(m.group(1))
+    return _all(vs, lambda v: v["status"] == "FAIL" and v.get("measured") == n - 1 + 0 * n or
+                (v["status"] == "FAIL" and len(((v.get("evidence") or {}).get("path") or {}).get("hops") or []) == n),
+                f"FAIL with {n} bridges on the path", "TOPO-PCIE-DIRECT")
+
+
+def r_root_ports(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    ports = {norm_bdf(b) for b in BUS.findall(text)}
+    tops = set()
+    for v in run.of("TOPO-PCIE-DIRECT"):
+        hops = ((v.get("evidence") or {}).get("path") or {}).get("hops") or []
+        if hops:
+            tops.add(hops[-1]["bdf"])
+    return ("agree", f"{len(tops)} root ports as listed") if tops == ports else \
+        ("DISAGREE", f"root ports read {sorted(tops)}; the fact lists {sorted(ports)}")
+
+
+def r_lnk(text: str, run: Run, entry: Dict[str, Any], which: str) -> Result:
+    dev = BUS.search(str(entry.get("device") or ""))
+    if not dev:
+        return "unchecked", "no device"
+    bdf = norm_bdf(dev.group(1))
+    v = run.subject("TOPO-PCIE-LINK", bdf)
+    if "not a gpu" in str(entry.get("device")).lower():
+        funcs = [p for p in (run.report or {}).get("inventory", {}).get("pci") or [] if p.get("bdf") == bdf]
+        if v is not None:
+            return "DISAGREE", f"{bdf} judged as an accelerator"
+        return ("agree", "not an accelerator: not judged, the function is in the inventory") if funcs else \
+            ("DISAGREE", "the function was not read")
+    if v is None:
+        return "DISAGREE", f"no TOPO-PCIE-LINK verdict for {bdf}"
+    m = re.search(r"speed ([0-9.]+)\s*gt/s[^,]*,\s*width x(\d+)", text, re.I)
+    ev = v.get("evidence") or {}
+    if which == "lnkcap":
+        cap = ev.get("capability") or {}
+        ok = m and cap.get("device_max_speed_gts") == float(m.group(1)) and cap.get("device_max_width") == int(m.group(2))
+        return ("agree", f"LnkCap {m.group(1)} GT/s x{m.group(2)} read") if ok else \
+            ("DISAGREE", f"capability read {cap.get('device_max_speed_gts')} GT/s x{cap.get('device_max_width')}")
+    sample = (ev.get("samples") or [{}])[0]
+    ok = m and sample.get("speed_gts") == float(m.group(1)) and sample.get("width") == int(m.group(2))
+    if not ok:
+        return "DISAGREE", f"LnkSta read {sample.get('speed_gts')} GT/s x{sample.get('width')}"
+    if "downgraded" in text.lower() and v["status"] != "INCONCLUSIVE":
+        return "DISAGREE", f"an idle downgraded reading judged {v['status']}"
+    return "agree", f"LnkSta read; TOPO-PCIE-LINK {v['status']}"
+
+
+def r_not_judged(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    """NICs and storage named in the fact are not judged as accelerators."""
+    judged = {str(v["subject"]) for v in run.verdicts}
+    named = {norm_bdf(b) for b in BUS.findall(text)}
+    wrong = sorted(named & judged)
+    if wrong:
+        return "DISAGREE", f"judged as accelerators: {wrong}"
+    if not named:
+        return "unchecked", "no PCI address named"
+    return "agree", f"{len(named)} non-accelerator function(s) not judged"
+
+
+def r_count_gpus(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    n = int(text) if text.strip().isdigit() else None
+    return ("agree", f"{len(run.accs)} GPUs read") if n == len(run.accs) else \
+        ("DISAGREE", f"{len(run.accs)} GPUs read; the fact says {n}")
+
+
+def r_device_id(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    did = text.strip().lower().replace("0x", "")
+    ids = {str(a.get("pci_id")) for a in run.accs}
+    return ("agree", f"PCI ID 1002:{did}") if ids == {f"1002:{did}"} else ("DISAGREE", f"PCI IDs read {sorted(ids)}")
+
+
+def r_pwrcap(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    return r_power_limit(text, run, entry)
+
+
+def r_hops(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    m = re.match(r"\s*(\d+) for every pair", text)
+    mesh = run.sub.get("mesh") or {}
+    key = "hops" if entry.get("_fact") == "hops" else "weights"
+    rows = mesh.get(key) or {}
+    if not m or not rows:
+        return ("unchecked", "no figure") if not m else ("DISAGREE", f"no {key} read")
+    want = m.group(1)
+    bad = [(g, c) for g, row in rows.items() for j, c in enumerate(row or []) if f"GPU{j}" != g and c != want]
+    return ("agree", f"{key}: {want} for every pair") if not bad else ("DISAGREE", f"{key} {bad[0]}")
+
+
+RULES: Dict[str, Callable[..., Result]] = {
+    "persistence_mode": r_persistence, "ecc_uncorrectable": r_ecc_uncorrectable, "ecc_volatile": r_ecc_volatile,
+    "ecc_aggregate": r_ecc_aggregate, "ecc": r_ecc, "ecc_mode": r_ecc_mode, "ecc_correctable_note": r_ecc_correctable_note,
+    "retired_pages": lambda t, r, e: r_pages(t, r, e),
+    "remapped_rows": lambda t, r, e: r_pending(t, r, e, "remapped_rows"),
+    "active_clock_event_reasons": r_clock_reasons, "active_clocks_throttle_reasons": r_clock_reasons,
+    "active_clock_throttle_reasons": r_clock_reasons, "clock_reasons": r_clock_reasons, "active": r_clock_reasons,
+    "power_limit": r_power_limit, "pcie": r_pcie, "all_gpus": r_gpus, "gpu": r_gpus,
+    "gpu_pairs": r_gpu_pairs, "gpu_nic": r_gpu_nic, "numa": r_numa, "numa_node": r_numa_node,
+    "link_type": r_link_type, "weight": r_hops, "hops": r_hops,
+    "gpus_direct_on_root_port": r_direct, "gpu_behind_switch": r_behind_switch, "switches_over_gpus": r_no_switch,
+    "depth": r_depth, "root_ports": r_root_ports, "lnkcap": lambda t, r, e: r_lnk(t, r, e, "lnkcap"),
+    "lnksta": lambda t, r, e: r_lnk(t, r, e, "lnksta"), "nics": r_not_judged, "behind_bridges": r_not_judged,
+    "gpus": r_count_gpus, "device_id": r_device_id, "pwrcap": r_pwrcap,
+}
+TOP_RULES = {"gpu_model": r_gpu_model, "gpu_count": r_gpu_count, "driver": r_driver}
+
+
+# ---- running ------------------------------------------------------------------------------------------------
+
+def audit(path: Path, out: Path) -> Run:
+    cmd = [sys.executable, "-m", "pytest_sits.cli", "audit", str(path), f"--report-dir={out}"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=str(out.parent))
+        rc, text = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired:
+        return Run(None, -1, "timed out after 300 s")
+    report = None
+    rp = out / "sits-report.json"
+    if rp.is_file():
+        report = json.loads(rp.read_text(encoding="utf-8"))
+    return Run(report, rc, text)
+
+
+def judge(entry: Dict[str, Any], run: Run) -> List[Tuple[str, str, str]]:
+    rows: List[Tuple[str, str, str]] = []
+    for key in ("gpu_model", "gpu_count", "driver"):
+        if key in entry:
+            try:
+                st, why = TOP_RULES[key](str(entry[key]), run, entry)
+            except Exception as exc:  # noqa: BLE001 - a rule that breaks is a disagreement, shown
+                st, why = "DISAGREE", f"rule failed: {type(exc).__name__}: {exc}"
+            rows.append((key, st, why))
+    facts = entry.get("facts") or {}
+    for key, value in (facts.items() if isinstance(facts, dict) else []):
+        rule = RULES.get(key)
+        if rule is None:
+            rows.append((key, "unchecked", "no rule reads this fact"))
+            continue
+        try:
+            st, why = rule(value if isinstance(value, list) else str(value), run, dict(entry, _fact=key))
+        except Exception as exc:  # noqa: BLE001
+            st, why = "DISAGREE", f"rule failed: {type(exc).__name__}: {exc}"
+        rows.append((key, st, why))
+    return rows
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    import yaml
+
+    from pytest_sits.files import read_file
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", help="a folder with MANIFEST.yaml and the files it lists")
+    ap.add_argument("--only", default="", help="only the files whose name starts with this")
+    ap.add_argument("-v", "--verbose", action="store_true", help="show every fact, not only disagreements")
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    args = ap.parse_args(argv)
+    base = Path(args.dir)
+    manifest = yaml.load(read_file(base / "MANIFEST.yaml", 4 << 20).decode("utf-8"), Loader=yaml.BaseLoader)
+    entries = [e for e in manifest.get("files") or [] if str(e.get("file", "")).startswith(args.only)]
+    with tempfile.TemporaryDirectory(prefix="sits-realdata-") as tmp:
+        def one(i_e: Tuple[int, Dict[str, Any]]) -> Tuple[Dict[str, Any], Run]:
+            i, e = i_e
+            return e, audit((base / e["file"]).resolve(), Path(tmp) / f"r{i}")
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            results = list(pool.map(one, enumerate(entries)))
+    agree_files = 0
+    n_agree = n_dis = n_unchecked = tracebacks = 0
+    for e, run in results:
+        rows = judge(e, run) if run.report is not None else []
+        tb = "Traceback (most recent call last)" in run.out or "INTERNALERROR" in run.out
+        tracebacks += tb
+        dis = [r for r in rows if r[1] == "DISAGREE"]
+        n_agree += sum(1 for r in rows if r[1] == "agree")
+        n_dis += len(dis)
+        n_unchecked += sum(1 for r in rows if r[1] == "unchecked")
+        ok = run.report is not None and not tb and not dis
+        agree_files += ok
+        summary = (run.report or {}).get("summary") or {}
+        print(f"[{'agree' if ok else 'DISAGREE'}] {e['file']}: exit {run.rc}, {summary.get('result', 'no report')}"
+              f" ({statuses(run.verdicts)})")
+        if run.report is None or tb:
+            print("    " + "\n    ".join(run.out.strip().splitlines()[-8:]))
+        for key, st, why in rows:
+            if args.verbose or st == "DISAGREE":
+                print(f"    {st:9} {key:28} {why}")
+    print(f"total: {agree_files}/{len(results)} files agree with their MANIFEST facts; facts: {n_agree} agree, "
+          f"{n_dis} disagree, {n_unchecked} not checked (no rule); {tracebacks} traceback(s)")
+    return 0 if agree_files == len(results) and not tracebacks else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
