@@ -61,7 +61,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "collector: a .prom file in its directory), replaced atomically; needs prometheus-client.")
     group.addoption("--sits-watchdog", dest="sits_watchdog", default=None, type=float, metavar="SECONDS",
                     help="a test (its probes and loads) that has not returned after SECONDS ends the run: the "
-                         "report is written INCOMPLETE, naming the hung requirement, and pytest exits 3. "
+                         "report is written INCOMPLETE, naming the hung requirement, and pytest exits 2 (interrupted). "
                          "Default: no watchdog (sits health sets one).")
     group.addoption("--sits-health-load", dest="sits_health_load", default=None, choices=("suite", "inference"),
                     help="the load of the health window (DEP-THROTTLE, DEP-PCIE-ERRORS, DEP-XID, ECC counts): "
