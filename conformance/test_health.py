@@ -10,8 +10,9 @@ from pytest_sits.conditions.health import (acquire_ecc, acquire_persistence, acq
 
 
 @pytest.mark.sits_requirement("DEP-ECC")
-def test_ecc(sits_device, sits_inventory, sits_thresholds, sits_record):
-    sits_record(check_ecc(acquire_ecc(sits_inventory, sits_device), sits_thresholds, sits_device["bdf"]))
+def test_ecc(sits_device, sits_inventory, sits_health_window, sits_thresholds, sits_record):
+    sits_record(check_ecc(acquire_ecc(sits_inventory, sits_device, sits_health_window(sits_device)), sits_thresholds,
+                          sits_device["bdf"]))
 
 
 @pytest.mark.sits_requirement("DEP-ROWREMAP")

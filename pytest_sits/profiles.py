@@ -111,6 +111,7 @@ def profile_schema() -> Dict[str, Any]:
             },
             "thresholds": threshold_schema(),
             "site": _site_schema(),
+            "fleet_baseline": _fleet_baseline_schema(),
             "waivers": {
                 "type": "array",
                 "maxItems": 256,
@@ -126,6 +127,25 @@ def profile_schema() -> Dict[str, Any]:
             },
         },
     }
+
+
+def _fleet_baseline_schema() -> Dict[str, Any]:
+    """The ``fleet_baseline`` section written by ``sits baseline``: per measured value, the fleet's band."""
+    num = {"type": "number", "minimum": -1e18, "maximum": 1e18}
+    text = {"type": "string", "maxLength": 1000}
+    band = {"type": "object", "additionalProperties": False,
+            "required": ["requirement", "subject", "unit", "median", "mad", "low", "high", "nodes"],
+            "properties": {"requirement": {"type": "string", "enum": sorted(CATALOGUE)},
+                           "subject": {"type": "string", "maxLength": 200},
+                           "unit": {"type": ["string", "null"], "maxLength": 64},
+                           "median": num, "mad": dict(num, minimum=0), "low": num, "high": num,
+                           "nodes": {"type": "integer", "minimum": 1, "maximum": 1_000_000}}}
+    return {"type": "object", "additionalProperties": False,
+            "properties": {"sku": text, "source": text, "created_at": text, "fleet_created_at": text, "rule": text,
+                           "nodes": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+                           "k": {"type": "number", "exclusiveMinimum": 0, "maximum": 100},
+                           "rel_floor": {"type": "number", "minimum": 0, "maximum": 1},
+                           "bands": {"type": "array", "maxItems": 2000, "items": band}}}
 
 
 #: Upper bounds of the site's figures that have a natural one (every other figure is at most 10^12).
@@ -490,6 +510,12 @@ class Profile:
         if req_id not in CATALOGUE:
             raise KeyError(f"unknown requirement ID {req_id!r}")
         return copy.deepcopy(self.data.get("thresholds", {}).get(req_id, {}))
+
+    def fleet_band(self, req_id: str, subject: str, unit: Optional[str]) -> Optional[Dict[str, Any]]:
+        """The fleet's band for one measured value (``fleet_baseline`` of ``sits baseline``), or None."""
+        from .verdict import find_band
+
+        return find_band(self.data.get("fleet_baseline"), req_id, subject, unit)
 
     def waiver(self, req_id: str) -> Optional[str]:
         for w in self.data.get("waivers", []):

@@ -74,6 +74,36 @@ def apply_waiver(verdict: Verdict, waiver: Optional[str]) -> Verdict:
                    verdict.thresholds)
 
 
+def find_band(baseline: Any, requirement: str, subject: str, unit: Optional[str]) -> Optional[Dict[str, Any]]:
+    """The band of a profile's ``fleet_baseline`` section (``sits baseline``) for one measured value, or None."""
+    if not isinstance(baseline, dict):
+        return None
+    for b in baseline.get("bands") or []:
+        if (isinstance(b, dict) and b.get("requirement") == requirement and b.get("subject") == subject
+                and (b.get("unit") or None) == (unit or None)):
+            return dict(b, sku=baseline.get("sku"), fleet_nodes=baseline.get("nodes"), source=baseline.get("source"))
+    return None
+
+
+def apply_fleet_band(verdict: Verdict, band: Optional[Dict[str, Any]]) -> Verdict:
+    """The verdict under the fleet's band for its measured value (``sits baseline``): a PASS whose value lies
+    outside the band of the nodes of its SKU becomes WARN, with the band and the fleet size.  The absolute
+    thresholds stay the floor: a FAIL stays FAIL, and no other status changes."""
+    x = verdict.measured
+    if not band or verdict.status != PASS or isinstance(x, bool) or not isinstance(x, (int, float)):
+        return verdict
+    lo, hi = band.get("low"), band.get("high")
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)) or lo <= x <= hi:
+        return verdict
+    unit = f" {verdict.unit}" if verdict.unit else ""
+    why = (f"{verdict.reason}; but {x:g}{unit} is outside the fleet band [{lo:g}, {hi:g}] of the "
+           f"{band.get('nodes')} {band.get('sku')} nodes of its baseline (median {band.get('median'):g}); the "
+           "absolute threshold is met, this node is unlike its fleet")
+    return Verdict(verdict.requirement, WARN, why, verdict.measured, verdict.threshold, verdict.unit,
+                   verdict.subject, None, dict(verdict.evidence, fleet_band=band), verdict.method, verdict.check,
+                   verdict.thresholds)
+
+
 def worst(statuses: Iterable[str]) -> str:
     """The status that decides: ERROR > FAIL > INCONCLUSIVE > WARN > PASS > WAIVED > SKIP."""
     return min(statuses, key=SEVERITY.index)

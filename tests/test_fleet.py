@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import os
 import shutil
 import stat
@@ -32,7 +33,7 @@ NODES = ("n1", "n2", "n3")
 
 def run_suite(dest: Path, platform: str) -> Path:
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-q", "-p", "no:cacheprovider",
-           f"--sits-platform={platform}", f"--sits-report-dir={dest}", "--junitxml", str(dest / "junit.xml")]
+           f"--sits-platform={platform}", f"--sits-report-dir={dest}", f"--junitxml={dest / 'junit.xml'}"]
     proc = subprocess.run(cmd, cwd=str(dest.parent), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=600)
     assert (dest / "sits-report.json").is_file(), proc.stdout[-3000:]
@@ -76,8 +77,8 @@ def test_bad_hostlist_names_the_fix(spec):
 
 def _nodes(values, profile="h100-sxm5"):
     return [{"node": f"n{i}", "profile": profile,
-             "_report": {"verdicts": [{"requirement": "MEM-BW-EFFICIENCY", "subject": "gpu0", "unit": "GB/s",
-                                       "status": "PASS", "measured": v}]}}
+             "_sum": fleet_merge._summarise({"verdicts": [{"requirement": "MEM-BW-EFFICIENCY", "subject": "gpu0",
+                                                           "unit": "GB/s", "status": "PASS", "measured": v}]})}
             for i, v in enumerate(values, 1)]
 
 
@@ -156,13 +157,46 @@ def test_merged_junit_has_every_node(reports, tmp_path):
     assert fl["junit"]["errors"] == 1 and fl["junit"]["failures"] == suites["n2"].failures
 
 
-def test_merge_without_junitparser_says_how_to_install(reports, tmp_path, monkeypatch):
+def test_merge_needs_no_junit_library(reports, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "junitparser", None)
     out = tmp_path / "fleet"
     node_dir(out, "n1", reports["pass"])
     fl = fleet_merge.merge(out)
-    assert fl["junit"]["path"] is None and "pip install" in fl["junit"]["absent"]
-    assert not (out / "fleet-junit.xml").exists()
+    assert fl["junit"]["path"] == "fleet-junit.xml" and fl["junit"]["tests"] > 0
+    from xml.etree import ElementTree
+
+    root = ElementTree.parse(out / "fleet-junit.xml").getroot()
+    assert root.tag == "testsuites" and int(root.get("tests")) == fl["junit"]["tests"]
+
+
+def test_merge_never_writes_through_a_planted_link(reports, tmp_path):
+    """Every file the merge writes replaces its path whole: a link planted at fleet-junit.xml (or the JSON, the
+    HTML, the Prometheus file) is replaced, and its target is untouched."""
+    out = tmp_path / "fleet"
+    node_dir(out, "n1", reports["pass"])
+    victims = {}
+    for name in ("fleet-junit.xml", "fleet-report.json", "fleet-report.html", "fleet.prom"):
+        victim = tmp_path / f"victim-{name}"
+        victim.write_text("precious")
+        os.symlink(victim, out / name)
+        victims[name] = victim
+    pytest.importorskip("prometheus_client", reason="pip install 'pytest-sits[prometheus]'")
+    fleet_merge.merge(out, prometheus=out / "fleet.prom")
+    for name, victim in victims.items():
+        assert victim.read_text() == "precious", name
+        assert not (out / name).is_symlink() and (out / name).stat().st_size > 0, name
+    assert "<testsuites" in (out / "fleet-junit.xml").read_text()
+
+
+def test_fleet_code_writes_only_through_the_safe_writer():
+    """No file of the fleet code or sits health opens a file for writing itself (files.py does it)."""
+    import re
+
+    for path in sorted((ROOT / "pytest_sits" / "commands" / "fleet").glob("*.py")) + [
+            ROOT / "pytest_sits" / "commands" / "health.py", ROOT / "pytest_sits" / "commands" / "baseline.py",
+            ROOT / "pytest_sits" / "report" / "prometheus.py"]:
+        text = path.read_text()
+        assert not re.search(r"\.write_text\(|\.write_bytes\(|open\([^)]*[\"'][wax]b?[\"']|\.write\(\s*JUnitXml", text), path
 
 
 def test_outliers_in_a_merged_fleet(reports, tmp_path):
@@ -228,7 +262,11 @@ def test_node_entry_writes_its_folder_once(tmp_path, monkeypatch):
     d = out / "gpu07"
     marker = json.loads((d / "node.json").read_text())
     assert marker["node"] == "gpu07" and marker["job_nodelist"] == "gpu[07-08]"
+    # every option the suite builds is --opt=value (a value after a space can be taken for a test path, which
+    # moves pytest's rootdir away from the lab's ini); the user's `--sits-platform sim:h100` is joined too
     assert "--pyargs" in marker["command"] and f"--sits-report-dir={d}" in marker["command"]
+    assert f"--junitxml={d / 'junit.xml'}" in marker["command"] and "--sits-platform=sim:h100" in marker["command"]
+    assert str(d) not in marker["command"] and "sim:h100" not in marker["command"]
     assert json.loads((d / "node-exit.json").read_text())["exit_code"] == 0
     assert (d / "sits-report.json").is_file() and (d / "junit.xml").is_file() and (d / "pytest.log").is_file()
     # a second task on the same node (two array elements placed together) must not overwrite the first
@@ -242,14 +280,27 @@ def test_node_entry_writes_its_folder_once(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------ health
 
-def fake_scontrol(tmp_path: Path) -> Path:
+def fake_scontrol(tmp_path: Path, state: str = "IDLE+DRAIN", reason: str = "sits health: DEP-XID FAIL") -> Path:
+    """An scontrol that records its arguments (every call, in scontrol.log; the last update in scontrol.args) and
+    answers `show node` with the given state and reason."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     script = bindir / "scontrol"
+    show = f"NodeName=x Arch=x86_64 State={state} Partitions=sits Reason={reason} [root@2026-06-01T00:00:00]"
     script.write_text(f"#!{sys.executable}\nimport json, sys\n"
-                      f"open({str(tmp_path / 'scontrol.args')!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
+                      f"open({str(tmp_path / 'scontrol.log')!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+                      "if sys.argv[1:2] == ['show']:\n"
+                      f"    print({show!r})\n"
+                      "else:\n"
+                      f"    open({str(tmp_path / 'scontrol.args')!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return bindir
+
+
+def updates(tmp_path: Path) -> list:
+    log = tmp_path / "scontrol.log"
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [c for c in calls if c[:1] == ["update"]]
 
 
 def test_health_healthy_and_unhealthy_with_drain(tmp_path, monkeypatch, capsys):
@@ -275,6 +326,124 @@ def test_health_without_drain_changes_nothing(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "scontrol.args").exists()
     assert (tmp_path / "r" / "sits-report.json").is_file()
     assert "x1: unhealthy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fault, req", [("ecc-uncorrectable", "DEP-ECC"), ("xid-79", "DEP-XID")])
+def test_health_fail_drains_with_the_requirement(fault, req, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    assert main(["health", f"--platform=sim:h100+{fault}", "--drain", "--node=gpu3"]) == 1
+    [call] = updates(tmp_path)
+    assert call[:3] == ["update", "nodename=gpu3", "state=drain"]
+    assert call[3].startswith(f"reason=sits health: {req} FAIL (0000:"), call
+
+
+def test_health_hung_probe_reports_and_never_drains(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    assert main(["health", "--platform=sim:h100+probe-hang", "--drain", "--node=gpu3", "--watchdog=3",
+                 f"--report-dir={tmp_path / 'r'}"]) == 3
+    text = capsys.readouterr().out
+    assert "could not check" in text and "hung (watchdog: 3.0 s)" in text and "not drained" in text
+    assert updates(tmp_path) == []
+    rep = json.loads((tmp_path / "r" / "sits-report.json").read_text())
+    assert not rep["run"]["completed"] and rep["run"]["exit_status"] == 2
+    # the whole run bounded too: a run that outlives --timeout is killed, reported, and acts on nothing
+    assert main(["health", "--platform=sim:h100+probe-hang", "--drain", "--node=gpu3", "--watchdog=600",
+                 "--timeout=4"]) == 3
+    assert "did not finish within 4 s" in capsys.readouterr().out and updates(tmp_path) == []
+
+
+def test_health_error_or_undecided_never_drains(tmp_path, monkeypatch, capsys):
+    from pytest_sits.commands.health import UNCHECKED, UNDECIDED, UNHEALTHY, judge
+
+    ok = {"run": {"completed": True}}
+    v = {"requirement": "DEP-THROTTLE", "subject": "gpu0", "evidence": {}}
+    assert judge(dict(ok, verdicts=[dict(v, status="ERROR")]), [])[0] == UNDECIDED
+    assert judge(dict(ok, verdicts=[dict(v, status="INCONCLUSIVE")]), [])[0] == UNDECIDED
+    assert judge(None, ["no report (pytest exit 3)"])[0] == UNCHECKED
+    assert judge({"run": {"completed": False}, "verdicts": []}, [])[0] == UNCHECKED
+    hung = dict(v, status="ERROR", evidence={"watchdog": {"hung": True, "limit_s": 5}})
+    assert judge(dict(ok, verdicts=[hung]), [])[0] == UNCHECKED
+    # a FAIL decided before a hang is still a FAIL
+    fail = dict(v, requirement="DEP-ECC", status="FAIL")
+    out, lines, _ = judge({"run": {"completed": False}, "verdicts": [fail, hung]}, [])
+    assert out == UNHEALTHY and lines == ["DEP-ECC FAIL (gpu0)"]
+
+
+def test_health_prolog_and_healthcheck_modes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    # prolog/epilog: exit 1 on a FAIL (slurmd drains the node), never a Slurm command
+    assert main(["health", "--mode=prolog", "--platform=sim:h100+xid-79", "--node=gpu3"]) == 1
+    assert "slurmd drains gpu3: sits health: DEP-XID FAIL" in capsys.readouterr().err
+    assert main(["health", "--mode=epilog", "--platform=sim:h100"]) == 0
+    assert main(["health", "--mode=prolog", "--platform=sim:h100+probe-hang", "--watchdog=3"]) == 0
+    assert not (tmp_path / "scontrol.log").exists()
+    # HealthCheckProgram: drains itself, exits 0 (Slurm ignores the status, and may wait for a 0 at start-up)
+    assert main(["health", "--mode=healthcheck", "--platform=sim:h100+ecc-uncorrectable", "--node=gpu3"]) == 0
+    assert updates(tmp_path)[0][3].startswith("reason=sits health: DEP-ECC FAIL")
+
+
+def test_health_resume_rechecks_under_the_inference_load(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    rdir = tmp_path / "r"
+    assert main(["health", "--resume", "--node=gpu3", "--platform=sim:h100", f"--report-dir={rdir}"]) == 0
+    assert updates(tmp_path) == [["update", "nodename=gpu3", "state=resume"]]
+    assert "resumed gpu3" in capsys.readouterr().out
+    rep = json.loads((rdir / "sits-report.json").read_text())
+    thr = [v for v in rep["verdicts"] if v["requirement"] == "DEP-THROTTLE"]
+    assert thr and all(v["evidence"]["load"]["kind"] == "inference" and v["evidence"]["load"]["completed"]
+                       for v in thr)
+    assert {v["requirement"] for v in rep["verdicts"]} >= {"PLP-PPL", "PLP-LATENCY", "DEP-ECC", "DEP-XID"}
+    ecc = next(v for v in rep["verdicts"] if v["requirement"] == "DEP-ECC")
+    assert ecc["evidence"]["during_load"]["load"] == "inference"
+
+
+def test_health_resume_leaves_a_faulty_node_drained(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    # a fault the load provokes: the power brake asserted only under load
+    assert main(["health", "--resume", "--node=gpu3", "--platform=sim:h100+throttle-power-brake"]) == 1
+    assert updates(tmp_path) == [] and "stays drained" in capsys.readouterr().out
+    # the inference load cannot run (a snapshot-like platform would say so): never resumed on idle checks alone
+    from pytest_sits.commands.health import HEALTHY, UNDECIDED, _under_load
+
+    report = {"verdicts": [{"requirement": "DEP-THROTTLE", "subject": "gpu0", "status": "PASS",
+                            "evidence": {"load": {"kind": "suite"}, "samples": [{"under_load": True}]}}]}
+    out, why = _under_load(report, HEALTHY, [])
+    assert out == UNDECIDED and "idle checks alone never return a node to service" in why
+
+
+def test_health_resume_only_a_node_drained_by_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path, reason='bad fan (ops)')}{os.pathsep}{os.environ['PATH']}")
+    assert main(["health", "--resume", "--node=gpu3", "--platform=sim:h100"]) == 1
+    assert "another reason" in capsys.readouterr().out and updates(tmp_path) == []
+
+
+def test_health_resume_of_a_node_in_service(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path, state='IDLE', reason='none')}{os.pathsep}"
+                               f"{os.environ['PATH']}")
+    assert main(["health", "--resume", "--node=gpu3", "--platform=sim:h100"]) == 0
+    assert "not drained: nothing to resume" in capsys.readouterr().out and updates(tmp_path) == []
+
+
+def test_health_builds_its_command_with_equals(tmp_path, monkeypatch):
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def popen(cmd, **kw):
+        seen["cmd"] = cmd
+        raise Stop
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    from pytest_sits.commands import health as h
+
+    args = type("A", (), {"watchdog": None, "timeout": None, "platform": "sim:h100", "profile": "/x/h100.yaml",
+                          "pytest_args": ["--", "--sits-golden", "/g"]})()
+    with pytest.raises(Stop):
+        h.run_suite(args, tmp_path, "check")
+    cmd = seen["cmd"]
+    assert "--sits-platform=sim:h100" in cmd and "--sits-profile=/x/h100.yaml" in cmd
+    assert f"--sits-report-dir={tmp_path}" in cmd and "--sits-golden=/g" in cmd
+    assert not any(a in ("/x/h100.yaml", str(tmp_path), "/g", "sim:h100") for a in cmd)
 
 
 # ------------------------------------------------------------------------------------------ real Slurm
@@ -342,12 +511,17 @@ HARNESS = '''
 
 * SITS_HARNESS_PLATFORMS="n3=sim:h100+switch": that node runs that simulated platform (set before the
   suite's plugin reads SITS_PLATFORM), so one node of the fleet carries a fault.
+* SITS_HARNESS_PREEMPT_NODE=n2: before its fifth test that node's job is cancelled (scancel: SIGTERM to
+  every process of the job, as a pre-emption does).
 * SITS_HARNESS_DIE_NODE=n2: that node dies before its fifth test: SIGKILL to its slurmd, to the job
   step's slurmstepd, to the fleet task and to this pytest, all at once. Nothing of the node survives to
   write a report; Slurm sees the node stop answering.
 """
 import os
 import signal
+
+import subprocess
+import time
 
 NODE = os.environ.get("SLURMD_NODENAME", "")
 for item in filter(None, os.environ.get("SITS_HARNESS_PLATFORMS", "").split(",")):
@@ -369,6 +543,13 @@ def _ppid(pid):
 
 def pytest_runtest_setup(item):
     _seen[0] += 1
+    if NODE == os.environ.get("SITS_HARNESS_PREEMPT_NODE") and _seen[0] == 5:
+        # pre-emption as Slurm does it: the job is cancelled, every process of it gets SIGTERM
+        job = os.environ["SLURM_JOB_ID"]
+        if os.environ.get("SLURM_ARRAY_TASK_ID"):  # an array element is named ARRAYJOB_TASK
+            job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+        subprocess.run(["scancel", job])
+        time.sleep(30)
     if NODE != os.environ.get("SITS_HARNESS_DIE_NODE") or _seen[0] < 5:
         return
     with open(os.environ["SITS_HARNESS_SLURMD_PIDFILE"].format(node=NODE)) as fh:
@@ -448,6 +629,30 @@ def test_fleet_run_as_a_job_array(cluster, tmp_path):
     assert tasks == ["0", "1", "2"]
 
 
+def test_job_array_keeps_partial_results(cluster, tmp_path):
+    """A job array of 3 elements while n3 is drained: the element on n2 is pre-empted mid-run (its report says
+    INCOMPLETE), one element never gets a node of its own; n1's result is kept and the fleet says what is
+    missing."""
+    subprocess.run(["scontrol", "update", "nodename=n3", "state=drain", "reason=test: out of service"],
+                   env=cluster, timeout=30, check=True)
+    try:
+        env = _harness_env(cluster, tmp_path, SITS_PLATFORM="sim:h100", SITS_HARNESS_PREEMPT_NODE="n2")
+        out = tmp_path / "fleet"
+        proc = sits(["fleet", "run", "--array", "--nodes=3", "--pending-limit=60", f"--out={out}", "--",
+                     "-p", "sits_fleet_harness"], env, tmp_path)
+        assert proc.returncode == 1, proc.stdout
+        fl = json.loads((out / "fleet-report.json").read_text())
+        by = {n["node"]: n for n in fl["nodes"]}
+        assert by["n1"]["result"] == "PASS", by["n1"]
+        assert by["n2"]["result"] == "ERROR" and "did not complete" in by["n2"]["reason"], by["n2"]
+        assert "stopped by SIGTERM" in by["n2"]["reason"]
+        assert "n3" not in by and fl["summary"]["missing_nodes"] == 1 and fl["summary"]["nodes"] == 3
+        assert fl["summary"]["result"] == "ERROR" and fl["summary"]["counts"] == {"PASS": 1, "FAIL": 0,
+                                                                                "UNDECIDED": 0, "ERROR": 2}
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n3", "state=resume"], env=cluster, timeout=30)
+
+
 def test_health_drains_its_own_node_through_scontrol(cluster, tmp_path):
     try:
         proc = subprocess.run(["srun", "--nodelist=n3", "--nodes=1", "--ntasks=1", sys.executable, "-m",
@@ -483,3 +688,191 @@ def test_fleet_run_that_slurm_refuses_says_why(cluster, tmp_path):
                  "--", "--sits-platform=sim:h100"], cluster, tmp_path, timeout=120)
     assert proc.returncode == 4
     assert "srun failed" in proc.stdout and "no node ran" in proc.stdout and "partition" in proc.stdout
+
+
+def _state(env, node: str, settle: float = 30) -> tuple:
+    """(state, reason) of a node once it has left the transient states (draining, completing)."""
+    deadline = time.monotonic() + settle
+    while True:
+        info = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%t|%E"], env=env, stdout=subprocess.PIPE,
+                              text=True, timeout=30).stdout.strip()
+        state, reason = info.split("|", 1)
+        # a resumed node reads "idle*" (not responding) until slurmctld's next ping reaches it
+        if (state.rstrip("*~#") not in ("drng", "comp", "mix", "alloc") and not state.endswith("*")) \
+                or time.monotonic() > deadline:
+            return state, reason
+        time.sleep(0.5)
+
+
+def _health_on(env, node: str, *args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(["srun", f"--nodelist={node}", "--nodes=1", "--ntasks=1", sys.executable, "-m",
+                           "pytest_sits.cli", "health", *args], env=env, cwd=str(cwd), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def test_health_on_slurm_fault_drains_hang_does_not_and_resume(cluster, tmp_path):
+    """On the local cluster: n3 with an uncorrected ECC error is drained with DEP-ECC in the reason; n2 whose
+    probe hangs is not drained; --resume brings a healthy n3 back after the re-check under the inference
+    load, and leaves n2 (drained for XID 79, still faulty) drained."""
+    try:
+        bad = _health_on(cluster, "n3", "--platform=sim:h100+ecc-uncorrectable", "--drain", cwd=tmp_path)
+        assert bad.returncode == 1 and "drained n3" in bad.stdout, bad.stdout
+        state, reason = _state(cluster, "n3")
+        assert state == "drain" and reason.startswith("sits health: DEP-ECC FAIL (0000:"), (state, reason)
+        hung = _health_on(cluster, "n2", "--platform=sim:h100+probe-hang", "--drain", "--watchdog=3", cwd=tmp_path)
+        assert hung.returncode == 3 and "hung (watchdog" in hung.stdout and "not drained" in hung.stdout, hung.stdout
+        assert _state(cluster, "n2")[0] == "idle"
+        # return to service: run on the node itself (a drained node takes no job), as an operator would
+        ok = sits(["health", "--resume", "--node=n3", "--platform=sim:h100"], cluster, tmp_path)
+        assert ok.returncode == 0 and "re-checked under the inference load" in ok.stdout and "resumed n3" in ok.stdout, \
+            ok.stdout
+        assert _state(cluster, "n3")[0] == "idle"
+        xid = _health_on(cluster, "n2", "--platform=sim:h100+xid-79", "--drain", cwd=tmp_path)
+        assert xid.returncode == 1 and _state(cluster, "n2")[1].startswith("sits health: DEP-XID FAIL")
+        still = sits(["health", "--resume", "--node=n2", "--platform=sim:h100+xid-79"], cluster, tmp_path)
+        assert still.returncode == 1 and "stays drained" in still.stdout, still.stdout
+        state, reason = _state(cluster, "n2")
+        assert state == "drain" and reason.startswith("sits health: DEP-XID FAIL")
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n2,n3", "state=resume"], env=cluster, timeout=30,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_health_as_slurm_prolog(cluster, tmp_path):
+    """As the cluster's Prolog on n3: a FAIL fails the prolog, and slurmd (not the tool) drains the node; a
+    hung probe lets the job run."""
+    prolog_d = SLURM_DIR / "prolog.d"
+    if not (SLURM_DIR / "prolog").is_file() or not prolog_d.is_dir():
+        pytest.skip(f"the local cluster has no prolog (started by an older local-cluster.sh); restart it: bash "
+                    f"tools/slurm/local-cluster.sh stop && {START}")
+    script = prolog_d / f"sits-test-{os.getpid()}"
+    log = tmp_path / "prolog.log"
+
+    def install(platform: str) -> None:
+        script.write_text(f"#!/bin/sh\n[ \"$SLURMD_NODENAME\" = n3 ] || exit 0\n"
+                          f"exec {sys.executable} -m pytest_sits.cli health --mode=prolog --platform={platform} "
+                          f"--watchdog=3 >>{log} 2>&1\n")
+        script.chmod(0o755)
+    try:
+        install("sim:h100+probe-hang")
+        ran = subprocess.run(["srun", "--nodelist=n3", "--nodes=1", "true"], env=cluster, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stdout + log.read_text()
+        assert _state(cluster, "n3")[0] == "idle"
+        install("sim:h100+xid-79")
+        failed = subprocess.run(["srun", "--nodelist=n3", "--nodes=1", "--immediate=30", "true"], env=cluster,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        assert failed.returncode != 0
+        state, reason = _state(cluster, "n3")
+        assert state.startswith("drain") and "prolog" in reason.lower(), (state, reason)
+        assert "slurmd drains n3: sits health: DEP-XID FAIL" in log.read_text()
+    finally:
+        script.unlink(missing_ok=True)
+        subprocess.run(["scontrol", "update", "nodename=n3", "state=resume"], env=cluster, timeout=30,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# ------------------------------------------------------------------------------------------ headline, page, scale
+
+def _fleet_of(reports, out: Path, kinds: dict) -> Path:
+    for node, kind in kinds.items():
+        if kind is None:
+            node_dir(out, node)
+        else:
+            node_dir(out, node, reports[kind])
+    return out
+
+
+def test_headline_is_the_worst_node_result(reports, tmp_path):
+    undecided = tmp_path / "u"
+    _fleet_of(reports, undecided, {"n1": "pass", "n2": "pass"})
+    rep = json.loads((undecided / "n2" / "sits-report.json").read_text())
+    v = next(v for v in rep["verdicts"] if v["status"] == "PASS")
+    v["status"] = "INCONCLUSIVE"
+    (undecided / "n2" / "sits-report.json").write_text(json.dumps(rep))
+    fl = fleet_merge.merge(undecided)
+    assert fl["summary"]["result"] == "UNDECIDED" and fl["summary"]["counts"]["UNDECIDED"] == 1
+    assert 'class="badge UNDECIDED"' in (undecided / "fleet-report.html").read_text()   # never a red FAIL
+    err = _fleet_of(reports, tmp_path / "e", {"n1": "pass", "n2": None})
+    assert fleet_merge.merge(err)["summary"]["result"] == "ERROR"
+    fail = _fleet_of(reports, tmp_path / "f", {"n1": "switch", "n2": None, "n3": "pass"})
+    assert fleet_merge.merge(fail)["summary"]["result"] == "FAIL"
+    ok = _fleet_of(reports, tmp_path / "p", {"n1": "pass", "n2": "pass"})
+    assert fleet_merge.merge(ok)["summary"]["result"] == "PASS"
+
+
+def test_array_elements_that_never_started_are_counted(reports, tmp_path):
+    out = _fleet_of(reports, tmp_path / "a", {"x1": "pass", "x2": "pass"})
+    (out / "fleet-run.json").write_text(json.dumps({"run_id": "r", "mode": "array", "requested_nodes": 4}))
+    fl = fleet_merge.merge(out)
+    s = fl["summary"]
+    assert s["result"] == "ERROR" and s["missing_nodes"] == 2 and s["nodes"] == 4 and s["counts"]["ERROR"] == 2
+    assert s["counts"]["PASS"] == 2 and "2 never started" in s["result_reason"]
+    assert {n["node"] for n in fl["nodes"]} == {"x1", "x2"}          # the results that exist are kept
+
+
+def test_a_report_missing_what_the_merge_reads_is_no_result(reports, tmp_path):
+    out = _fleet_of(reports, tmp_path / "v", {"n1": "pass", "n2": "pass"})
+    rep = json.loads((out / "n2" / "sits-report.json").read_text())
+    rep["verdicts"][0]["status"] = "GREAT"
+    (out / "n2" / "sits-report.json").write_text(json.dumps(rep))
+    by = {n["node"]: n for n in fleet_merge.merge(out)["nodes"]}
+    assert by["n2"]["result"] == "ERROR" and "'GREAT' is not a status" in by["n2"]["reason"]
+    strict = {n["node"]: n for n in fleet_merge.merge(out, strict=True)["nodes"]}
+    assert strict["n2"]["result"] == "ERROR" and "is not a valid pytest-sits report" in strict["n2"]["reason"]
+
+
+def test_merge_in_worker_processes_equals_in_process(reports, tmp_path, monkeypatch):
+    kinds = {f"n{i:03d}": ("switch" if i % 7 == 0 else "pass") for i in range(1, 71)}
+    kinds["n050"] = None
+    out = _fleet_of(reports, tmp_path / "w", kinds)
+    one = fleet_merge.merge(out, jobs=1)
+    two = fleet_merge.merge(out, jobs=2)
+    for k in ("summary", "nodes", "requirements", "outliers", "measurements", "junit"):
+        assert one[k] == two[k], k
+
+
+def test_fleet_page_failing_first_linked_and_bounded(reports, tmp_path):
+    kinds = {f"gpu-node-{i:04d}.cluster.example": ("switch" if i in (5, 40) else "pass") for i in range(1, 61)}
+    kinds["gpu-node-0007.cluster.example"] = None
+    out = _fleet_of(reports, tmp_path / "h", kinds)
+    fleet_merge.merge(out)
+    html = (out / "fleet-report.html").read_text()
+    attention = html.split('id="attention"')[1].split('id="requirements"')[0]
+    assert attention.index("gpu-node-0005") < attention.index("gpu-node-0040") < attention.index("gpu-node-0007")
+    assert 'href="gpu-node-0005.cluster.example/sits-report.html"' in attention
+    assert 'class="st FAIL"' in attention and "gpu-node-0012" not in attention   # passing nodes are folded
+    assert html.count('href="gpu-node-0012.cluster.example/sits-report.html"') == 1
+    req = html.split('id="requirements"')[1].split('id="outliers"')[0]
+    assert req.index("TOPO-PCIE-DIRECT") < req.index("INV-DEVICES")           # lowest pass rate first
+    assert len(html) < 400_000
+
+
+def _browser():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def test_fleet_page_has_no_horizontal_overflow_at_420px(reports, tmp_path):
+    browser = _browser()
+    if browser is None:
+        pytest.skip("no headless Chromium (apt-get install chromium): the 420 px layout check needs a browser")
+    kinds = {f"gpu-node-{i:04d}.a-very-long-cluster-domain.example": ("switch" if i % 9 == 0 else "pass")
+             for i in range(1, 31)}
+    kinds["gpu-node-0003.a-very-long-cluster-domain.example"] = None
+    out = _fleet_of(reports, tmp_path / "b", kinds)
+    fleet_merge.merge(out)
+    page = (out / "fleet-report.html").read_text()
+    probe = page.replace("</body>", "<script>document.title = 'W=' + document.documentElement.scrollWidth + "
+                                     "' V=' + window.innerWidth;</script></body>")
+    (out / "probe.html").write_text(probe)
+    for width in (420, 1400):
+        proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                               f"--window-size={width},900", "--dump-dom", (out / "probe.html").as_uri()],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        m = re.search(r"<title>W=(\d+) V=(\d+)</title>", proc.stdout)
+        assert m, proc.stderr[-2000:]
+        scroll, view = int(m.group(1)), int(m.group(2))
+        assert scroll <= view, f"{width} px: the page is {scroll} px wide in a {view} px window"

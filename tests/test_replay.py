@@ -38,7 +38,12 @@ def test_sim_full_run_replays(pytester, conformance_args):
     _assert_all_reproduced(report)
 
 
-@pytest.mark.parametrize("fault", sorted(FAULTS))
+#: probe-hang blocks a health read for an hour: its run is ended by the watchdog, in a process of its own
+#: (tests/test_fleet.py: sits health), and its watchdog verdict was decided by no check.
+HANGS = {"probe-hang"}
+
+
+@pytest.mark.parametrize("fault", sorted(set(FAULTS) - HANGS))
 def test_every_sim_fault_replays(pytester, conformance_args, fault):
     report = _run(pytester, conformance_args, f"--sits-platform=sim:h100+{fault}", "--sits-level", _level(fault))
     _assert_all_reproduced(report)

@@ -8,5 +8,5 @@ functions, so ``sits --help`` is quick.
 """
 
 #: The modules of this package that add subcommands, in the order ``sits --help`` lists them.
-COMMANDS = ("profile", "requirements", "inventory", "capture", "audit", "report", "replay", "compare", "fleet",
+COMMANDS = ("profile", "requirements", "inventory", "capture", "audit", "report", "replay", "compare", "fleet", "baseline",
             "health", "bundle")

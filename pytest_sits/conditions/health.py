@@ -34,7 +34,13 @@ def _gap(f: Dict[str, Any]) -> bool:
     return "absent" in f or "unavailable" in f
 
 
-def acquire_ecc(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+ECC_COUNTS = ("volatile_uncorrected", "aggregate_uncorrected", "volatile_corrected", "aggregate_corrected")
+
+
+def acquire_ecc(inventory: Dict[str, Any], acc: Dict[str, Any],
+                window: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """ECC mode and counts.  With the device's health window, the counts are those read after its load
+    (before and after kept in ``during_load``), so errors the load provoked count."""
     f = management_facts(inventory, acc)
     if _gap(f):
         return f
@@ -42,11 +48,16 @@ def acquire_ecc(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any
     if gap:
         return gap
     m = f["facts"]
-    return {"device": acc["bdf"], "source": f["source"], "ecc_mode_current": m.get("ecc_mode_current"),
-            "ecc_mode_pending": m.get("ecc_mode_pending"),
-            "counts": {k: m.get(f"ecc_{k}") for k in ("volatile_uncorrected", "aggregate_uncorrected",
-                                                     "volatile_corrected", "aggregate_corrected")},
-            "errors": relevant_errors(f["errors"], ECC_FIELDS)}
+    counts = {k: m.get(f"ecc_{k}") for k in ECC_COUNTS}
+    ev = {"device": acc["bdf"], "source": f["source"], "ecc_mode_current": m.get("ecc_mode_current"),
+          "ecc_mode_pending": m.get("ecc_mode_pending"), "counts": counts,
+          "errors": relevant_errors(f["errors"], ECC_FIELDS)}
+    after = (window or {}).get("ecc_after")
+    if isinstance(after, dict) and any(after.get(k) is not None for k in ECC_COUNTS):
+        ev["counts"] = {k: after.get(k) if after.get(k) is not None else counts[k] for k in ECC_COUNTS}
+        ev["during_load"] = {"before": window.get("ecc_before"), "after": after,
+                             "load": (window.get("load") or {}).get("kind"), "reader": window.get("reader")}
+    return ev
 
 
 def acquire_rowremap(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
@@ -140,11 +151,22 @@ class HealthReader:
     def aer(self) -> Dict[str, Any]:
         return hp.read_aer(self.platform.root, self.acc["bdf"])
 
-    def load(self) -> Any:
-        return self.platform.accelerator_load(self.acc)
+    def ecc(self) -> Dict[str, Any]:
+        """The ECC error counts now (captured facts here: one reading)."""
+        m = self.acc.get("management") or {}
+        return {k: m.get(f"ecc_{k}") for k in ECC_COUNTS}
+
+    def load(self, inner: Any = None) -> Any:
+        """The window's load: ``inner`` when given (the inference load), else the suite's accelerator load."""
+        return inner if inner is not None else self.platform.accelerator_load(self.acc)
 
     def sleep(self, seconds: float) -> None:
         """Wait between samples (a simulated reader's time passes at once)."""
+        time.sleep(seconds)
+
+    def wait(self, seconds: float) -> None:
+        """Wait between samples while a load that runs in a thread is still at work (real time passes for
+        it, also on a simulated reader, which waits less)."""
         time.sleep(seconds)
 
     @contextmanager
@@ -188,6 +210,19 @@ class LiveNvmlReader(HealthReader):
         get(out, "pcie_replay_counter", lambda: int(self.nvml.nvmlDeviceGetPcieReplayCounter(self.handle)))
         if errors:
             out["error"] = "; ".join(f"{e['field']}: {e['error']}" for e in errors)
+        return out
+
+    def ecc(self) -> Dict[str, Any]:
+        nv, out = self.nvml, {}
+        kinds = {"volatile_uncorrected": ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_VOLATILE_ECC"),
+                 "aggregate_uncorrected": ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_AGGREGATE_ECC"),
+                 "volatile_corrected": ("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_VOLATILE_ECC"),
+                 "aggregate_corrected": ("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_AGGREGATE_ECC")}
+        for key, (etype, counter) in kinds.items():
+            try:
+                out[key] = int(nv.nvmlDeviceGetTotalEccErrors(self.handle, getattr(nv, etype), getattr(nv, counter)))
+            except Exception:  # ECC off or not supported: unread, never a made-up zero
+                out[key] = None
         return out
 
     @contextmanager
@@ -253,35 +288,98 @@ def _wait_running(load: Any, timeout_s: float) -> Optional[str]:
     return f"the load did no work within {timeout_s:g} s"
 
 
-def run_window(reader: HealthReader, th: Dict[str, Any]) -> Dict[str, Any]:
-    """One health window on one device: AER and replay before, clock-event reasons sampled under load, XID
-    events watched, AER and replay after, kernel-log XID history."""
+#: At most this many samples of a window whose load runs until it is done (the inference load).
+MAX_WINDOW_SAMPLES = 4000
+
+
+class InferenceLoad:
+    """The inference load of PLP-* as a health window's load: the device's inference sweep (LoadGen Offline,
+    SingleStream and Server at each fraction of the maximum) runs in a thread while the window samples.  The
+    sweep is the same run PLP-PPL, PLP-POWER, PLP-LATENCY and PLP-SAMPLE judge (run once per session: one that
+    ran before the window without it is run again under it)."""
+
+    def __init__(self, inference: Any):
+        self.inference = inference
+        self.iterations = 0
+        self.errors: List[str] = []
+        self.result: Optional[Dict[str, Any]] = None
+        self.thread: Optional[threading.Thread] = None
+        self.started = self.ended = None  # type: Optional[float]
+
+    def __enter__(self) -> "InferenceLoad":
+        key = f"{self.inference.subject}/sweep"
+        self.inference.cache.pop(key, None)  # run it now, under the window
+
+        def work() -> None:
+            try:
+                self.result = self.inference.sweep()
+            except Exception as exc:  # the window records it; the PLP tests report their own ERROR
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+            finally:
+                self.ended = time.monotonic()
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=work, name="sits-health-inference-load", daemon=True)
+        self.thread.start()
+        self.iterations = 1
+        return self
+
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+    def evidence(self) -> Dict[str, Any]:
+        res = self.result or {}
+        reason = "; ".join(self.errors) or res.get("unavailable") or res.get("absent")
+        return {"kind": "inference", "requirements": ["PLP-PPL", "PLP-POWER", "PLP-LATENCY", "PLP-SAMPLE"],
+                "what": "the inference sweep of PLP-* on this device", "completed": bool(res) and not reason,
+                "duration_s": round((self.ended or time.monotonic()) - (self.started or time.monotonic()), 3),
+                "simulated": bool(getattr(self.inference.rig, "simulated", False)), "reason": reason}
+
+
+def run_window(reader: HealthReader, th: Dict[str, Any], inner_load: Any = None) -> Dict[str, Any]:
+    """One health window on one device: AER, replay and ECC counts before, clock-event reasons sampled under
+    load, XID events watched, AER, replay and ECC counts after, kernel-log XID history.  ``inner_load``: the
+    load to run instead of the suite's accelerator load (:class:`InferenceLoad`); a load that says when it is
+    done (``running()``) is sampled until it is, with at least the profile's number of samples."""
     n = int(th.get("samples", 20))
     interval = float(th.get("interval_s", 0.25))
     warmup = float(th.get("warmup_s", 1.0))
     t0 = time.monotonic()
     with reader:
         aer_before = reader.aer()
+        ecc_before = reader.ecc()
         f0 = reader.fields()
         samples: List[Dict[str, Any]] = []
         errors: List[Dict[str, Any]] = []
         with reader.xid_watch() as watch:
             load_ev: Dict[str, Any]
             try:
-                load = reader.load()
+                load = reader.load(inner_load) if inner_load is not None else reader.load()
             except LoadUnavailable as exc:
                 load, load_ev = None, {"kind": None, "reason": str(exc)}
             with load if load is not None else nullcontext():
                 problem = _wait_running(load, 60.0) if load is not None else None
-                if load is not None and problem is None and warmup > 0:
+                running = getattr(inner_load, "running", None)
+                if load is not None and problem is None and warmup > 0 and running is None:
                     reader.sleep(warmup)
-                for k in range(n if load is not None and problem is None else 1):
+                k = 0
+                while True:
+                    under = load is not None and problem is None and (running is None or running())
                     f = reader.fields()
                     if f.get("error"):
                         errors.append({"sample": k, "error": f["error"]})
                     samples.append({"t": round(time.monotonic() - t0, 3), "reasons": f.get("clock_event_reasons"),
-                                    "under_load": load is not None and problem is None})
-                    if k < n - 1 and load is not None:
+                                    "under_load": under})
+                    k += 1
+                    more = k < n if running is None else (k < n or running()) and k < MAX_WINDOW_SAMPLES
+                    if load is None or problem is not None or not more:
+                        break
+                    if running is not None and running():
+                        reader.wait(interval)
+                    else:
                         reader.sleep(interval)
             if load is not None:
                 load_ev = load.evidence()
@@ -289,6 +387,7 @@ def run_window(reader: HealthReader, th: Dict[str, Any]) -> Dict[str, Any]:
                     load_ev = dict(load_ev, reason=problem)
         f1 = reader.fields()
         aer_after = reader.aer()
+        ecc_after = reader.ecc()
         history = reader.xid_history()
     bdf = reader.acc["bdf"]
     prefix = bdf.rsplit(".", 1)[0]
@@ -297,7 +396,7 @@ def run_window(reader: HealthReader, th: Dict[str, Any]) -> Dict[str, Any]:
                        all_devices=len(history["xids"]))
     return {"device": bdf, "reader": reader.kind, "window_s": round(time.monotonic() - t0, 3),
             "samples": samples, "sample_errors": errors, "load": load_ev,
-            "aer_before": aer_before, "aer_after": aer_after,
+            "aer_before": aer_before, "aer_after": aer_after, "ecc_before": ecc_before, "ecc_after": ecc_after,
             "replay_before": f0.get("pcie_replay_counter"), "replay_after": f1.get("pcie_replay_counter"),
             "replay_error": f1.get("error") if f1.get("pcie_replay_counter") is None else None,
             "xid_watch": watch.evidence(), "xid_history": history}
@@ -305,11 +404,14 @@ def run_window(reader: HealthReader, th: Dict[str, Any]) -> Dict[str, Any]:
 
 class HealthWindows:
     """One health window per device per session, run on first request (``windows(acc)``), under a lock per
-    device so that no two processes load one device at once."""
+    device so that no two processes load one device at once.  With ``inference`` (a function of the
+    accelerator giving its PLP-* inference runs) the window's load is the inference load, which takes the
+    device's lock itself while it runs."""
 
     def __init__(self, platform: Any, thresholds: Dict[str, Any],
-                 reader_factory: Callable[[Any, Dict[str, Any]], HealthReader] = reader_for):
-        self.platform, self.th, self.make = platform, thresholds, reader_factory
+                 reader_factory: Callable[[Any, Dict[str, Any]], HealthReader] = reader_for,
+                 inference: Optional[Callable[[Dict[str, Any]], Any]] = None):
+        self.platform, self.th, self.make, self.inference = platform, thresholds, reader_factory, inference
         self.cache: Dict[str, Dict[str, Any]] = {}
 
     def __call__(self, acc: Dict[str, Any]) -> Dict[str, Any]:
@@ -317,14 +419,18 @@ class HealthWindows:
         if bdf not in self.cache:
             from .locks import exclusive
 
-            with exclusive(f"device-{bdf}", "health window"):
-                try:
-                    reader = self.make(self.platform, acc)
+            try:
+                reader = self.make(self.platform, acc)
+                if getattr(reader, "submitted", False):
                     # Submitted evidence brings its window (what the texts show); nothing runs.
-                    self.cache[bdf] = reader.window() if getattr(reader, "submitted", False) else \
-                        run_window(reader, self.th)
-                except Exception as exc:  # a broken reader is an ERROR of the three checks, with the cause
-                    self.cache[bdf] = {"device": bdf, "broken": f"{type(exc).__name__}: {exc}"}
+                    self.cache[bdf] = reader.window()
+                elif self.inference is not None:
+                    self.cache[bdf] = run_window(reader, self.th, InferenceLoad(self.inference(acc)))
+                else:
+                    with exclusive(f"device-{bdf}", "health window"):
+                        self.cache[bdf] = run_window(reader, self.th)
+            except Exception as exc:  # a broken reader is an ERROR of the checks, with the cause
+                self.cache[bdf] = {"device": bdf, "broken": f"{type(exc).__name__}: {exc}"}
         return self.cache[bdf]
 
 

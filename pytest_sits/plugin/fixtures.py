@@ -210,14 +210,27 @@ def sits_benchmark(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture(scope="session")
-def sits_health_window(sits_platform: Any, sits_profile: Any) -> Callable[[Dict[str, Any]], Dict[str, Any]]:
+def sits_health_window(sits_platform: Any, sits_profile: Any, sits_run: SitsRun,
+                       request: pytest.FixtureRequest) -> Callable[[Dict[str, Any]], Dict[str, Any]]:
     """Factory: ``sits_health_window(acc)`` runs one health window on the accelerator (clock-event reasons sampled
-    under the suite's load, AER and replay counters before and after, XID events watched, the kernel log's XID
-    history) once per device per session, and returns its evidence; DEP-THROTTLE, DEP-PCIE-ERRORS and DEP-XID
-    share it."""
+    under load, AER, replay and ECC counters before and after, XID events watched, the kernel log's XID
+    history) once per device per session, and returns its evidence; DEP-ECC, DEP-THROTTLE, DEP-PCIE-ERRORS and
+    DEP-XID share it.  The load is the suite's accelerator load, or with ``--sits-health-load=inference`` the
+    inference load of PLP-* (the load the node serves)."""
     from ..conditions.health import HealthWindows
 
-    return HealthWindows(sits_platform, sits_profile.thresholds("DEP-THROTTLE"), sits_platform.health_reader())
+    inference = None
+    if sits_run.health_load == "inference":
+        from ..conditions.inference import inference_for
+
+        logs, cache = request.getfixturevalue("sits_inference_logs"), request.getfixturevalue("sits_inference_cache")
+
+        def inference(acc: Dict[str, Any]) -> Any:
+            return inference_for(sits_run.platform, sits_run.profile, acc, None, sits_run.inference_options(),
+                                 logs, cache,
+                                 run_id=f"{sits_run.started_at!r}" if sits_run.report_dir is not None else None)
+    return HealthWindows(sits_platform, sits_profile.thresholds("DEP-THROTTLE"), sits_platform.health_reader(),
+                         inference)
 
 
 @pytest.fixture(scope="session")

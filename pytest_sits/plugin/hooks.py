@@ -56,6 +56,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sits-redfish", dest="sits_redfish", default=None, metavar="URL",
                     help="the BMC's Redfish service for wall power (credentials from $SITS_REDFISH_USER and "
                          "$SITS_REDFISH_PASSWORD).")
+    group.addoption("--sits-prometheus", dest="sits_prometheus", default=None, metavar="FILE",
+                    help="also write the run's metrics as a Prometheus textfile (for node_exporter's textfile "
+                         "collector: a .prom file in its directory), replaced atomically; needs prometheus-client.")
+    group.addoption("--sits-watchdog", dest="sits_watchdog", default=None, type=float, metavar="SECONDS",
+                    help="a test (its probes and loads) that has not returned after SECONDS ends the run: the "
+                         "report is written INCOMPLETE, naming the hung requirement, and pytest exits 2 (interrupted). "
+                         "Default: no watchdog (sits health sets one).")
+    group.addoption("--sits-health-load", dest="sits_health_load", default=None, choices=("suite", "inference"),
+                    help="the load of the health window (DEP-THROTTLE, DEP-PCIE-ERRORS, DEP-XID, ECC counts): "
+                         "'suite' (default, the accelerator burner) or 'inference' (the inference load of PLP-*, "
+                         "the load a node serves; sits health --resume uses it).")
     parser.addini("sits_profile", "default hardware profile (name or file)", default=None)
     parser.addini("sits_platform", "default platform spec", default=None)
     parser.addini("sits_level", "default run depth: quick, standard or full", default=None)
@@ -140,14 +151,26 @@ def pytest_configure(config: pytest.Config) -> None:
             config.add_cleanup(interrupts.restore)
     run.interrupts = interrupts
     if _is_worker(config):
+        if run.watchdog_s is not None:
+            from .watchdog import Watchdog
+
+            config.pluginmanager.register(Watchdog(run.watchdog_s, None, run.platform.simulated), "sits-watchdog")
         return
     config.hook.pytest_sits_update_inventory(config=config, inventory=run.platform.inventory())
     from .reporter import SitsReporter
 
-    config.pluginmanager.register(SitsReporter(config, run), "sits-reporter")
+    reporter = SitsReporter(config, run)
+    config.pluginmanager.register(reporter, "sits-reporter")
+    if run.watchdog_s is not None:
+        from .watchdog import Watchdog
+
+        config.pluginmanager.register(Watchdog(run.watchdog_s, reporter, run.platform.simulated), "sits-watchdog")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    watchdog = config.pluginmanager.get_plugin("sits-watchdog")
+    if watchdog is not None:
+        config.pluginmanager.unregister(watchdog)
     reporter = config.pluginmanager.get_plugin("sits-reporter")
     if reporter is not None:
         reporter.print_result()

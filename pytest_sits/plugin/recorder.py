@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 from ..report.model import plain
-from ..verdict import ERROR, FAIL, INCONCLUSIVE, SKIP, WAIVED, WARN, Verdict, apply_waiver, worst
+from ..verdict import ERROR, FAIL, INCONCLUSIVE, SKIP, WAIVED, WARN, Verdict, apply_fleet_band, apply_waiver, worst
 
 PROPERTY = "sits_verdict"
 REQUIREMENT_PROPERTY = "sits_requirement"
@@ -96,6 +96,7 @@ class Recorder:
         simulated = bool(self.run.platform.simulated)
         recorded = []
         for v in verdicts:
+            v = apply_fleet_band(v, self.run.profile.fleet_band(v.requirement, v.subject, v.unit))
             waiver = self.run.profile.waiver(v.requirement)
             v = apply_waiver(v, waiver)
             recorded.append(append(self.item, v, simulated, waiver if v.status == WAIVED else None))

@@ -139,6 +139,7 @@ class SitsReporter:
         run["exit_status"] = exit_status(self.report["summary"], int(exitstatus))
         run["exit_status_name"] = {EXIT_NON_CONFORMANT: "NON_CONFORMANT", EXIT_UNDECIDED: "UNDECIDED"}.get(
             run["exit_status"], run["exit_status_name"])
+        self._write_prometheus()
         if self.run.report_dir is None:
             return
         try:
@@ -146,10 +147,24 @@ class SitsReporter:
             hpath = self.run.report_dir / HTML_NAME
             text = json.dumps(plain(self.report), indent=2, sort_keys=False, allow_nan=False) + "\n"
             write_pair(jpath, text, hpath, render_html(self.report), self.run.started_at)
-            self.paths = [jpath, hpath]
+            self.paths = [jpath, hpath, *self.paths]
         except OSError as exc:
             self.write_error = (f"could not write the report into {self.run.report_dir}: {exc}; fix: give a writable "
                                 "folder with --sits-report-dir DIR (or 'none' to write no report)")
+
+    def _write_prometheus(self) -> None:
+        """The run's metrics for node_exporter's textfile collector (--sits-prometheus), replaced whole."""
+        if self.run.prometheus is None or self.report is None:
+            return
+        from ..files import atomic_write
+        from ..report.prometheus import report_text
+
+        try:
+            atomic_write(self.run.prometheus, report_text(plain(self.report)))
+            self.paths.append(self.run.prometheus)
+        except OSError as exc:
+            self.write_error = (f"could not write the Prometheus textfile {self.run.prometheus}: {exc}; fix: give a "
+                                "writable path with --sits-prometheus=FILE")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from ..report.render import terminal_rows

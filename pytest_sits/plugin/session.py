@@ -91,6 +91,12 @@ class SitsRun:
     owns_workdir: bool = False
     #: The endpoint's API key (--sits-endpoint-key, else $OPENAI_API_KEY); never written to a report.
     endpoint_key: Optional[str] = field(default=None, repr=False)
+    #: Where the run's Prometheus textfile goes (None: none written).
+    prometheus: Optional[Path] = None
+    #: Seconds a test may run before the watchdog ends the run (None: no watchdog).
+    watchdog_s: Optional[float] = None
+    #: The load of the health window: "suite" (the accelerator burner) or "inference" (the PLP-* load).
+    health_load: str = "suite"
 
     @classmethod
     def from_config(cls, config: Any) -> "SitsRun":
@@ -106,7 +112,28 @@ class SitsRun:
         run.set_golden(config.getoption("sits_golden_record"), config.getoption("sits_golden"))
         run.set_inference(config.getoption("sits_endpoint", None), config.getoption("sits_redfish", None),
                           config.getoption("sits_endpoint_key", None))
+        run.set_operations(config.getoption("sits_prometheus", None), config.getoption("sits_watchdog", None),
+                           config.getoption("sits_health_load", None))
         return run
+
+    def set_operations(self, prometheus: Optional[str], watchdog_s: Optional[float],
+                       health_load: Optional[str]) -> None:
+        """The Prometheus textfile, the watchdog and the health window's load, checked now."""
+        if prometheus:
+            from ..report.prometheus import PrometheusUnavailable, require_client
+
+            try:
+                require_client()
+            except PrometheusUnavailable as exc:
+                raise SitsUsageError(f"--sits-prometheus={prometheus}: {exc}") from None
+            path = Path(prometheus)
+            self.prometheus = path if path.is_absolute() else Path.cwd() / path
+        if watchdog_s is not None:
+            if not (0 < watchdog_s <= 7 * 86400):
+                raise SitsUsageError(f"--sits-watchdog={watchdog_s:g}: must be between 0 and 604800 seconds; fix: "
+                                     "give the longest a test may take, e.g. --sits-watchdog=300")
+            self.watchdog_s = float(watchdog_s)
+        self.health_load = health_load or "suite"
 
     def set_inference(self, endpoint: Optional[str], redfish_url: Optional[str],
                       endpoint_key: Optional[str] = None) -> None:
@@ -187,7 +214,9 @@ class SitsRun:
                 "golden": str(self.golden) if self.golden else None,
                 "endpoint": self.endpoint, "redfish_url": (self.redfish or {}).get("url"),
                 "workdir": str(self.workdir) if self.workdir else None,
-                "endpoint_key": self.endpoint_key}
+                "endpoint_key": self.endpoint_key,
+                "prometheus": str(self.prometheus) if self.prometheus else None, "watchdog_s": self.watchdog_s,
+                "health_load": self.health_load}
 
     @classmethod
     def from_workerinput(cls, data: Dict[str, Any]) -> "SitsRun":
@@ -204,6 +233,7 @@ class SitsRun:
         run.golden_record = Path(data["golden_record"]) if data["golden_record"] else None
         run.golden = Path(data["golden"]) if data["golden"] else None
         run.set_inference(data.get("endpoint"), data.get("redfish_url"), data.get("endpoint_key"))
+        run.set_operations(data.get("prometheus"), data.get("watchdog_s"), data.get("health_load"))
         return run
 
     def expected(self) -> Dict[str, Any]:

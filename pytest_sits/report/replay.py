@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ..checks import REGISTRY, get_version, load_all
-from ..verdict import STATUSES, apply_waiver
+from ..verdict import STATUSES, apply_fleet_band, apply_waiver, find_band
 from .model import coverage, plain, revive, summarise
 
 COMPARED = ("status", "measured", "reason", "subject")
@@ -28,7 +28,7 @@ def _waiver(waivers: List[Dict[str, Any]], req: str) -> Optional[str]:
 
 
 def replay_verdict(stored: Dict[str, Any], profile: Any = None,
-                   waivers: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+                   waivers: Optional[List[Dict[str, Any]]] = None, baseline: Any = None) -> Dict[str, Any]:
     """Recompute one stored verdict: {"verdict": Verdict} or {"why": reason it cannot be replayed}."""
     chk = stored.get("check")
     if not isinstance(chk, dict) or not chk.get("name"):
@@ -50,12 +50,15 @@ def replay_verdict(stored: Dict[str, Any], profile: Any = None,
     thresholds = profile.check_thresholds(entry.requirement) if profile is not None else stored.get("thresholds")
     if not isinstance(thresholds, dict):
         return {"why": "the thresholds were not stored"}
-    evidence = revive({k: v for k, v in evidence.items() if k != "waived_status"})
+    evidence = revive({k: v for k, v in evidence.items() if k not in ("waived_status", "fleet_band")})
     thresholds = revive(thresholds)
     try:
         v = entry.fn(evidence, thresholds, stored.get("subject") or "")
     except Exception as exc:  # evidence edited into something the check cannot read
         return {"why": f"the check could not read the stored evidence: {type(exc).__name__}: {exc}"}
+    band = (profile.fleet_band(v.requirement, v.subject, v.unit) if profile is not None
+            else find_band(baseline, v.requirement, v.subject, v.unit))
+    v = apply_fleet_band(v, band)
     waiver = profile.waiver(entry.requirement) if profile is not None else _waiver(waivers or [], entry.requirement)
     return {"verdict": apply_waiver(v, waiver)}
 
@@ -159,6 +162,7 @@ def replay_report(report: Dict[str, Any], profile_path: Optional[str] = None) ->
 
         profile = resolve(profile_path)
     waivers = ((report.get("profile") or {}).get("data") or {}).get("waivers") or []
+    baseline = ((report.get("profile") or {}).get("data") or {}).get("fleet_baseline")
     differs, not_replayable, replayed = [], [], 0
     verdicts = report.get("verdicts") or []
     # The verdicts as they stand now: replayed ones recomputed, the others as stored.
@@ -167,7 +171,7 @@ def replay_report(report: Dict[str, Any], profile_path: Optional[str] = None) ->
         if not isinstance(stored, dict):
             not_replayable.append({"index": i, "requirement": None, "subject": None, "why": "not a verdict object"})
             continue
-        out = replay_verdict(stored, profile, waivers)
+        out = replay_verdict(stored, profile, waivers, baseline)
         if "why" in out:
             not_replayable.append({"index": i, "requirement": stored.get("requirement"),
                                    "subject": stored.get("subject"), "why": out["why"]})

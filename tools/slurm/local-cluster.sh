@@ -11,6 +11,7 @@
 # root) signs the credentials; its socket is named in slurm.conf (AuthInfo=socket=...).
 # Process tracking is proctrack/linuxproc and TaskPlugin=task/none: no cgroup constraints (cgroup.conf names
 # cgroup/v1 with every Constrain* off), so it runs in containers too.
+# Prolog: $SITS_SLURM_DIR/prolog runs the executables of $SITS_SLURM_DIR/prolog.d/ (empty unless a test adds one).
 # Ports: slurmctld $SITS_SLURM_PORT (default 16817), the slurmds the next three ports.
 # start and stop are idempotent: start brings up only what is not running (a node whose slurmd died is
 # started again), stop stops what runs.  Install the packages with tools/slurm/install.sh.
@@ -103,6 +104,7 @@ MessageTimeout=10
 KillWait=5
 InactiveLimit=0
 MinJobAge=300
+Prolog=$DIR/prolog
 NodeName=DEFAULT CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN
 NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT + 1))
 NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT + 2))
@@ -110,6 +112,19 @@ NodeName=n3 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT + 3))
 PartitionName=sits Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
     mv -f "$CONF.tmp" "$CONF"
+    # The prolog runs each executable of prolog.d/ (none by default; the tests of sits health --mode=prolog
+    # put one there for the duration of a test); the first that fails fails the prolog.
+    mkdir -p "$DIR/prolog.d"
+    cat > "$DIR/prolog.tmp" <<'PROLOG'
+#!/bin/sh
+for f in "$(dirname "$0")"/prolog.d/*; do
+    [ -x "$f" ] || continue
+    "$f" || exit $?
+done
+exit 0
+PROLOG
+    chmod 0755 "$DIR/prolog.tmp"
+    mv -f "$DIR/prolog.tmp" "$DIR/prolog"
     cat > "$DIR/cgroup.conf" <<CONF
 # No constraints: the local cluster tracks processes with proctrack/linuxproc and binds nothing.
 CgroupPlugin=cgroup/v1

@@ -18,6 +18,7 @@ EXAMPLES = """\
   sits fleet run --nodelist='gpu[01-16]' --partition=gpu -- --sits-profile=h100 --sits-level=standard
   sits fleet run --nodes=64 --array --out=/shared/sits-fleet-0601 -- --sits-profile=h200
   sits fleet merge /shared/sits-fleet-0601                exit 0 only when every node passes
+  sits fleet merge /shared/sits-fleet-0601 --prometheus=/var/lib/node_exporter/textfile/sits_fleet.prom
 """
 
 
@@ -37,16 +38,33 @@ def add_parser(sub: Any) -> None:
     q.add_argument("--slurm-arg", action="append", metavar="ARG", help="pass ARG to srun/sbatch (repeatable)")
     q.add_argument("--python", default=sys.executable, help="the Python on the nodes (default: this one)")
     q.add_argument("--k", type=float, default=3.5, help="outlier rule: median ± k·1.4826·MAD (default 3.5)")
+    q.add_argument("--pending-limit", type=float, default=900, metavar="S",
+                   help="--array: after S seconds, cancel the elements still pending (never started) and merge "
+                        "what ran; they count as ERROR (default 900)")
+    _merge_options(q)
     q.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: arguments for the suite on every node")
     q.set_defaults(func=run)
     q = fsub.add_parser("merge", help="merge OUT/<node>/ reports into fleet-report.json/.html and fleet-junit.xml")
     q.add_argument("dir")
     q.add_argument("--k", type=float, default=3.5, help="outlier rule: median ± k·1.4826·MAD (default 3.5)")
+    _merge_options(q)
     q.set_defaults(func=run)
 
 
+def _merge_options(q: Any) -> None:
+    q.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="processes that read the node reports (default: one per CPU)")
+    q.add_argument("--prometheus", metavar="FILE",
+                   help="also write the fleet's metrics as a Prometheus textfile (node_exporter's textfile "
+                        "collector; needs prometheus-client)")
+    q.add_argument("--strict", action="store_true",
+                   help="validate every node report against the whole report schema (slower; by default the "
+                        "fields the merge reads are checked)")
+
+
 def run(args: argparse.Namespace) -> int:
-    """`sits fleet run` through Slurm, or `sits fleet merge DIR`; exit 1 unless every node passes."""
+    """`sits fleet run` through Slurm, or `sits fleet merge DIR`; exit 1 unless every node passes, 4 on a usage
+    error."""
     from .common import FleetError
     from .launch import run_fleet
     from .merge import merge, print_summary
@@ -54,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "run":
             return run_fleet(args)
-        merged = merge(Path(args.dir), k=args.k)
+        merged = merge(Path(args.dir), k=args.k, jobs=args.jobs,
+                       prometheus=Path(args.prometheus) if args.prometheus else None, strict=args.strict)
     except FleetError as exc:
         return err(str(exc))
     print_summary(merged, Path(args.dir))

@@ -29,7 +29,7 @@ from typing import Any, Dict, List
 
 from ...files import atomic_write
 
-FLEET_SCHEMA_VERSION = "1.0"
+FLEET_SCHEMA_VERSION = "1.1"
 RUN_FILE = "fleet-run.json"
 NODE_FILE = "node.json"
 NODE_EXIT_FILE = "node-exit.json"
@@ -45,7 +45,6 @@ MAD_SCALE = 1.4826  # MAD × 1.4826 estimates σ for normally distributed values
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 SLURM_INSTALL = ("apt-get install slurm-client (Debian/Ubuntu; the cluster itself needs slurmctld, slurmd and munge: "
                  "tools/slurm/install.sh and tools/slurm/local-cluster.sh start a local one)")
-JUNIT_INSTALL = "pip install 'pytest-sits[fleet]'  (or: pip install junitparser)"
 
 #: Node results: the node's own verdicts folded into one word.
 NODE_PASS, NODE_FAIL, NODE_UNDECIDED, NODE_ERROR = "PASS", "FAIL", "UNDECIDED", "ERROR"
@@ -60,6 +59,28 @@ OUTLIER_RULE = ("per profile and per (requirement, subject, unit), over the node
 PASS_RATE_RULE = ("per requirement: nodes whose worst verdict for it is PASS, WARN or WAIVED, divided by the nodes "
                   "where it was not skipped; a node that produced no report counts as ERROR for every requirement "
                   "the other nodes ran")
+
+
+#: Options of the suite that take a value: the commands built here pass them as ``--opt=value`` (pytest takes a
+#: value after a space that names an existing path for a test path, and picks rootdir and ini from it).
+VALUE_OPTIONS = ("--sits-profile", "--sits-platform", "--sits-level", "--sits-report-dir", "--sits-golden-record",
+                 "--sits-golden", "--sits-endpoint", "--sits-redfish", "--sits-prometheus", "--sits-watchdog",
+                 "--sits-health-load", "--junitxml", "--junit-xml")
+
+
+def equals_form(args: List[str]) -> List[str]:
+    """``--sits-profile /x/h100.yaml`` -> ``--sits-profile=/x/h100.yaml`` for the options that take a value."""
+    out: List[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in VALUE_OPTIONS and i + 1 < len(args):
+            out.append(f"{a}={args[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
 
 
 class FleetError(Exception):

@@ -21,11 +21,11 @@ from .merge import discover_nodes, merge, print_summary
 
 
 def _slurm_common(args: Any) -> List[str]:
-    opts: List[str] = ["--job-name", args.job_name]
+    opts: List[str] = [f"--job-name={args.job_name}"]
     if args.partition:
-        opts += ["--partition", args.partition]
+        opts.append(f"--partition={args.partition}")
     if args.time:
-        opts += ["--time", str(args.time)]
+        opts.append(f"--time={args.time}")
     for extra in args.slurm_arg or []:
         opts.append(extra)
     return opts
@@ -55,11 +55,11 @@ def run_fleet(args: Any) -> int:
     node_entry = [args.python, "-m", "pytest_sits.commands.fleet.node", str(out), "--", *pytest_args]
     if args.array:
         cmd = [which("sbatch"), *_slurm_common(args), f"--array=0-{count - 1}", "--nodes=1", "--ntasks=1",
-               "--exclusive", "--parsable", "--output", str(out / "slurm-%A_%a.out"),
+               "--exclusive", "--no-requeue", "--parsable", f"--output={out / 'slurm-%A_%a.out'}",
                str(_array_script(out, args.python)), str(out), "--", *pytest_args]
     else:
         cmd = [which("srun"), *_slurm_common(args), f"--nodes={count}", f"--ntasks={count}",
-               "--ntasks-per-node=1", "--no-kill", "--kill-on-bad-exit=0", "--output", str(out / "slurm-%j.%t.out")]
+               "--ntasks-per-node=1", "--no-kill", "--kill-on-bad-exit=0", f"--output={out / 'slurm-%j.%t.out'}"]
         if args.nodelist:
             cmd += [f"--nodelist={args.nodelist}"]
         cmd += node_entry
@@ -74,7 +74,7 @@ def run_fleet(args: Any) -> int:
     if args.array and proc.returncode == 0:
         job_id = proc.stdout.strip().splitlines()[-1].split(";")[0] if proc.stdout.strip() else ""
         record["job_id"] = job_id
-        _wait_for_job(job_id, env)
+        record["cancelled_pending"] = _wait_for_job(job_id, env, pending_limit=args.pending_limit)
     record.update(slurm_exit_code=proc.returncode, slurm_output=proc.stdout[-20000:], finished_at=now_iso(),
                   duration_s=round(time.monotonic() - started, 3))
     write_json(out / RUN_FILE, record)
@@ -84,26 +84,37 @@ def run_fleet(args: Any) -> int:
         last = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
         raise FleetError(f"{Path(cmd[0]).name} failed (exit {proc.returncode}) and no node ran: {last}; fix: check "
                          "the Slurm options (partition, node names, account) and that `sinfo` reaches the cluster")
-    fleet = merge(out, k=args.k)
+    fleet = merge(out, k=args.k, jobs=args.jobs, prometheus=Path(args.prometheus) if args.prometheus else None,
+                  strict=args.strict)
     print_summary(fleet, out)
     return 0 if fleet["summary"]["result"] == "PASS" else 1
 
 
-def _wait_for_job(job_id: str, env: Dict[str, str], poll_s: float = 1.0) -> None:
+def _wait_for_job(job_id: str, env: Dict[str, str], poll_s: float = 1.0, pending_limit: float = 900) -> int:
     """Until no element of the job is pending, running or completing (``sbatch --wait`` polls ever more slowly:
-    a job that ends after 20 s is seen to end some 20 s later)."""
+    a job that ends after 20 s is seen to end some 20 s later).  Elements still pending after ``pending_limit``
+    seconds while none runs are cancelled (they never started: the merge counts them), so that the nodes that
+    ran are merged instead of waiting for ever; returns how many were cancelled."""
     if not re.fullmatch(r"\d+", job_id):
         raise FleetError(f"sbatch did not print a job id (got {job_id!r})")
     squeue = which("squeue")
     failures = 0
+    started = time.monotonic()
     try:
         while True:
-            res = subprocess.run([squeue, "-h", "-j", job_id, "-o", "%i %T"], env=env, stdout=subprocess.PIPE,
+            res = subprocess.run([squeue, "-h", "-r", "-j", job_id, "-o", "%i %T"], env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
             if res.returncode != 0 and "Invalid job id" in res.stderr:
-                return  # already purged: finished
+                return 0  # already purged: finished
             if res.returncode == 0 and not res.stdout.strip():
-                return
+                return 0
+            states = [line.split()[-1] for line in res.stdout.splitlines() if line.strip()]
+            if (res.returncode == 0 and states and all(s == "PENDING" for s in states)
+                    and time.monotonic() - started > pending_limit):
+                subprocess.run([which("scancel"), "--state=PENDING", job_id], env=env)
+                print(f"sits fleet: {len(states)} element(s) of job {job_id} still pending after {pending_limit:g} s: "
+                      "cancelled; they count as nodes that never started", file=sys.stderr)
+                return len(states)
             failures = failures + 1 if res.returncode else 0
             if failures > 120:
                 raise FleetError(f"squeue has failed for 2 minutes while job {job_id} ran ({res.stderr.strip()}); "
@@ -118,8 +129,9 @@ def _wait_for_job(job_id: str, env: Dict[str, str], poll_s: float = 1.0) -> None
 
 def _array_script(out: Path, python: str) -> Path:
     """sbatch needs a script file; this one is Python (no shell), and only calls node_main."""
+    from ...files import write_new
+
     script = out / ".sits-fleet-node.py"
-    script.write_text(f"#!{python}\nimport sys\nfrom pytest_sits.commands.fleet.node import node_main\n"
-                      "sys.exit(node_main(sys.argv[1:]))\n", encoding="utf-8")
-    script.chmod(0o755)
+    write_new(script, f"#!{python}\nimport sys\nfrom pytest_sits.commands.fleet.node import node_main\n"
+                      "sys.exit(node_main(sys.argv[1:]))\n", mode=0o755)
     return script

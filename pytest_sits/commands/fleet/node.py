@@ -9,6 +9,7 @@ so the merge can tell a node that never started from one that died.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,13 +17,15 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from .common import JUNIT_NAME, NODE_EXIT_FILE, NODE_FILE, NODE_LOG, NODE_NAME, node_name, now_iso, write_json
+from ...files import open_new
+from .common import (JUNIT_NAME, NODE_EXIT_FILE, NODE_FILE, NODE_LOG, NODE_NAME, equals_form, node_name, now_iso,
+                     write_json)
 
 
 def node_command(out: Path, node: str, pytest_args: Sequence[str], python: str = sys.executable) -> List[str]:
     """The suite's command line on one node: its report and JUnit XML go to OUT/<node>/."""
     dest = out / node
-    return [python, "-m", "pytest", "--pyargs", "pytest_sits.conformance", *pytest_args,
+    return [python, "-m", "pytest", "--pyargs", "pytest_sits.conformance", *equals_form(list(pytest_args)),
             f"--sits-report-dir={dest}", f"--junitxml={dest / JUNIT_NAME}", "-p", "no:cacheprovider"]
 
 
@@ -58,10 +61,27 @@ def node_main(argv: Optional[Sequence[str]] = None) -> int:
               "command": node_command(out, node, rest)}
     write_json(dest / NODE_FILE, marker)
     started = time.monotonic()
-    with open(dest / NODE_LOG, "wb") as log:
-        rc = subprocess.call(marker["command"], stdout=log, stderr=subprocess.STDOUT)
-    write_json(dest / NODE_EXIT_FILE, {"node": node, "exit_code": rc, "finished_at": now_iso(),
-                                        "duration_s": round(time.monotonic() - started, 3)})
+    stopped: List[str] = []
+    with open_new(dest / NODE_LOG) as log:
+        proc = subprocess.Popen(marker["command"], stdout=log, stderr=subprocess.STDOUT)
+
+        def record_stop(signum: int, frame: object) -> None:
+            # Slurm's stop (pre-emption, scancel, time limit) signals every process of the job, the suite
+            # too, which turns SIGTERM into an INCOMPLETE report: record it and wait for the suite (a second
+            # signal would interrupt the suite while it writes that report).
+            stopped.append(signal.Signals(signum).name)
+
+        old = {s: signal.signal(s, record_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            rc = proc.wait()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+    record = {"node": node, "exit_code": rc, "finished_at": now_iso(),
+              "duration_s": round(time.monotonic() - started, 3)}
+    if stopped:
+        record["stopped_by"] = stopped[0]
+    write_json(dest / NODE_EXIT_FILE, record)
     return rc
 
 

@@ -68,7 +68,7 @@ class SimPlatform(Platform):
         return SimInferenceRig(self.profile, self.faults, acc)
 
     def device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
-        eff = 0.40 if "membw-low" in self.faults else 0.90
+        eff = 0.40 if "membw-low" in self.faults else 0.80 if "membw-slow" in self.faults else 0.90
         g = float(self.profile.hardware.get("memory_bandwidth_gbps", 0)) * eff
         return {"device": acc["bdf"], "bytes": nbytes, "runs": 7, "verified": True, "simulated": True,
                 "method": "simulated", "gbps_median": g, "gbps_min": g * 0.98, "gbps_max": g * 1.01,

@@ -16,6 +16,8 @@ FAULTS: Dict[str, str] = {
     "old-driver": "NVIDIA driver 535.104.05 with CUDA 12.2",
     "hostile-name": "accelerator names contain HTML (<script>) to test escaping",
     "membw-low": "device memory copies reach 40% of the datasheet bandwidth",
+    "membw-slow": "device memory copies reach 80% of the datasheet bandwidth: above the bundled profiles' floors, "
+                  "below the 90% of a healthy simulated node (a slow node of a fleet)",
     "thermal-hot": "cooling too weak: even idle, the simulated temperature settles above the band",
     "thermal-drift": "inlet temperature keeps rising: the simulated temperature never settles",
     "sensor-na": "the simulated temperature sensors return N/A after 100 s",
@@ -39,4 +41,5 @@ FAULTS: Dict[str, str] = {
     "tpot-high": "the first tenant's tokens after the first come 50 ms apart (SVC-SLA's TPOT target, where set)",
     "peak-understated": "the simulated work counter reports 20 times the work done (ρ above the peak)",
     "coldstart-slow": "loading the weights takes 10 minutes on the simulated cold start",
+    "probe-hang": "the first accelerator's health reads block for an hour, as a hung NVML call does",
 }

@@ -17,7 +17,9 @@ from ...probes.health import CLOCK_EVENT_BITS
 
 #: The faults this module implements (their one-line descriptions are in ``faults.FAULTS``).
 HEALTH_FAULTS = ("ecc-uncorrectable", "row-remap-pending", "throttle-power-brake", "persistence-off",
-                 "powercap-low", "aer-fatal", "xid-79", "firmware-unlisted", "crg-slow")
+                 "powercap-low", "aer-fatal", "xid-79", "firmware-unlisted", "crg-slow", "probe-hang")
+#: How long a read blocks under the fault probe-hang (the watchdog ends the run long before).
+HANG_S = 3600.0
 
 SIM_VBIOS = "96.00.00.00.01"
 SIM_VBIOS_UNLISTED = "96.00.00.00.99"
@@ -125,8 +127,13 @@ class SimHealthReader(HealthReader):
     def sleep(self, seconds: float) -> None:
         return None
 
-    def load(self) -> Any:
-        inner = super().load()
+    def wait(self, seconds: float) -> None:
+        import time
+
+        time.sleep(min(seconds, 0.02))
+
+    def load(self, inner: Any = None) -> Any:
+        inner = super().load(inner)
         reader = self
 
         class Tracked:
@@ -143,7 +150,18 @@ class SimHealthReader(HealthReader):
                 return inner.evidence()
         return Tracked()
 
+    def _hang(self) -> None:
+        if self.first and "probe-hang" in self.faults:
+            import time
+
+            time.sleep(HANG_S)  # as a read stuck in the driver: the watchdog must end the run
+
+    def ecc(self) -> Dict[str, Any]:
+        self._hang()
+        return super().ecc()
+
     def fields(self) -> Dict[str, Any]:
+        self._hang()
         out = super().fields()
         if out.get("clock_event_reasons") is None:
             return out

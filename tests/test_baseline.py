@@ -1,0 +1,125 @@
+"""Baselines learned from the fleet (pytest_sits/commands/baseline.py) and their effect on a run."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_sits.cli import main
+from pytest_sits.commands import baseline as bl
+from pytest_sits.commands.fleet import merge as fleet_merge
+from pytest_sits.profiles import resolve
+from pytest_sits.verdict import FAIL, PASS, WARN, Verdict, apply_fleet_band
+
+
+def run_suite(dest: Path, platform: str, *extra: str) -> dict:
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-q", "-p", "no:cacheprovider",
+           f"--sits-platform={platform}", "--sits-level=standard", f"--sits-report-dir={dest}", *extra]
+    proc = subprocess.run(cmd, cwd=str(dest.parent), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=600)
+    assert (dest / "sits-report.json").is_file(), proc.stdout[-3000:]
+    return json.loads((dest / "sits-report.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def fleet20(tmp_path_factory):
+    """A merged fleet of 20 simulated H100 nodes at standard level: 19 healthy ones, whose measured values
+    spread by ±0.4% (seeded) as real nodes do, and n07 with slow device memory (sim fault membw-slow: 80% of
+    the datasheet bandwidth, above the profile's 75% floor)."""
+    base = tmp_path_factory.mktemp("baseline")
+    healthy = run_suite(base / "pass", "sim:h100")
+    slow = run_suite(base / "slow", "sim:h100+membw-slow")
+    rng = random.Random(24)
+    out = base / "fleet"
+    for i in range(1, 21):
+        d = out / f"n{i:02d}"
+        d.mkdir(parents=True)
+        rep = json.loads(json.dumps(slow if i == 7 else healthy))
+        for v in rep["verdicts"]:
+            if isinstance(v.get("measured"), float):
+                v["measured"] *= 1 + rng.uniform(-0.004, 0.004)
+        (d / "sits-report.json").write_text(json.dumps(rep))
+        (d / "node.json").write_text(json.dumps({"node": d.name}))
+    fleet_merge.merge(out)
+    return base
+
+
+def test_baseline_flags_the_slow_node_and_writes_a_valid_overlay(fleet20, capsys):
+    out = fleet20 / "overlays"
+    assert main(["baseline", str(fleet20 / "fleet" / "fleet-report.json"), f"--out={out}"]) == 1
+    text = capsys.readouterr().out
+    flagged = [line for line in text.splitlines() if line.startswith("  outside its band:")]
+    assert flagged and all(" n07 MEM-BW-EFFICIENCY " in line for line in flagged), text
+    assert "of 20 h100-sxm5 nodes" in flagged[0] and "1 node(s) outside" in text
+    overlay = out / "h100-sxm5-fleet.yaml"
+    data = yaml.safe_load(overlay.read_text())
+    assert data["extends"] == "h100-sxm5" and data["fleet_baseline"]["nodes"] == 20
+    prof = resolve(str(overlay))                      # the profile loader accepts it
+    b = prof.fleet_band("MEM-BW-EFFICIENCY", "0000:11:00.0", "of datasheet")
+    assert b["low"] < 0.9 < b["high"] and b["nodes"] == 20 and 0.8 < b["low"]
+    # the datasheet floor is the parent's
+    assert prof.thresholds("MEM-BW-EFFICIENCY") == resolve("h100-sxm5").thresholds("MEM-BW-EFFICIENCY")
+
+
+def test_a_run_with_the_overlay_warns_on_the_slow_node_and_replays(fleet20):
+    out = fleet20 / "overlays2"
+    main(["baseline", str(fleet20 / "fleet" / "fleet-report.json"), f"--out={out}"])
+    prof = f"--sits-profile={out / 'h100-sxm5-fleet.yaml'}"
+    slow = run_suite(fleet20 / "slow-run", "sim:h100+membw-slow", prof)
+    bw = [v for v in slow["verdicts"] if v["requirement"] == "MEM-BW-EFFICIENCY"]
+    assert bw and all(v["status"] == WARN and "outside the fleet band" in v["reason"] and "20 h100-sxm5 nodes"
+                      in v["reason"] for v in bw)
+    healthy = run_suite(fleet20 / "healthy-run", "sim:h100", prof)
+    assert all(v["status"] == PASS for v in healthy["verdicts"] if v["requirement"] == "MEM-BW-EFFICIENCY")
+    proc = subprocess.run([sys.executable, "-m", "pytest_sits.cli", "replay",
+                           str(fleet20 / "slow-run" / "sits-report.json")], stdout=subprocess.PIPE, text=True)
+    assert proc.returncode == 0 and "0 differ" in proc.stdout, proc.stdout
+
+
+def test_the_band_never_loosens_a_threshold_and_only_warns():
+    band = {"low": 0.88, "high": 0.92, "median": 0.9, "nodes": 20, "sku": "h100-sxm5"}
+    ok = Verdict("MEM-BW-EFFICIENCY", PASS, "ok", 0.9, 0.75, "of datasheet", "gpu0")
+    assert apply_fleet_band(ok, band) is ok
+    low = Verdict("MEM-BW-EFFICIENCY", PASS, "ok", 0.8, 0.75, "of datasheet", "gpu0")
+    warned = apply_fleet_band(low, band)
+    assert warned.status == WARN and "[0.88, 0.92]" in warned.reason and "20 h100-sxm5 nodes" in warned.reason
+    assert warned.evidence["fleet_band"]["median"] == 0.9
+    failed = Verdict("MEM-BW-EFFICIENCY", FAIL, "below", 0.5, 0.75, "of datasheet", "gpu0", remediation="fix")
+    assert apply_fleet_band(failed, band) is failed     # the floor decides; the band never turns FAIL to WARN
+    inside_but_failing = Verdict("MEM-BW-EFFICIENCY", FAIL, "below", 0.9, 0.95, "of datasheet", "gpu0",
+                                 remediation="fix")
+    assert apply_fleet_band(inside_but_failing, band).status == FAIL
+
+
+def test_band_rule_median_mad_and_floor():
+    b = bl.band([100.0, 101.0, 99.0, 100.0, 100.5, 60.0], k=3.5, rel_floor=0.0)
+    assert b["median"] == 100.0 and b["mad"] == 0.75 and b["low"] == pytest.approx(100 - 3.5 * 1.4826 * 0.75)
+    same = bl.band([5.0] * 6, k=3.5, rel_floor=0.02)      # MAD 0: the relative floor keeps a width
+    assert same["low"] == pytest.approx(4.9) and same["high"] == pytest.approx(5.1)
+
+
+def test_bad_fleet_reports_are_usage_errors(tmp_path, capsys):
+    assert main(["baseline", str(tmp_path / "none.json")]) == 4
+    assert "no such file" in capsys.readouterr().err
+    (tmp_path / "x.json").write_text(json.dumps({"schema": "pytest-sits/report"}))
+    assert main(["baseline", str(tmp_path / "x.json")]) == 4
+    assert "not a fleet report" in capsys.readouterr().err
+    (tmp_path / "old.json").write_text(json.dumps({"schema": "pytest-sits/fleet-report"}))
+    assert main(["baseline", str(tmp_path / "old.json")]) == 4
+    assert "merge the fleet folder again" in capsys.readouterr().err
+
+
+def test_too_few_nodes_give_no_band(fleet20, tmp_path, capsys):
+    fl = json.loads((fleet20 / "fleet" / "fleet-report.json").read_text())
+    fl["nodes"] = fl["nodes"][:2]
+    fl["measurements"] = [dict(m, nodes=m["nodes"][:2], values=m["values"][:2]) for m in fl["measurements"]]
+    (tmp_path / "two.json").write_text(json.dumps(fl))
+    assert main(["baseline", str(tmp_path / "two.json"), f"--out={tmp_path / 'o'}"]) == 4
+    text = capsys.readouterr()
+    assert "fewer than --min-nodes=3" in text.out and "no SKU has 3 nodes" in text.err
