@@ -172,13 +172,20 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--keep", action="store_true", help="keep each run's folder")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     ap.add_argument("--failures", metavar="DIR", help="keep the whole output of every run that missed a check here")
+    ap.add_argument("--kind", action="append", choices=KINDS, help="only these signals (repeatable; default: all, "
+                                                                     "in turn)")
+    ap.add_argument("--xdist", choices=["share", "always", "never"], default="share",
+                    help="run under pytest-xdist -n 2: every fourth run (default), always or never")
+    ap.add_argument("--window", type=float, nargs=2, default=(0.05, 0.95), metavar=("FROM", "TO"),
+                    help="signal between these shares of --expected (default 0.05 0.95)")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     results = []
+    kinds = args.kind or list(KINDS)
     for i in range(args.runs):
-        kind = KINDS[i % len(KINDS)]
-        xdist = i % 4 == 3
-        when = rng.uniform(0.05, 0.95) * args.expected
+        kind = kinds[i % len(kinds)]
+        xdist = {"share": i % 4 == 3, "always": True, "never": False}[args.xdist]
+        when = rng.uniform(*args.window) * args.expected
         r = one_run(i, kind, xdist, when, args)
         results.append(r)
         state = "ok" if not r["problems"] else "MISSED: " + "; ".join(r["problems"])

@@ -123,10 +123,11 @@ def test_two_interrupts_in_quick_succession_leave_an_incomplete_report_and_no_tr
     proc.send_signal(signal.SIGINT)
     rc, out = _finish(proc)
     assert rc == pytest.ExitCode.INTERRUPTED, out
-    assert "Traceback" not in out and "already stopping" in out, out
+    # The second lands while the stop is under way, or (on a loaded machine) already while the report is written.
+    assert "Traceback" not in out and ("already stopping" in out or "while the report is written" in out), out
     report = json.loads((tmp_path / "sits-report" / "sits-report.json").read_text())
     assert report["run"]["completed"] is False and report["run"]["exit_status_name"] == "INTERRUPTED"
-    assert [i["signal"] for i in report["run"]["interrupts"]] == ["SIGINT", "SIGINT"]
+    assert [i["signal"] for i in report["run"]["interrupts"]] in (["SIGINT", "SIGINT"], ["SIGINT"])
     states = {row["requirement"]: row["state"] for row in report["coverage"]}
     after_ran = any(v["requirement"] == "DEP-DRIVER" for v in report["verdicts"])
     assert after_ran is False or extra, "serially, the test after the slow one never starts"
