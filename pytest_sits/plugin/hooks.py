@@ -217,6 +217,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         bs.quiet = True
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> Any:
+    """From here on a signal is recorded, not raised, until every plugin has ended the session: one raised
+    inside another plugin's end (pytest-xdist stopping its workers) would skip the report's write."""
+    run = session.config.stash.get(RUN_KEY, None)
+    if run is None:
+        yield
+        return
+    with run.interrupts.writing_report():
+        yield
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session: pytest.Session) -> None:
     """The session runs: a signal received while it was set up stops it here, so the report is written."""

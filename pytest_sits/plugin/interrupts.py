@@ -10,8 +10,9 @@ The plugin takes both signals over from the moment pytest starts its main comman
   far.  A second signal is recorded and announced, not raised: raising it would cut pytest's own handling of the
   first short, and pytest would then call the session finished.  A third abandons the stop at once (this run
   writes no report; the previous pair stays).
-* **While the report is written**, signals are recorded and the write finishes: the folder holds the previous
-  pair or the new one, whole.  The exit status then says the run was interrupted.
+* **While the session ends** (every plugin's end, pytest-xdist stopping its workers, the report's write), signals
+  are recorded and the end finishes: the folder holds the previous pair or the new one, whole.  The exit status
+  then says the run was interrupted.
 * **After the report**, a signal is recorded and the run ends as it was about to.
 
 Every signal is recorded, so a run that was interrupted before its report is INCOMPLETE, never "completed".
@@ -77,12 +78,14 @@ class Interrupts:
 
     @contextmanager
     def writing_report(self) -> Iterator[None]:
-        """Signals inside the block are recorded, not raised: the report pair is written whole."""
+        """Signals inside the block are recorded, not raised: the session's end (every plugin's, the report's
+        write among them) runs whole."""
+        before = self.phase
         self.phase = REPORT
         try:
             yield
         finally:
-            self.phase = DONE
+            self.phase = REPORT if before == REPORT else DONE
 
     def _handle(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
