@@ -220,3 +220,18 @@ def test_a_structurally_broken_report_is_one_line_and_exit_4(pytester, conforman
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured.err
     assert str(path) in captured.err and "fix:" in captured.err and "Traceback" not in captured.err
+
+
+def test_every_check_version_a_release_shipped_still_replays():
+    """Reports of an earlier release replay: a check whose rule or inputs changed keeps its earlier versions
+    (registered legacy). tests/data/shipped-checks.json lists what each release shipped; add this release's
+    versions to it when it ships."""
+    from pathlib import Path
+
+    from pytest_sits.checks import get_version, load_all
+
+    load_all()
+    shipped = json.loads((Path(__file__).parent / "data" / "shipped-checks.json").read_text())
+    missing = [f"{name} v{v} ({release})" for release, checks in shipped.items() for name, versions in checks.items()
+               for v in versions if get_version(name, v) is None]
+    assert missing == [], "keep these versions with @check(..., legacy=True)"

@@ -348,3 +348,52 @@ def check_frag(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
                        evidence=ev, method=ev.get("method"), remediation=fix)
     return Verdict(req, PASS, f"{text}{_sim(ev)}", measured=frac, threshold=threshold, evidence=ev,
                    method=ev.get("method"))
+
+
+@check("SVC-SLA", version=1, legacy=True)
+def check_sla_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """Version 1 (reports of pytest-sits 0.1), kept so that they replay.
+
+    One tenant (``ev["tenant"]``) of an SLA run."""
+    req = "SVC-SLA"
+    t = ev["tenant"]
+    sla = tenant_sla(th, t["name"])
+    p99_ms, min_rps, max_err = float(sla["p99_ms"]), float(sla["min_rps"]), float(sla["max_error_rate"])
+    threshold = f"P99 <= {p99_ms:g} ms, throughput >= {min_rps:g} req/s, error rate < {max_err:g}"
+    method = ev.get("rule")
+    es = t.get("early_stopping") or {}
+    p99 = t.get("p99_latency_s")
+    figures = (f"tenant {t['name']}: P99 {_fmt_s(p99)} (early-stopping estimate {_fmt_s(es.get('estimate_s'))}), "
+               f"{t['throughput_rps']:.4g} req/s of {t['offered_rps']:.4g} offered, error rate "
+               f"{(t.get('error_rate') or 0):.3%} ({t['errors']} of {t['issued']}: {t.get('error_kinds') or 'none'})")
+    if not t["issued"]:
+        return Verdict(req, INCONCLUSIVE, f"tenant {t['name']} received no query", threshold=threshold, evidence=ev,
+                       method=method)
+    fails = []
+    if (t.get("error_rate") or 0) >= max_err:
+        fails.append(f"error rate {t['error_rate']:.3%} >= {max_err:.3%}")
+    if p99 is None or p99 * 1e3 > p99_ms:
+        fails.append(f"P99 {_fmt_s(p99)} > {p99_ms:g} ms")
+    if t["throughput_rps"] < min_rps and t["offered_rps"] >= min_rps:
+        fails.append(f"throughput {t['throughput_rps']:.4g} < {min_rps:g} req/s")
+    if fails:
+        return Verdict(req, FAIL, f"{'; '.join(fails)} — {figures}{_sim(ev)}", measured=p99 and round(p99 * 1e3, 3),
+                       threshold=threshold, unit="ms", evidence=ev, method=method,
+                       remediation="the service does not hold this tenant's SLA at the offered load: lower the load, "
+                                   "add capacity, or look at the errors in the evidence")
+    if t["offered_rps"] < min_rps:
+        return Verdict(req, INCONCLUSIVE, f"the run offered tenant {t['name']} {t['offered_rps']:.4g} req/s, below its "
+                       f"throughput floor of {min_rps:g}: raise SVC-SLA.target_qps — {figures}", threshold=threshold,
+                       evidence=ev, method=method)
+    if es.get("estimate_s") is None:
+        return Verdict(req, INCONCLUSIVE, f"P99 {_fmt_s(p99)} is within {p99_ms:g} ms, but LoadGen's early stopping "
+                       f"needs {es.get('queries_needed')} queries and the tenant had {es.get('queries')}: lengthen "
+                       f"SVC-SLA.duration_s — {figures}", measured=round(p99 * 1e3, 3), threshold=threshold,
+                       unit="ms", evidence=ev, method=method)
+    if es["estimate_s"] * 1e3 > p99_ms:
+        return Verdict(req, INCONCLUSIVE, f"P99 {_fmt_s(p99)} is within {p99_ms:g} ms but its early-stopping "
+                       f"estimate {_fmt_s(es['estimate_s'])} is not: too few queries to claim it with 99% confidence "
+                       f"— {figures}", measured=round(p99 * 1e3, 3), threshold=threshold, unit="ms", evidence=ev,
+                       method=method)
+    return Verdict(req, PASS, f"{figures}{_sim(ev)}", measured=round(es["estimate_s"] * 1e3, 3), threshold=threshold,
+                   unit="ms", evidence=ev, method=method)
