@@ -57,7 +57,7 @@ def calibrate(read: Callable[[], Dict[str, Any]], set_duty: Callable[[float], No
     samples: List[Dict[str, Any]] = []
     na_run = 0
     stopped = "timeout"
-    last_progress = -progress_every_s  # throttled on the wall clock: simulated time runs much faster
+    last_progress = time.monotonic()  # on the wall clock, from the start: a simulated plant settles in no time
     last_t = t_start
     state: Dict[str, Any] = {}
     while clock() - t_start <= th["timeout_s"]:
