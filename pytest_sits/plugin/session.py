@@ -91,6 +91,9 @@ class SitsRun:
     owns_workdir: bool = False
     #: The endpoint's API key (--sits-endpoint-key, else $OPENAI_API_KEY); never written to a report.
     endpoint_key: Optional[str] = field(default=None, repr=False)
+    #: The run's time budget in minutes (--sits-budget), or None: the default plan.
+    budget_min: Optional[float] = None
+    _plan: Any = field(default=None, repr=False)
 
     @classmethod
     def from_config(cls, config: Any) -> "SitsRun":
@@ -106,7 +109,35 @@ class SitsRun:
         run.set_golden(config.getoption("sits_golden_record"), config.getoption("sits_golden"))
         run.set_inference(config.getoption("sits_endpoint", None), config.getoption("sits_redfish", None),
                           config.getoption("sits_endpoint_key", None))
+        run.set_budget(config.getoption("sits_budget", None))
         return run
+
+    def set_budget(self, budget: Any) -> None:
+        """The run's time budget (--sits-budget MINUTES): a positive number of minutes, or a usage error."""
+        if budget is None or budget == "":
+            self.budget_min = None
+            return
+        try:
+            minutes = float(budget)
+        except (TypeError, ValueError):
+            minutes = float("nan")
+        if not (minutes > 0 and minutes <= 10_000):
+            raise SitsUsageError(f"--sits-budget={budget!r} is not a number of minutes in (0, 10000]; fix: "
+                                 "--sits-budget=15 (minutes the run may take)")
+        self.budget_min = minutes
+        self._plan = None
+
+    def plan(self) -> Any:
+        """The run's plan: the trials of each measured requirement and the time estimate (conditions/plan.py)."""
+        if self._plan is None:
+            from ..conditions.plan import Plan
+
+            inv = self.platform.inventory()
+            accs = len(self.expected_accelerators()) if self.profile.expected_count else 0
+            packages = int((inv.get("cpu") or {}).get("sockets") or 1)
+            self._plan = Plan(self.level, self.profile.check_thresholds, accs, packages, self.budget_min,
+                              self.started_at)
+        return self._plan
 
     def set_inference(self, endpoint: Optional[str], redfish_url: Optional[str],
                       endpoint_key: Optional[str] = None) -> None:
@@ -187,7 +218,7 @@ class SitsRun:
                 "golden": str(self.golden) if self.golden else None,
                 "endpoint": self.endpoint, "redfish_url": (self.redfish or {}).get("url"),
                 "workdir": str(self.workdir) if self.workdir else None,
-                "endpoint_key": self.endpoint_key}
+                "endpoint_key": self.endpoint_key, "budget_min": self.budget_min}
 
     @classmethod
     def from_workerinput(cls, data: Dict[str, Any]) -> "SitsRun":
@@ -204,6 +235,7 @@ class SitsRun:
         run.golden_record = Path(data["golden_record"]) if data["golden_record"] else None
         run.golden = Path(data["golden"]) if data["golden"] else None
         run.set_inference(data.get("endpoint"), data.get("redfish_url"), data.get("endpoint_key"))
+        run.budget_min = data.get("budget_min")
         return run
 
     def expected(self) -> Dict[str, Any]:
