@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Optional
 
 from . import check
 from .interval import (AT_LEAST, AT_MOST, FAIL_, PASS_, UNDECIDED, batch_means, combine, decide, describe, exact,
-                       level, mean_interval, percentile_decision, proportion_interval, rate_interval, undecided_text)
+                       level, mean_interval, percentile_decision, proportion_interval, rate_interval, rule_text,
+                       undecided_text)
 from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
 
 #: Above this share of failed sensor reads in a judged interval, power is not decided.
@@ -653,10 +654,15 @@ def sla_decisions(t: Dict[str, Any], sla: Dict[str, Any], span_s: Optional[float
         thr = float(target_ms) / 1e3
         if tail:
             d = percentile_decision(tail, thr, AT_MOST, show=_s, what=f"{name} P99", seconds_per_sample=per)
+        elif not dist or dist.get("p99_s") is None:
+            # a target the SLA sets and the run could not measure (no stream) is not met
+            d = dict(exact(None), threshold=thr, direction=AT_MOST, outcome=FAIL_, rule=rule_text(thr, AT_MOST, _s),
+                     why=f"{name} not measured (the run did not stream, or answers had one token) against its "
+                         f"{float(target_ms):g} ms target")
         else:
-            d = decide(exact((dist or {}).get("p99_s")), thr, AT_MOST, show=_s, what=f"{name} P99")
-            if d["estimate"] is None:
-                d.update(outcome=UNDECIDED, why=f"{name} was not measured (the run did not stream)")
+            d = dict(exact(dist["p99_s"]), method="none", threshold=thr, direction=AT_MOST, outcome=UNDECIDED,
+                     rule=rule_text(thr, AT_MOST, _s), more_trials=None,
+                     why=f"the samples behind the {name} P99 are not in the evidence: it cannot be bounded")
         d["name"] = name
         out.append(d)
 
@@ -668,8 +674,10 @@ def sla_decisions(t: Dict[str, Any], sla: Dict[str, Any], span_s: Optional[float
                    AT_MOST, show=lambda x: f"{x:.3%}", what="error rate")
         d["name"] = "error rate"
         out.append(d)
-    if span_s and t.get("offered_rps", 0) >= float(sla["min_rps"]):
-        d = decide(rate_interval(int(t.get("completed") or 0), float(span_s)), float(sla["min_rps"]), AT_LEAST,
+    done = int(t.get("completed") or 0)
+    secs = span_s or (done / t["throughput_rps"] if t.get("throughput_rps") else None)
+    if secs and t.get("offered_rps", 0) >= float(sla["min_rps"]):
+        d = decide(rate_interval(done, float(secs)), float(sla["min_rps"]), AT_LEAST,
                    show=lambda x: f"{x:.4g} req/s", what="throughput")
         d["name"] = "throughput"
         out.append(d)
@@ -731,12 +739,12 @@ def check_sla(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     fails = [x for x in ds if x["outcome"] == FAIL_]
     errors_not_timeouts = (t.get("errors") or 0) - (t.get("timeouts") or kinds.get("timeout", 0))
     client_bound = [x for x in fails if x["name"] != "error rate" or errors_not_timeouts / max(1, t["issued"]) < max_err]
-    names = ", ".join(x["name"] for x in fails)
+    names = ", ".join(x.get("why") or f"{x['name']} {describe(x, _sla_show(x['name']))} beyond its target" for x in fails)
     if fails and client.get("limited") and len(client_bound) == len(fails):
-        return Verdict(req, INCONCLUSIVE, f"{names} beyond target, but {client.get('statement')} — {figures}{_sim(ev)}",
+        return Verdict(req, INCONCLUSIVE, f"{names}, but {client.get('statement')} — {figures}{_sim(ev)}",
                        measured=measured, unit="ms", **kw)
     if fails:
-        return Verdict(req, FAIL, f"{names} beyond target — {figures}{_sim(ev)}", measured=measured, unit="ms",
+        return Verdict(req, FAIL, f"{names} — {figures}{_sim(ev)}", measured=measured, unit="ms",
                        remediation="the service does not hold this tenant's SLA at the offered load: lower the load, "
                                    "add capacity, or look at the errors in the evidence (requests_file lists every "
                                    "request)", **kw)

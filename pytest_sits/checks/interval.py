@@ -616,7 +616,7 @@ def describe(d: Dict[str, Any], show: Callable[[float], str] = lambda x: f"{x:.4
     if d.get("method") == "t-interval over batch means":
         unit = "batches"
     if d.get("method") == "exact":
-        return f"{est} (exact)"
+        return f"{est} (exact)" if d.get("estimate") is not None else "not measured"
     return f"{est} [{lo}, {hi}] ({pct} {d.get('method')}, {d.get('trials')} {unit})"
 
 
