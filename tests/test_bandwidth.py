@@ -254,10 +254,13 @@ def test_standard_level_on_this_host(pytester, report_of):
     result = pytester.runpytest("--pyargs", "pytest_sits.conformance", f"--sits-profile={prof}",
                                 "--sits-level=standard", "-m", "MEM-BW-HOLD")
     v = report_of(pytester.path)["verdicts"][0]
-    # With no share required, the hold passes, unless this machine's bandwidth moved under the measurement:
-    # then it is INCONCLUSIVE with the peaks measured again, never a PASS (this machine does drift).
+    # With no share required, the hold passes, unless this machine's bandwidth moved under the measurement, or
+    # other processes held its CPUs while the peak was measured: then it is INCONCLUSIVE with the peaks measured
+    # again and the CPU shares, never a PASS (this machine does drift, and it is shared).
     if v["status"] == "INCONCLUSIVE":
-        assert "moved under the measurement" in v["reason"] and v["evidence"]["reference"]["moved"] > 0.07
+        moved = v["evidence"]["reference"]["moved"] > 0.07
+        starved = "other processes held the CPUs" in v["reason"]
+        assert (moved and "moved under the measurement" in v["reason"]) or starved, v["reason"]
         result.assert_outcomes(skipped=1, deselected=result.parseoutcomes()["deselected"])
     else:
         result.assert_outcomes(passed=1, deselected=result.parseoutcomes()["deselected"])

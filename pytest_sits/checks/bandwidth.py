@@ -139,6 +139,7 @@ def check_pcie_bw_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subje
 #: Seconds of hold per batch: one batch's windows make one trial of the batch-means interval (100 ms windows are
 #: autocorrelated: the controller's correction of one shows in the next).
 BATCH_S = 2.0
+MIN_BATCHES = 5
 #: A STREAM measurement whose busiest thread was on a CPU for less of its wall time than this measured the
 #: scheduler (other processes held the CPUs), not the DRAM: it cannot be the reference of an occupancy.
 MIN_CPU_SHARE = 0.75
@@ -162,7 +163,8 @@ def _looks(ev: Dict[str, Any]) -> int:
 def hold_batches(ev: Dict[str, Any]) -> Tuple[List[float], int]:
     """The in-band share of each full batch of counted windows (paused windows left out), and windows per batch."""
     rows = [r for r in ev["timeline"] if r.get("phase") == "hold" and r.get("in_band") is not None]
-    per = max(1, int(round(BATCH_S / float(ev.get("window_s") or 0.1))))
+    # BATCH_S per batch, fewer windows in a hold too short to give MIN_BATCHES batches of them
+    per = max(1, min(int(round(BATCH_S / float(ev.get("window_s") or 0.1))), len(rows) // MIN_BATCHES))
     return [sum(1.0 for r in rows[i:i + per] if r["in_band"]) / per for i in range(0, len(rows) - per + 1, per)], per
 
 

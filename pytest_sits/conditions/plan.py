@@ -39,8 +39,9 @@ TRIALS: Dict[str, Dict[str, Any]] = {
     "SVC-COLDSTART": {"initial": 3, "step": 2, "cap": 5, "minimum": 2, "trial": "one cold start"},
 }
 
-#: Per requirement: (subject kind, fixed seconds per subject, seconds per trial, seconds per look).  Estimates for
-#: an 8-GPU node (see the module's docstring); callables take the requirement's thresholds.
+#: Per requirement: the subject kind (``per``), seconds per subject (``fixed``), per trial (``trial``), per look
+#: (``look``) and once a run (``once``).  Estimates for an 8-GPU node (see the module's docstring); callables take
+#: the requirement's thresholds.
 Cost = Dict[str, Any]
 COSTS: Dict[str, Cost] = {
     "INV-DEVICES": {"per": "host", "fixed": 0.5}, "MEM-CAPACITY": {"per": "host", "fixed": 0.2},
@@ -50,9 +51,10 @@ COSTS: Dict[str, Cost] = {
     "DEP-ECC": {"per": "acc", "fixed": 0.1}, "DEP-ROWREMAP": {"per": "acc", "fixed": 0.1},
     "DEP-PERSIST": {"per": "acc", "fixed": 0.1}, "DEP-POWERCAP": {"per": "acc", "fixed": 0.1},
     "DEP-PCIE-ERRORS": {"per": "acc", "fixed": 0.1}, "DEP-XID": {"per": "acc", "fixed": 0.1},
-    "TOPO-PCIE-LINK": {"per": "acc", "fixed": lambda th: 2.0 + 0.1 * th.get("samples", 5)},
+    # the first load imports torch (once a run); each device's load then starts in about half a second
+    "TOPO-PCIE-LINK": {"per": "acc", "once": 3.0, "fixed": lambda th: 0.5 + 0.1 * th.get("samples", 5)},
     # the health window (shared with DEP-PCIE-ERRORS and DEP-XID): a load start, the warm-up, the samples
-    "DEP-THROTTLE": {"per": "acc", "fixed": lambda th: 3.0 + th.get("warmup_s", 1.0)
+    "DEP-THROTTLE": {"per": "acc", "fixed": lambda th: 0.5 + th.get("warmup_s", 1.0)
                      + th.get("samples", 12) * th.get("interval_s", 0.25)},
     "MEM-BW-HOLD": {"per": "host", "fixed": 8.0, "trial": 1.0},  # the STREAM peak and its re-measurements
     "MEM-BW-EFFICIENCY": {"per": "acc", "fixed": 2.0, "trial": 0.01},
@@ -93,6 +95,7 @@ class Row:
     cost: Cost
     thresholds: Dict[str, Any]
     trials: Optional[Dict[str, int]]  # initial, step, cap, minimum (None: one run, no trials to plan)
+    parallel: int = 1  # subjects measured at once (per-accelerator work across xdist workers)
 
     def _fixed(self) -> float:
         f = self.cost.get("fixed", 0.0)
@@ -104,7 +107,9 @@ class Row:
         if self.trials is not None:
             n = self.trials["initial"] if trials is None else trials
             per += n * float(self.cost.get("trial", 0.0))
-        return per * self.subjects
+        if not self.subjects:
+            return 0.0
+        return per * math.ceil(self.subjects / max(1, self.parallel)) + float(self.cost.get("once", 0.0))
 
     def looks_for(self, trials: int) -> int:
         if self.trials is None or not self.trials["step"]:
@@ -118,8 +123,9 @@ class Plan:
 
     def __init__(self, level: str, thresholds: Callable[[str], Dict[str, Any]], accelerators: int,
                  packages: int = 1, budget_min: Optional[float] = None, started_at: Optional[float] = None,
-                 requirements: Optional[List[str]] = None):
+                 requirements: Optional[List[str]] = None, workers: int = 1):
         self.level = level
+        self.workers = max(1, int(workers or 1))
         self.accelerators = accelerators
         self.packages = max(1, packages)
         self.budget_min = budget_min
@@ -144,7 +150,8 @@ class Plan:
             subjects = count[cost["per"]]
             if rid in ("CRG-EDGE",) and accelerators < 2:
                 subjects = 0
-            self.rows[rid] = Row(rid, subjects, cost, th, trials)
+            parallel = min(self.workers, subjects) if cost["per"] in ("acc", "pair") else 1
+            self.rows[rid] = Row(rid, subjects, cost, th, trials, parallel)
         self.note: Optional[str] = None
         self._fit()
 
@@ -211,15 +218,19 @@ class Plan:
     # -- what the run says ------------------------------------------------------------
     def header(self) -> List[str]:
         subj = (f"{self.accelerators} accelerator(s)" if self.accelerators else "no accelerator")
-        lines = [f"time estimate: about {_minutes(self.estimate_s('initial'))} for level {self.level} on {subj} "
-                 f"(up to {_minutes(self.estimate_s('cap'))} if every undecided requirement repeats to its cap); "
-                 "an estimate from the planned trials and the durations the profile schedules"]
+        if self.workers > 1:
+            subj += f", {self.workers} xdist workers"
+        first, cap = self.estimate_s("initial"), self.estimate_s("cap")
+        more = f", up to {_minutes(cap)} if every undecided requirement repeats to its cap" if cap > first + 30 else ""
+        lines = [f"time estimate: about {_minutes(first)}{more} (level {self.level}, {subj}; an estimate from the "
+                 "planned trials and the durations the profile schedules)"]
         if self.note:
             lines.append(self.note)
         return lines
 
     def to_json(self) -> Dict[str, Any]:
         return {"level": self.level, "accelerators": self.accelerators, "packages": self.packages,
+                "workers": self.workers,
                 "budget_min": self.budget_min, "note": self.note,
                 "estimate_s": {k: round(self.estimate_s(k), 1) for k in ("minimum", "initial", "cap")},
                 "statement": "an estimate: the durations each requirement schedules plus typical costs on an "

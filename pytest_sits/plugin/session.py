@@ -93,6 +93,8 @@ class SitsRun:
     endpoint_key: Optional[str] = field(default=None, repr=False)
     #: The run's time budget in minutes (--sits-budget), or None: the default plan.
     budget_min: Optional[float] = None
+    #: pytest-xdist workers (1 without xdist): per-accelerator work runs on that many at once.
+    workers: int = 1
     _plan: Any = field(default=None, repr=False)
 
     @classmethod
@@ -110,6 +112,8 @@ class SitsRun:
         run.set_inference(config.getoption("sits_endpoint", None), config.getoption("sits_redfish", None),
                           config.getoption("sits_endpoint_key", None))
         run.set_budget(config.getoption("sits_budget", None))
+        n = getattr(config.option, "numprocesses", None)
+        run.workers = (os.cpu_count() or 1) if n in ("auto", "logical") else int(n or 1) if str(n or 1).isdigit() else 1
         return run
 
     def set_budget(self, budget: Any) -> None:
@@ -136,7 +140,7 @@ class SitsRun:
             accs = len(self.expected_accelerators()) if self.profile.expected_count else 0
             packages = int((inv.get("cpu") or {}).get("sockets") or 1)
             self._plan = Plan(self.level, self.profile.check_thresholds, accs, packages, self.budget_min,
-                              self.started_at)
+                              self.started_at, workers=self.workers)
         return self._plan
 
     def set_inference(self, endpoint: Optional[str], redfish_url: Optional[str],
