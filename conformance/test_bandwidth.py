@@ -1,4 +1,5 @@
-"""Bandwidth: MEM-BW-HOLD (host DRAM held in band), MEM-BW-EFFICIENCY, TOPO-PCIE-BW."""
+"""Bandwidth: MEM-BW-HOLD (host DRAM held in band), MEM-BW-EFFICIENCY, TOPO-PCIE-BW; each measured until its
+interval decides (or its trial plan ends)."""
 
 import pytest
 
@@ -7,19 +8,22 @@ from pytest_sits.conditions.bandwidth import acquire_device_bw, acquire_hold, ac
 
 
 @pytest.mark.sits_requirement("MEM-BW-HOLD")
-def test_dram_bandwidth_hold(sits_host_peak, sits_host_node, sits_bandwidth_hold, sits_thresholds, sits_progress,
-                             sits_record):
+def test_dram_bandwidth_hold(sits_host_peak, sits_host_node, sits_bandwidth_hold, sits_thresholds, sits_trials,
+                             sits_progress, sits_record):
     sits_record(check_hold(acquire_hold(sits_host_peak, sits_bandwidth_hold, sits_thresholds["duration_s"],
-                                        sits_host_node, say=sits_progress), sits_thresholds, "host"))
+                                        sits_host_node, say=sits_progress, thresholds=sits_thresholds,
+                                        plan=sits_trials), sits_thresholds, "host"))
 
 
 @pytest.mark.sits_requirement("MEM-BW-EFFICIENCY")
-def test_device_memory_bandwidth(sits_device, sits_platform, sits_thresholds, sits_record):
-    sits_record(check_device_bw(acquire_device_bw(sits_platform, sits_device), sits_thresholds, sits_device["bdf"]))
+def test_device_memory_bandwidth(sits_device, sits_platform, sits_thresholds, sits_trials, sits_record):
+    sits_record(check_device_bw(acquire_device_bw(sits_platform, sits_device, thresholds=sits_thresholds,
+                                                  plan=sits_trials), sits_thresholds, sits_device["bdf"]))
 
 
 @pytest.mark.sits_requirement("TOPO-PCIE-BW")
-def test_host_device_bandwidth_under_hold(sits_device, sits_platform, sits_thresholds, sits_host_peak,
+def test_host_device_bandwidth_under_hold(sits_device, sits_platform, sits_thresholds, sits_trials, sits_host_peak,
                                           sits_bandwidth_hold, sits_record):
     sits_record(check_pcie_bw(acquire_pcie_bw(sits_platform, sits_device, sits_thresholds["bytes"], sits_host_peak,
-                                              sits_bandwidth_hold), sits_thresholds, sits_device["bdf"]))
+                                              sits_bandwidth_hold, sits_thresholds, sits_trials), sits_thresholds,
+                              sits_device["bdf"]))

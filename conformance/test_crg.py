@@ -8,23 +8,27 @@ from pytest_sits.conditions.inventory import accelerators_absent
 
 
 @pytest.mark.sits_requirement("CRG-NODE")
-def test_node_gemm(sits_device, sits_thresholds, sits_crg, sits_record):
-    sits_record(check_node(sits_crg.node(sits_device, sits_thresholds), sits_thresholds, sits_device["bdf"]))
+def test_node_gemm(sits_device, sits_thresholds, sits_trials, sits_crg, sits_record):
+    sits_record(check_node(sits_crg.node(sits_device, sits_thresholds, sits_trials), sits_thresholds,
+                           sits_device["bdf"]))
 
 
 @pytest.mark.sits_requirement("CRG-EDGE")
-def test_edge_bandwidth(sits_accelerators, sits_inventory, sits_expected, sits_thresholds, sits_crg, sits_record):
+def test_edge_bandwidth(sits_accelerators, sits_inventory, sits_expected, sits_thresholds, sits_trials, sits_crg,
+                        sits_record):
     absent = accelerators_absent(sits_expected, sits_inventory)
     sits_record(*[check_edge(ev, sits_thresholds, subject)
-                  for ev, subject in sits_crg.edges(sits_accelerators, sits_thresholds, absent)])
+                  for ev, subject in sits_crg.edges(sits_accelerators, sits_thresholds, absent, sits_trials)])
 
 
 @pytest.mark.sits_requirement("CRG-SYNC")
-def test_allreduce(sits_accelerators, sits_inventory, sits_expected, sits_thresholds, sits_crg, sits_record):
+def test_allreduce(sits_accelerators, sits_inventory, sits_expected, sits_thresholds, sits_trials, sits_crg,
+                   sits_record):
     """Without accelerators in the profile, the host's processes all-reduce (gloo)."""
     absent = accelerators_absent(sits_expected, sits_inventory) if sits_expected["count"] else None
-    sits_record(check_sync(sits_crg.sync(sits_accelerators, sits_expected["count"], sits_thresholds, absent),
-                           sits_thresholds, "accelerators" if sits_expected["count"] else "host"))
+    sits_record(check_sync(sits_crg.sync(sits_accelerators, sits_expected["count"], sits_thresholds, absent,
+                                         sits_trials), sits_thresholds,
+                           "accelerators" if sits_expected["count"] else "host"))
 
 
 @pytest.mark.sits_requirement("CRG-JITTER")

@@ -29,8 +29,8 @@ def test_golden_set_matches_corpus(sits_equivalence, sits_thresholds, sits_recor
 @pytest.mark.sits_requirement("EQ-THROUGHPUT")
 @pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")  # where nothing can be timed, it says why
 @pytest.mark.parametrize("op_name", list(CORPUS))
-def test_throughput(op_name, sits_equivalence, sits_benchmark, sits_thresholds, sits_record):
-    ev, subject = acquire_throughput(sits_equivalence, op_name, sits_benchmark)
+def test_throughput(op_name, sits_equivalence, sits_benchmark, sits_thresholds, sits_trials, sits_record):
+    ev, subject = acquire_throughput(sits_equivalence, op_name, sits_benchmark, sits_trials)
     sits_record(check_throughput(ev, sits_thresholds, subject))
 
 

@@ -35,8 +35,8 @@ def test_tenant_sla(sits_inference, sits_thresholds, sits_record):
 
 
 @pytest.mark.sits_requirement("SVC-COLDSTART")
-def test_cold_start(sits_inference, sits_thresholds, sits_record):
-    sits_record(check_coldstart(sits_inference.coldstart(), sits_thresholds, sits_inference.subject))
+def test_cold_start(sits_inference, sits_thresholds, sits_trials, sits_record):
+    sits_record(check_coldstart(sits_inference.coldstart(sits_trials), sits_thresholds, sits_inference.subject))
 
 
 @pytest.mark.sits_requirement("SVC-FRAG")

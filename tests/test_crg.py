@@ -13,10 +13,24 @@ from pytest_sits.profiles import resolve
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
 H100 = resolve("h100")
-NODE = {"results": [{"dtype": "float16", "tflops": 702.0, "verified": True},
-                    {"dtype": "bfloat16", "tflops": 688.5, "verified": True}]}
-EDGE = {"pair": ["a", "b"], "gbps_median": 381.0, "verified": True, "peer_access": True, "nvlink_bytes": None}
-SYNC = {"backend": "nccl", "world_size": 8, "bytes": 1 << 28, "busbw_gbps": 455.0, "verified": True}
+NODE = {"results": [{"dtype": "float16", "tflops": 702.0, "samples_tflops": [701.0, 702.0, 703.5, 702.0, 700.9],
+                     "verified": True},
+                    {"dtype": "bfloat16", "tflops": 688.5, "samples_tflops": [688.5, 687.0, 689.9, 688.0, 688.6],
+                     "verified": True}]}
+EDGE = {"pair": ["a", "b"], "gbps_median": 381.0, "verified": True, "peer_access": True, "nvlink_bytes": None,
+        "forward": {"samples_gbps": [381.0, 380.2, 381.9, 381.0, 380.5]},
+        "reverse": {"samples_gbps": [382.0, 381.2, 382.9, 381.6, 382.5]}}
+SLOW_EDGE = dict(EDGE, gbps_median=24.0, forward={"samples_gbps": [24.0, 24.2, 23.8]},
+                 reverse={"samples_gbps": [24.1, 24.0, 23.9]})
+
+
+def _sync(bus_gbps, n=8, nbytes=1 << 28, **extra):
+    times = [nbytes / (b * n / (2 * (n - 1))) / 1e9 for b in bus_gbps]
+    return dict({"backend": "nccl", "world_size": n, "bytes": nbytes, "busbw_gbps": sorted(bus_gbps)[len(bus_gbps) // 2],
+                 "samples_s": times, "verified": True}, **extra)
+
+
+SYNC = _sync([455.0, 454.0, 456.2, 455.1, 454.7])
 TIMER = {"clock": "time.perf_counter_ns", "implementation": "clock_gettime(CLOCK_MONOTONIC)", "resolution_ns": 1.0,
          "granularity_ns": 24.0, "read_cost_ns": 30.0}
 LAT = {"n": 2000, "min": 9000.0, "p1": 9100.0, "p50": 9400.0, "p99": 9900.0, "max": 30000.0}
@@ -26,19 +40,20 @@ TIGHT = {"n": 2000, "min": 9398.0, "p1": 9399.0, "p50": 9400.0, "p99": 9402.0, "
 
 CASES = {
     "node-above-floor": (check_node, NODE, H100.check_thresholds("CRG-NODE"), PASS),
-    "node-below-floor": (check_node, {"results": [{"dtype": "float16", "tflops": 210.0, "verified": True}]},
+    "node-below-floor": (check_node, {"results": [{"dtype": "float16", "tflops": 210.0, "verified": True,
+                                                   "samples_tflops": [210.0, 209.0, 211.0]}]},
                          H100.check_thresholds("CRG-NODE"), FAIL),
     "node-b-ceiling": (check_node, NODE, resolve("base").check_thresholds("CRG-NODE"), FAIL),
     "node-no-bound": (check_node, NODE, {"max_tflops": None, "min_tflops": None}, WARN),
     "node-unverified": (check_node, {"results": [{"dtype": "float16", "tflops": 700.0, "verified": False}]},
                         H100.check_thresholds("CRG-NODE"), INCONCLUSIVE),
     "edge-ok": (check_edge, EDGE, H100.check_thresholds("CRG-EDGE"), PASS),
-    "edge-slow": (check_edge, dict(EDGE, gbps_median=24.0), H100.check_thresholds("CRG-EDGE"), FAIL),
+    "edge-slow": (check_edge, SLOW_EDGE, H100.check_thresholds("CRG-EDGE"), FAIL),
     "edge-b-figure": (check_edge, EDGE, resolve("base").check_thresholds("CRG-EDGE"), FAIL),
     "edge-unverified": (check_edge, dict(EDGE, verified=False), H100.check_thresholds("CRG-EDGE"), INCONCLUSIVE),
     "sync-ok": (check_sync, SYNC, H100.check_thresholds("CRG-SYNC"), PASS),
-    "sync-slow": (check_sync, dict(SYNC, busbw_gbps=40.0), H100.check_thresholds("CRG-SYNC"), FAIL),
-    "sync-host-no-floor": (check_sync, dict(SYNC, backend="gloo", world_size=2, busbw_gbps=0.6),
+    "sync-slow": (check_sync, _sync([40.0, 40.5, 39.8]), H100.check_thresholds("CRG-SYNC"), FAIL),
+    "sync-host-no-floor": (check_sync, _sync([0.6, 0.61, 0.59], n=2, backend="gloo"),
                            resolve("host").check_thresholds("CRG-SYNC"), WARN),
     "jitter-report-only": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, {"max_ns": 2.5}, SKIP),
     "jitter-within-loose-bound": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, {"max_ns": 1000.0}, PASS),

@@ -100,15 +100,29 @@ def test_real_gemm_passes_and_perturbations_fail():
     assert check_precision(_ev(r), TH, "x").status == FAIL and r["inf_mismatching"] == 1
 
 
+QUIET = [0.02, 0.0201, 0.0199, 0.02, 0.0202, 0.0198, 0.02, 0.0201, 0.0199, 0.02]
+NOISY = [0.02, 0.026, 0.016, 0.022, 0.014, 0.024, 0.02, 0.03, 0.017, 0.021]
+
+
+def _rounds(samples, before, after):
+    return {"samples_s": samples, "control": {"before_s": before, "after_s": after}, "control_cv": 0.0, "method": "m"}
+
+
 def test_throughput_check():
-    steady = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98]
-    v = check_throughput({"samples_s": steady, "control_cv": 0.01, "method": "m"}, {"max_cv": 0.05}, "cpu gemm")
-    assert v.status == PASS
-    jumpy = [1.0, 1.3, 0.8, 1.1, 0.7, 1.2]
-    v = check_throughput({"samples_s": jumpy, "control_cv": 0.005, "method": "m"}, {"max_cv": 0.05}, "cpu gemm")
-    assert v.status == FAIL
-    v = check_throughput({"samples_s": jumpy, "control_cv": 0.08, "method": "m"}, {"max_cv": 0.05}, "cpu gemm")
-    assert v.status == INCONCLUSIVE and "too noisy" in v.reason and v.evidence["median_s"] == pytest.approx(1.05)
+    steady = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98] * 4
+    v = check_throughput(_rounds(steady, QUIET, QUIET), {"max_cv": 0.05}, "cpu gemm")
+    assert v.status == PASS and "bootstrap percentile, 24 trials" in v.reason
+    jumpy = [1.0, 1.3, 0.8, 1.1, 0.7, 1.2] * 4
+    v = check_throughput(_rounds(jumpy, QUIET, QUIET), {"max_cv": 0.05}, "cpu gemm")
+    assert v.status == FAIL and "the host control varied only" in v.reason
+    v = check_throughput(_rounds(jumpy, NOISY, NOISY), {"max_cv": 0.05}, "cpu gemm")
+    assert v.status == INCONCLUSIVE and "machine moved under the measurement" in v.reason
+    assert v.evidence["median_s"] == pytest.approx(1.05)
+    v = check_throughput(_rounds(jumpy, QUIET, [x * 1.5 for x in QUIET]), {"max_cv": 0.05}, "cpu gemm")
+    assert v.status == INCONCLUSIVE and "+50.0%" in v.reason  # the host's median moved between before and after
+    near = [1.0, 1.05, 0.95, 1.02, 0.98] * 2
+    v = check_throughput(_rounds(near, QUIET, QUIET), {"max_cv": 0.04}, "cpu gemm")
+    assert v.status == INCONCLUSIVE and "more rounds would decide" in v.reason
 
 
 def test_ratio_and_coverage_checks():

@@ -8,7 +8,10 @@ import time
 import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import numpy as np
 import pytest
+
+from pytest_sits.checks.interval import quantile_tail
 
 from pytest_sits.checks.inference import (check_coldstart, check_frag, check_latency, check_power, check_ppl,
                                         check_sample, check_sla, tenant_sla)
@@ -90,23 +93,37 @@ def test_ppl_fails_when_a_window_exceeds_the_theoretical_peak_and_warns_on_a_mea
     assert check_ppl(measured, {"window_ms": 10}, "g").status == WARN
 
 
+def _values(p99, n=1000, seed=0):
+    """``n`` values whose 99th percentile is about ``p99`` (uniform below p99 / 0.99)."""
+    return list(np.random.default_rng(seed).uniform(0.0, p99 / 0.99, n))
+
+
+def _dist(p99_s, n=1000, seed=0):
+    return {"p99_s": p99_s, "tail": quantile_tail(_values(p99_s, n, seed), 0.99)}
+
+
 def test_sample_skew_against_the_period():
     src = {"kind": "nvml", "fast": True, "readings": 1000, "failed": 0, "p99_ms": 1.2, "max_ms": 3.0,
-           "sensor_stamped": True}
+           "sensor_stamped": True, "tails": [quantile_tail(_values(1.2), 0.99)]}
     ev = {"period_ms": 10, "sources": {"nvml:0": src}, "primary_power": ["nvml:0"], "ticks": 1000, "overruns": 0}
-    assert check_sample(ev, {"max_skew_periods": 1.0}, "g").status == PASS
-    lag = dict(ev, sources={"nvml:0": dict(src, p99_ms=48.0)})
+    v = check_sample(ev, {"max_skew_periods": 1.0}, "g")
+    assert v.status == PASS and "binomial order statistics, 1000 samples" in v.reason
+    lag = dict(ev, sources={"nvml:0": dict(src, p99_ms=48.0, tails=[quantile_tail(_values(48.0), 0.99)])})
     assert check_sample(lag, {"max_skew_periods": 1.0}, "g").status == FAIL
+    near = dict(ev, sources={"nvml:0": dict(src, p99_ms=10.0, tails=[quantile_tail(_values(10.0), 0.99)])})
+    v = check_sample(near, {"max_skew_periods": 1.0}, "g")
+    assert v.status == INCONCLUSIVE and "more records would decide" in v.reason
     drop = dict(ev, sources={"nvml:0": dict(src, failed=300)})
     assert check_sample(drop, {"max_skew_periods": 1.0}, "g").status == INCONCLUSIVE
     busy = dict(ev, overruns=200)
     assert check_sample(busy, {"max_skew_periods": 1.0}, "g").status == INCONCLUSIVE
 
 
-def _tenant(**kw):
-    t = {"name": "chat", "share": 1.0, "offered_rps": 100.0, "issued": 1000, "completed": 1000, "errors": 0,
-         "error_kinds": {}, "error_rate": 0.0, "throughput_rps": 99.0, "p50_latency_s": 0.02, "p99_latency_s": 0.06,
-         "early_stopping": {"queries": 1000, "estimate_s": 0.07, "discarded": 2, "queries_needed": None}}
+def _tenant(p99_s=0.06, **kw):
+    t = {"name": "chat", "share": 1.0, "offered_rps": 100.0, "issued": 2000, "completed": 2000, "errors": 0,
+         "error_kinds": {}, "error_rate": 0.0, "throughput_rps": 99.0, "p50_latency_s": 0.02, "p99_latency_s": p99_s,
+         "latency": _dist(p99_s), "early_stopping": {"queries": 1000, "estimate_s": 0.07, "discarded": 2,
+                                                     "queries_needed": None}}
     t.update(kw)
     return {"tenant": t, "rule": "r"}
 
@@ -118,8 +135,13 @@ def test_sla_per_tenant_from_the_tenants_list_over_the_defaults():
     assert check_sla(_tenant(), th, "g").status == FAIL  # 60 ms > chat's 50 ms
     ok = dict(th, tenants=[{"name": "chat", "share": 1.0}])
     assert check_sla(_tenant(), ok, "g").status == PASS
-    assert check_sla(_tenant(error_rate=0.01, errors=10), ok, "g").status == FAIL
+    assert check_sla(_tenant(error_rate=0.01, errors=20), ok, "g").status == FAIL
+    # no error in 1000 requests: the error rate's interval reaches 0.37%, over the 0.3% ceiling: undecided
+    few = _tenant(issued=1000, completed=1000)
+    v = check_sla(few, ok, "g")
+    assert v.status == INCONCLUSIVE and "error rate: the interval contains 0.300%" in v.reason
     assert check_sla(_tenant(throughput_rps=50.0), ok, "g").status == FAIL
+    assert check_sla(_tenant(0.05), dict(ok, p99_ms=50), "g").status == INCONCLUSIVE  # P99 on the target
     too_few = _tenant(early_stopping={"queries": 300, "estimate_s": None, "queries_needed": 662})
     assert check_sla(too_few, ok, "g").status == INCONCLUSIVE
     under_offered = _tenant(offered_rps=40.0, throughput_rps=40.0)
@@ -129,12 +151,13 @@ def test_sla_per_tenant_from_the_tenants_list_over_the_defaults():
 def test_sla_ttft_and_tpot_targets_fail_and_pass_on_data():
     th = {"p99_ms": 500, "min_rps": 85, "max_error_rate": 0.003, "ttft_p99_ms": 200, "tpot_p99_ms": 30,
           "tenants": [{"name": "chat", "share": 1.0}]}
-    fast = {"ttft": {"p99_s": 0.15}, "tpot": {"p99_s": 0.02}, "latency": {"p99_s": 0.06}}
+    fast = {"ttft": _dist(0.15, seed=1), "tpot": _dist(0.02, seed=2)}
     assert check_sla(_tenant(**fast), th, "g").status == PASS
-    v = check_sla(_tenant(**dict(fast, ttft={"p99_s": 0.45})), th, "g")
-    assert v.status == FAIL and "TTFT P99 450 ms > 200 ms" in v.reason
-    v = check_sla(_tenant(**dict(fast, tpot={"p99_s": 0.05})), th, "g")
-    assert v.status == FAIL and "TPOT P99 50 ms > 30 ms" in v.reason
+    v = check_sla(_tenant(**dict(fast, ttft=_dist(0.45, seed=1))), th, "g")
+    assert v.status == FAIL and v.reason.startswith("TTFT 4") and "] (95% binomial order statistics" in v.reason
+    assert "beyond its target" in v.reason
+    v = check_sla(_tenant(**dict(fast, tpot=_dist(0.05, seed=2))), th, "g")
+    assert v.status == FAIL and v.reason.startswith("TPOT ") and "beyond its target" in v.reason
     v = check_sla(_tenant(**dict(fast, ttft=None, tpot=None)), th, "g")  # not streamed: a target set is not met
     assert v.status == FAIL and "TTFT not measured" in v.reason
     assert check_sla(_tenant(**dict(fast, ttft=None)), dict(th, ttft_p99_ms=None), "g").status == PASS
@@ -144,7 +167,7 @@ def test_sla_ttft_and_tpot_targets_fail_and_pass_on_data():
 def test_sla_a_client_that_was_the_limit_makes_latency_failures_inconclusive_never_errors():
     th = {"p99_ms": 120, "min_rps": 85, "max_error_rate": 0.003, "tenants": [{"name": "chat", "share": 1.0}]}
     limited = {"limited": True, "statement": "the client was the limit: all 64 slots busy"}
-    slow = dict(_tenant(p99_latency_s=11.8, early_stopping={"estimate_s": 12.0}), client=limited)
+    slow = dict(_tenant(11.8, early_stopping={"estimate_s": 12.0}), client=limited)
     v = check_sla(slow, th, "g")
     assert v.status == INCONCLUSIVE and "the client was the limit" in v.reason
     assert check_sla(dict(slow, client={"limited": False}), th, "g").status == FAIL
@@ -165,15 +188,23 @@ def test_sim_stream_faults_fail_their_target_and_pass_without(tmp_path, fault, k
 
 def test_coldstart_and_frag_on_data():
     cs = {"stages": [{"stage": "torch_import", "seconds": 2.0}, {"stage": "first_token", "seconds": 0.5}],
-          "total_s": 2.5, "page_cache": {"state": "warm"}}
-    assert check_coldstart(cs, {"max_s": 10}, "c").status == PASS
+          "total_s": 2.5, "samples_s": [2.5, 2.45, 2.55], "page_cache": {"state": "warm"}}
+    v = check_coldstart(cs, {"max_s": 10}, "c")
+    assert v.status == PASS and "t-interval, 3 trials" in v.reason
     v = check_coldstart(cs, {"max_s": 1}, "c")
     assert v.status == FAIL and "torch_import" in v.reason
     assert check_coldstart(cs, {"max_s": None}, "c").status == WARN
+    assert check_coldstart(dict(cs, samples_s=[2.4, 2.6, 2.5]), {"max_s": 2.5}, "c").status == INCONCLUSIVE
+    assert check_coldstart(dict(cs, samples_s=[2.5]), {"max_s": 10}, "c").status == INCONCLUSIVE  # one trial
+    steps = list(np.random.default_rng(3).normal(0.021, 0.003, 300))
     pool = {"view": "kv-pool", "fraction": 0.021, "peak_blocks_used": 900, "pool_blocks": 1024, "block_tokens": 16,
-            "fraction_time_weighted": 0.02}
-    assert check_frag(pool, {"max_fraction": 0.03}, "c").status == PASS
-    assert check_frag(dict(pool, fraction=0.08), {"max_fraction": 0.03}, "c").status == FAIL
+            "fraction_time_weighted": 0.02, "step_fractions": steps}
+    v = check_frag(pool, {"max_fraction": 0.03}, "c")
+    assert v.status == PASS and "batch means, 10 batches" in v.reason
+    high = dict(pool, fraction=0.08, step_fractions=[x + 0.06 for x in steps])
+    assert check_frag(high, {"max_fraction": 0.03}, "c").status == FAIL
+    near = dict(pool, step_fractions=list(np.random.default_rng(3).normal(0.03, 0.01, 300)))
+    assert check_frag(near, {"max_fraction": 0.03}, "c").status == INCONCLUSIVE
 
 
 def test_efficiency_needs_counters_at_every_point():

@@ -13,7 +13,7 @@ from pytest_sits.conditions.inference import (InferenceRig, acquire_coldstart, a
 from pytest_sits.inference.endpoint import CompletionsClient, EndpointClient, EndpointError  # noqa: E402
 from pytest_sits.inference.servers import LoopbackServer  # noqa: E402
 from pytest_sits.inference.model import Engine, ModelConfig, TinyDecoder, KVBlockPool  # noqa: E402
-from pytest_sits.verdict import FAIL, PASS, SKIP, WARN  # noqa: E402
+from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN  # noqa: E402
 
 TINY = {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "max_seq_tokens": 256, "pool_blocks": 256,
         "max_batch": 16, "threads": 1}
@@ -125,12 +125,16 @@ def test_sla_against_the_loopback_endpoint_passes_at_a_modest_qps(tmp_path, loop
     needs_loadgen()
     srv, url = loopback
     srv.delay_s, srv.error_every = 0.0, 0
-    cfg = _sla_cfg()
+    # ~735 requests without an error show an error rate below about 0.5% (Clopper-Pearson, 95%), not below the
+    # documents' 0.3% (that takes about 1,230): this modest SLA allows 1%
+    cfg = _sla_cfg(max_error_rate=0.01)
     ev = acquire_sla(InferenceRig("cpu", "cpu"), cfg, tmp_path, endpoint=url)
     assert ev["target"].startswith("OpenAI-compatible endpoint") and ev["loadgen"]["summary_file"]
     (t,) = per_tenant(ev)
     v = check_sla(t, cfg, "chat")
     assert v.status == PASS, v.reason
+    strict = check_sla(t, dict(cfg, max_error_rate=0.003), "chat")
+    assert strict.status == INCONCLUSIVE and "error rate: the interval contains 0.300%" in strict.reason
     assert t["tenant"]["issued"] >= 662 and t["tenant"]["early_stopping"]["estimate_s"] is not None
 
 

@@ -5,7 +5,10 @@ the fix), the per-request deadline, error kinds, the client's capacity, and SVC-
 import json
 import time
 
+import numpy as np
 import pytest
+
+from pytest_sits.checks.interval import quantile_tail
 
 from pytest_sits.checks.inference import check_sla
 from pytest_sits.conditions.inference import (InferenceRig, _itl, acquire_sla, client_capacity, per_tenant,
@@ -208,12 +211,15 @@ def test_a_run_limited_by_the_client_is_inconclusive_and_one_sized_from_the_sla_
 
 
 def test_the_verdict_names_the_p99_and_the_early_stopping_estimate_apart():
-    t = {"name": "chat", "share": 1.0, "offered_rps": 100.0, "issued": 1000, "completed": 1000, "errors": 0,
-         "error_kinds": {}, "error_rate": 0.0, "throughput_rps": 99.0, "latency": {"p99_s": 0.0779},
+    t = {"name": "chat", "share": 1.0, "offered_rps": 100.0, "issued": 2000, "completed": 2000, "errors": 0,
+         "error_kinds": {}, "error_rate": 0.0, "throughput_rps": 99.0,
+         "latency": {"p99_s": 0.0779, "tail": quantile_tail(list(np.random.default_rng(0).uniform(0, 0.0779 / 0.99,
+                                                                                                  1000)), 0.99)},
          "early_stopping": {"queries": 1000, "estimate_s": 0.1100, "queries_needed": None}}
     v = check_sla({"tenant": t, "rule": "r"}, {"p99_ms": 120, "min_rps": 85, "max_error_rate": 0.003}, "g")
     assert v.status == PASS and v.measured == pytest.approx(77.9)  # the P99, not the 110 ms estimate
-    assert "P99 77.9 ms (the measured 99th percentile" in v.reason and "early-stopping estimate 110 ms" in v.reason
+    assert "latency 78 ms [" in v.reason and "binomial order statistics, 1000 samples" in v.reason
+    assert "early-stopping estimate of the P99 110 ms" in v.reason
     assert v.evidence["derived"]["early_stopping_estimate_s"] == 0.11
 
 

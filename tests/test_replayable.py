@@ -348,6 +348,264 @@ ALLOCATOR = {"view": "allocator", "fraction": 0.2, "inactive_split_peak_bytes": 
              "reserved_peak_bytes": 1000 << 20, "unused_reserved_fraction": 0.05, "method": "torch.cuda.memory_stats"}
 
 
+
+# -- decided under noise: the evidence of the checks' current versions (trials, tails, blocks, controls) ---------
+
+from pytest_sits.checks.interval import quantile_tail  # noqa: E402
+
+def scatter(center, rel, n, seed=1):
+    """``n`` trials around ``center`` with a relative scatter ``rel`` (seeded)."""
+    r = np.random.default_rng(seed)
+    return [round(float(center * (1 + rel * x)), 4) for x in r.standard_normal(n)]
+
+
+def hold3(occupancies, peak_share=1.0, reference=(40.0, 40.4)):
+    timeline = [{"t": k * 0.1, "occupancy": x, "in_band": 0.85 <= x <= 0.92, "phase": "hold"}
+                for k, x in enumerate(occupancies)]
+    ev = {"band": [0.85, 0.92], "peak_gbps": 40.0, "peak_kernel": "copy", "window_s": 0.1, "timeline": timeline,
+          "windows": len(timeline), "windows_in_band": sum(r["in_band"] for r in timeline),
+          "source": "own accounting (injected bytes only)", "errors": [],
+          "peak": {"kernels": {"copy": {"gbps_median": 40.0, "cpu_share_median": peak_share}}},
+          "sequential": {"looks": 1}}
+    if reference is not None:
+        before, after = reference
+        ev["reference"] = {"before_gbps": before, "during": [], "after_gbps": after, "after_cpu_share": 1.0,
+                           "moved": round(abs(after - before) / before, 4)}
+    return ev, HOLD_TH, "host"
+
+
+def broken(sample):
+    ev, th, subject = sample
+    return dict(ev, errors=["injector 0: MemoryError"]), th, subject
+
+
+def mixed(share_in, n=300, seed=3):
+    r = np.random.default_rng(seed)
+    return [0.88 if x < share_in else 0.80 for x in r.random(n)]
+
+
+def device_bw2(samples, floor=0.8, verified=True):
+    return ({"samples_gbps": samples, "gbps_median": float(np.median(samples)), "gbps_min": min(samples),
+             "gbps_max": max(samples), "verified": verified, "method": "m", "sequential": {"looks": 1}},
+            {"min_efficiency": floor, "datasheet_gbps": 3350}, "0000:17:00.0")
+
+
+def pcie_bw2(h2d, d2h, link=None):
+    one = lambda s: {"samples_gbps": s, "gbps_median": float(np.median(s))}  # noqa: E731
+    return ({"bandwidth": {"h2d": one(h2d), "d2h": one(d2h), "verified": True, "method": "m", "hold": "x"},
+             "link": link or {"gen": 5, "width": 16}}, {"min_efficiency": 0.7}, "d")
+
+
+def gemm2(fp16, bf16, th):
+    res = [{"dtype": d, "tflops": float(np.median(x)), "samples_tflops": x, "size": 8192, "iterations": 20,
+            "verified": True} for d, x in (("float16", fp16), ("bfloat16", bf16))]
+    return {"results": res, "method": "torch matmul"}, th, "cuda:0"
+
+
+def edge2(fwd, rev, floor=300):
+    return ({"pair": [0, 1], "forward": {"samples_gbps": fwd}, "reverse": {"samples_gbps": rev},
+             "gbps_median": min(float(np.median(fwd)), float(np.median(rev))), "verified": True, "peer_access": True,
+             "nvlink_bytes": None}, {"min_gbps": floor}, "cuda:0<->cuda:1")
+
+
+def sync2(bus_samples_gbps, floor=0.3):
+    n, nbytes = 8, 1 << 28
+    times = [nbytes / (b * n / (2 * (n - 1))) / 1e9 for b in bus_samples_gbps]
+    return ({"backend": "nccl", "world_size": n, "bytes": nbytes, "samples_s": times, "busbw_gbps": 350.0,
+             "algbw_gbps": 200.0, "verified": True}, {"min_tbps": floor}, "8 devices")
+
+
+def throughput2(samples, control_before, control_after):
+    return ({"samples_s": samples, "control": {"before_s": control_before, "after_s": control_after},
+             "control_cv": 0.01, "method": "m"}, {"max_cv": 0.05}, "cpu gemm")
+
+
+QUIET = scatter(0.02, 0.005, 15, seed=7)
+NOISY = scatter(0.02, 0.2, 15, seed=8)
+
+
+def ratio2(rows, max_ratio):
+    return {"operators": rows}, {"max_ratio": max_ratio}, "cuda:0"
+
+
+LAT_ROWS = [{"op": "gemm", "dtype": "float16", "here": 0.0014, "reference": 0.001, "ratio": 1.4,
+             "samples": [0.00139, 0.00141, 0.0014, 0.00142, 0.00138]},
+            {"op": "gelu", "dtype": "float16", "here": 0.0009, "reference": 0.001, "ratio": 0.9,
+             "samples": [0.0009, 0.00091, 0.00089, 0.0009, 0.0009]}]
+MEM_ROWS = [{"op": "gemm", "dtype": "float16", "here": 1400, "reference": 1000, "ratio": 1.4},
+            {"op": "gelu", "dtype": "float16", "here": 900, "reference": 1000, "ratio": 0.9}]
+
+
+def skew_sample(p99_ms, n=1000):
+    values = list(np.random.default_rng(12).uniform(0.0, p99_ms / 0.99, n))  # its true P99 is p99_ms
+    return dict(NVML_SOURCE, p99_ms=p99_ms, tails=[quantile_tail(values, 0.99)])
+
+
+def plp_sample2(nvml):
+    return ({"period_ms": 10, "sources": {"nvml": nvml, "bmc": BMC_SOURCE}, "primary_power": ["nvml"],
+             "ticks": 1000, "overruns": 0, "statement": "test"}, {"max_skew_periods": 1.0}, "cuda:0")
+
+
+def lat_tail(p99_s, n=2000, seed=5):
+    r = np.random.default_rng(seed)
+    return quantile_tail(list(r.uniform(0.2 * p99_s, p99_s * 1.0101, n)), 0.99)
+
+
+def point2(qps, rho, power, p99_s, n=2000, blocks_rel=0.005):
+    return {"target_qps": qps, "rho": rho, "power_w": power, "power_valid_reads": 100, "power_failed_reads": 0,
+            "p99_latency_s": p99_s, "error_rate": 0.0, "queries": n, "duration_s": n / qps,
+            "latency_tail": lat_tail(p99_s, n), "power_blocks_w": scatter(power, blocks_rel, 10, seed=int(qps))}
+
+
+SWEEP2 = [point2(10.0, 0.4, 450.0, 0.002), point2(20.0, 0.65, 560.0, 0.004), point2(30.0, 0.95, 690.0, 0.020)]
+
+
+def sla3(**change):
+    lat = list(np.random.default_rng(9).uniform(0.005, 0.0505, 5000))
+    tenant = {"name": "chat", "p99_latency_s": 0.05, "latency": {"p99_s": 0.05, "tail": quantile_tail(lat, 0.99)},
+              "early_stopping": {"estimate_s": 0.051, "queries": 5000}, "throughput_rps": 10.0, "offered_rps": 10.0,
+              "error_rate": 0.0, "errors": 0, "issued": 5000, "completed": 5000, "error_kinds": None}
+    tenant.update(change)
+    return ({"tenant": tenant, "rule": "LoadGen Server, per tenant", "span_s": 500.0},
+            {"p99_ms": 100, "min_rps": 5, "max_error_rate": 0.01}, "chat")
+
+
+def coldstart2(samples, ceiling):
+    return (dict(COLDSTART, samples_s=samples, total_s=float(np.median(samples))), {"max_s": ceiling}, "cold start")
+
+
+def frag2(center, rel=0.1):
+    return (dict(KV_POOL, fraction=center, step_fractions=scatter(center, rel, 400, seed=11)),
+            {"max_fraction": 0.03}, "kv-pool")
+
+
+NOISE_SAMPLES = {
+    "MEM-BW-HOLD": [
+        ("in-band", lambda: hold3([0.88] * 300), PASS),
+        ("too-weak", lambda: hold3([0.80] * 300), FAIL),
+        ("mostly-in-band", lambda: hold3(mixed(0.95)), INCONCLUSIVE),
+        ("no-window", lambda: hold3([]), INCONCLUSIVE),
+        ("injector-broke", lambda: broken(hold3([0.88] * 50)), ERROR),
+        ("reference-moved", lambda: hold3([0.55] * 300, reference=(30.0, 16.0)), INCONCLUSIVE),
+        ("peak-cpu-starved", lambda: hold3([0.55] * 300, peak_share=0.24), INCONCLUSIVE),
+    ],
+    "MEM-BW-EFFICIENCY": [
+        ("3000-of-3350", lambda: device_bw2(scatter(3000, 0.003, 7)), PASS),
+        ("1900-of-3350", lambda: device_bw2(scatter(1900, 0.003, 7)), FAIL),
+        ("on-the-floor", lambda: device_bw2(scatter(2680, 0.02, 7)), INCONCLUSIVE),
+        ("moved-down", lambda: device_bw2([2500.0, 2450.0, 2400.0, 2350.0, 2300.0, 2250.0, 2200.0]), INCONCLUSIVE),
+        ("not-verified", lambda: device_bw2(scatter(3000, 0.003, 7), verified=False), FAIL),
+        ("no-floor", lambda: device_bw2(scatter(3000, 0.003, 7), floor=None), WARN),
+        ("absent", lambda: ({"absent": "no GPU"}, {"datasheet_gbps": 3350}, "x"), SKIP),
+    ],
+    "TOPO-PCIE-BW": [
+        ("gen5-x16", lambda: pcie_bw2(scatter(53.0, 0.01, 7), scatter(52.0, 0.01, 7, seed=2)), PASS),
+        ("d2h-low", lambda: pcie_bw2(scatter(53.0, 0.01, 7), scatter(20.0, 0.01, 7, seed=2)), FAIL),
+        ("d2h-on-the-floor", lambda: pcie_bw2(scatter(53.0, 0.01, 7), scatter(44.1, 0.05, 7, seed=2)), INCONCLUSIVE),
+        ("unknown-link", lambda: pcie_bw2([53.0] * 7, [52.0] * 7, {"gen": None, "width": 16}), INCONCLUSIVE),
+    ],
+    "CRG-NODE": [
+        ("within-floor", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), {"min_tflops": 500}), PASS),
+        ("above-ceiling", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), {"max_tflops": 128}), FAIL),
+        ("below-floor", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), {"min_tflops": 800}), FAIL),
+        ("on-the-floor", lambda: gemm2(scatter(700, 0.05, 5), scatter(700, 0.05, 5, 2), {"min_tflops": 700}),
+         INCONCLUSIVE),
+        ("no-bound", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), {}), WARN),
+    ],
+    "CRG-EDGE": [
+        ("nvlink-pair", lambda: edge2(scatter(350, 0.01, 7), scatter(349, 0.01, 7, 2)), PASS),
+        ("slow-pair", lambda: edge2(scatter(25, 0.01, 7), scatter(25, 0.01, 7, 2)), FAIL),
+        ("on-the-floor", lambda: edge2(scatter(301, 0.05, 7), scatter(350, 0.01, 7, 2)), INCONCLUSIVE),
+        ("no-floor", lambda: edge2(scatter(350, 0.01, 7), scatter(349, 0.01, 7, 2), None), WARN),
+    ],
+    "CRG-SYNC": [
+        ("nccl-8", lambda: sync2(scatter(350, 0.01, 5)), PASS),
+        ("below-2tbps", lambda: sync2(scatter(350, 0.01, 5), 2.0), FAIL),
+        ("on-the-floor", lambda: sync2(scatter(300, 0.05, 5), 0.3), INCONCLUSIVE),
+    ],
+    "EQ-THROUGHPUT": [
+        ("steady", lambda: throughput2(scatter(0.01, 0.01, 25), QUIET, QUIET), PASS),
+        ("jumpy-quiet-host", lambda: throughput2(scatter(0.01, 0.2, 25), QUIET, QUIET), FAIL),
+        ("jumpy-noisy-host", lambda: throughput2(scatter(0.01, 0.2, 25), NOISY, NOISY), INCONCLUSIVE),
+        ("host-moved", lambda: throughput2(scatter(0.01, 0.2, 25), QUIET, [x * 1.3 for x in QUIET]), INCONCLUSIVE),
+    ],
+    "EQ-LATENCY": [
+        ("within-2x", lambda: ratio2(LAT_ROWS, 2.0), PASS),
+        ("above-1.2x", lambda: ratio2(LAT_ROWS, 1.2), FAIL),
+        ("on-1.4x", lambda: ratio2(LAT_ROWS, 1.4), INCONCLUSIVE),
+        ("no-limit", lambda: ratio2(LAT_ROWS, None), WARN),
+        ("no-rows", lambda: ratio2([], 2.0), SKIP),
+    ],
+    "EQ-RESOURCE": [
+        ("within-2x", lambda: ratio2(MEM_ROWS, 2.0), PASS),
+        ("above-1.2x", lambda: ratio2(MEM_ROWS, 1.2), FAIL),
+        ("no-limit", lambda: ratio2(MEM_ROWS, None), WARN),
+    ],
+    "PLP-SAMPLE": [
+        ("nvml-4ms", lambda: plp_sample2(skew_sample(4.0)), PASS),
+        ("nvml-25ms", lambda: plp_sample2(skew_sample(25.0)), FAIL),
+        ("nvml-near-10ms", lambda: plp_sample2(skew_sample(10.0)), INCONCLUSIVE),
+        ("overruns", lambda: (dict(plp_sample2(skew_sample(4.0))[0], overruns=200), {"max_skew_periods": 1.0},
+                              "cuda:0"), INCONCLUSIVE),
+    ],
+    "PLP-PPL": [
+        ("rho-0.5", lambda: plp_ppl(dict(PPL_POINT, rho_tail=quantile_tail(list(np.random.default_rng(6).uniform(0.3, 0.7, 500)), 0.99))),
+         PASS),
+        ("above-peak", lambda: plp_ppl(dict(PPL_POINT, rho_max=1.3)), FAIL),
+        ("wrong-window", lambda: plp_ppl(window_ms=100), FAIL),
+        ("measured-peak", lambda: plp_ppl(peak=dict(PEAK, theoretical=False)), WARN),
+    ],
+    "PLP-POWER": [
+        ("under-600w", lambda: plp_power(600, SWEEP2), PASS),
+        ("over-500w", lambda: plp_power(500, SWEEP2), FAIL),
+        ("on-560w", lambda: plp_power(560, SWEEP2), INCONCLUSIVE),
+        ("no-ceiling", lambda: plp_power(None, SWEEP2), WARN),
+        ("no-reading", lambda: plp_power(600, [dict(p, power_w=None) for p in SWEEP2]), SKIP),
+    ],
+    "PLP-LATENCY": [
+        ("under-5ms", lambda: plp_latency(5000, SWEEP2), PASS),
+        ("over-3ms", lambda: plp_latency(3000, SWEEP2), FAIL),
+        ("on-4ms", lambda: plp_latency(4000, SWEEP2), INCONCLUSIVE),
+        ("few-queries", lambda: plp_latency(5000, [point2(10.0, 0.4, 450.0, 0.002, n=50)]), INCONCLUSIVE),
+        ("errors", lambda: plp_latency(5000, [dict(p, error_rate=0.2) for p in SWEEP2]), INCONCLUSIVE),
+    ],
+    "SVC-SLA": [
+        ("within", lambda: sla3(), PASS),
+        ("p99-200ms", lambda: sla3(latency={"p99_s": 0.2, "tail": quantile_tail(
+            list(np.random.default_rng(4).uniform(0.05, 0.202, 5000)), 0.99)}), FAIL),
+        ("errors", lambda: sla3(error_rate=0.05, errors=250), FAIL),
+        ("p99-on-100ms", lambda: sla3(latency={"p99_s": 0.1, "tail": quantile_tail(
+            list(np.random.default_rng(4).uniform(0.01, 0.101, 5000)), 0.99)}), INCONCLUSIVE),
+        ("too-few-queries", lambda: sla3(early_stopping={"estimate_s": None, "queries": 50, "queries_needed": 600}),
+         INCONCLUSIVE),
+    ],
+    "SVC-COLDSTART": [
+        ("within-30s", lambda: coldstart2(scatter(10.0, 0.02, 3), 30), PASS),
+        ("over-5s", lambda: coldstart2(scatter(10.0, 0.02, 3), 5), FAIL),
+        ("on-10s", lambda: coldstart2(scatter(10.0, 0.1, 3), 10), INCONCLUSIVE),
+        ("no-ceiling", lambda: coldstart2(scatter(10.0, 0.02, 3), None), WARN),
+    ],
+    "SVC-FRAG": [
+        ("kv-pool-1pct", lambda: frag2(0.01), PASS),
+        ("kv-pool-20pct", lambda: frag2(0.2), FAIL),
+        ("kv-pool-near-3pct", lambda: frag2(0.03, 0.3), INCONCLUSIVE),
+        ("allocator-20pct", lambda: (ALLOCATOR, {"max_fraction": 0.03}, "allocator"), FAIL),
+    ],
+    "THERM-GPU-STEADY": [
+        ("dither", lambda: gpu_steady(DITHER), PASS),
+        ("gap", lambda: gpu_steady([70.0, 69.0] * 50 + [None] + [70.0, 69.0] * 70), PASS),
+        ("constant-coarse", lambda: gpu_steady([70.0] * 130), INCONCLUSIVE),
+        ("stopped-answering", lambda: gpu_steady([70.0, 69.0] * 30 + [None] * 10), INCONCLUSIVE),
+        ("never-answered", lambda: gpu_steady([None] * 10), ERROR),
+        ("settled-at-75", lambda: gpu_steady([75.0, 76.0] * 100), FAIL),
+        ("short-run", lambda: gpu_steady([70.0, 69.0] * 20), FAIL),
+    ],
+    "THERM-CPU-STEADY": [
+        ("constant-fine", lambda: cpu_steady([64.0] * 130), PASS),
+        ("spread-1.5", lambda: cpu_steady(SPREAD), FAIL),
+    ],
+}
+
 #: check name -> [(sample id, builder of (evidence, thresholds, subject), the status it decides)]
 SAMPLES = {
     "INV-DEVICES": [
@@ -401,39 +659,6 @@ SAMPLES = {
         ("smi-full", lambda: smi_mesh(SMI_PARTIAL.replace("PXB", "NV18")), PASS),
         ("one-device", lambda: ({"mesh": {"devices": []}, "expected_devices": 1}, {"required": True}, ""), SKIP),
     ],
-    "MEM-BW-HOLD": [
-        ("in-band", lambda: hold([0.88] * 50), PASS),
-        ("too-weak", lambda: hold([0.80] * 100), FAIL),
-        ("no-window", lambda: hold([]), INCONCLUSIVE),
-        ("injector-broke", lambda: hold([0.88] * 50, errors=["injector 0: MemoryError"]), ERROR),
-    ],
-    "MEM-BW-EFFICIENCY": [
-        ("3000-of-3350", lambda: device_bw(), PASS),
-        ("1900-of-3350", lambda: device_bw(gbps_median=1900.0), FAIL),
-        ("not-verified", lambda: device_bw(verified=False), FAIL),
-        ("no-floor", lambda: (DEV_BW, {"min_efficiency": None, "datasheet_gbps": 3350}, "x"), WARN),
-        ("no-datasheet", lambda: (DEV_BW, {"min_efficiency": 0.8, "datasheet_gbps": None}, "x"), INCONCLUSIVE),
-        ("absent", lambda: ({"absent": "no GPU"}, {"datasheet_gbps": 3350}, "x"), SKIP),
-    ],
-    "TOPO-PCIE-BW": [
-        ("gen5-x16", lambda: pcie_bw(PCIE_BW), PASS),
-        ("d2h-low", lambda: pcie_bw(dict(PCIE_BW, d2h={"gbps_median": 20.0})), FAIL),
-        ("not-verified", lambda: pcie_bw(dict(PCIE_BW, verified=False)), FAIL),
-        ("unknown-link", lambda: pcie_bw(PCIE_BW, {"gen": None, "width": 16}), INCONCLUSIVE),
-    ],
-    "THERM-GPU-STEADY": [
-        ("dither", lambda: gpu_steady(DITHER), PASS),
-        ("gap", lambda: gpu_steady([70.0, 69.0] * 50 + [None] + [70.0, 69.0] * 70), PASS),
-        ("constant-coarse", lambda: gpu_steady([70.0] * 130), INCONCLUSIVE),
-        ("stopped-answering", lambda: gpu_steady([70.0, 69.0] * 30 + [None] * 10), INCONCLUSIVE),
-        ("never-answered", lambda: gpu_steady([None] * 10), ERROR),
-        ("settled-at-75", lambda: gpu_steady([75.0, 76.0] * 100), FAIL),
-        ("short-run", lambda: gpu_steady([70.0, 69.0] * 20), FAIL),
-    ],
-    "THERM-CPU-STEADY": [
-        ("constant-fine", lambda: cpu_steady([64.0] * 130), PASS),
-        ("spread-1.5", lambda: cpu_steady(SPREAD), FAIL),
-    ],
     "EQ-PRECISION": [
         ("equal", lambda: precision(), PASS),
         ("one-nan", lambda: precision(_nan), FAIL),
@@ -442,40 +667,6 @@ SAMPLES = {
     "EQ-PRECISION/golden-coverage": [
         ("same-pairs", lambda: coverage(["a"], ["a"]), PASS),
         ("gelu-missing", lambda: coverage(["gemm__float16"], ["gemm__float16", "gelu__float16"]), INCONCLUSIVE),
-    ],
-    "EQ-THROUGHPUT": [
-        ("steady", lambda: throughput(STEADY, 0.01), PASS),
-        ("jumpy", lambda: throughput(JUMPY, 0.005), FAIL),
-        ("noisy-host", lambda: throughput(JUMPY, 0.08), INCONCLUSIVE),
-    ],
-    "EQ-LATENCY": [
-        ("within-2x", lambda: ratio(ROWS, 2.0), PASS),
-        ("above-1.2x", lambda: ratio(ROWS, 1.2), FAIL),
-        ("no-limit", lambda: ratio(ROWS, None), WARN),
-        ("no-rows", lambda: ratio([], 2.0), SKIP),
-    ],
-    "EQ-RESOURCE": [
-        ("within-2x", lambda: ratio(ROWS, 2.0), PASS),
-        ("above-1.2x", lambda: ratio(ROWS, 1.2), FAIL),
-        ("no-limit", lambda: ratio(ROWS, None), WARN),
-    ],
-    "CRG-NODE": [
-        ("within-floor", lambda: ({"results": GEMM, "method": "torch matmul"}, {"min_tflops": 500}, "cuda:0"), PASS),
-        ("above-ceiling", lambda: ({"results": GEMM, "method": "torch matmul"}, {"max_tflops": 128}, "cuda:0"), FAIL),
-        ("below-floor", lambda: ({"results": GEMM, "method": "torch matmul"}, {"min_tflops": 800}, "cuda:0"), FAIL),
-        ("not-verified", lambda: ({"results": [dict(GEMM[0], verified=False)]}, {"min_tflops": 500}, "cuda:0"),
-         INCONCLUSIVE),
-    ],
-    "CRG-EDGE": [
-        ("nvlink-pair", lambda: (EDGE, {"min_gbps": 300}, "cuda:0->cuda:1"), PASS),
-        ("slow-pair", lambda: (dict(EDGE, gbps_median=25.0, peer_access=False), {"min_gbps": 300}, "cuda:0->cuda:1"),
-         FAIL),
-        ("no-floor", lambda: (EDGE, {"min_gbps": None}, "cuda:0->cuda:1"), WARN),
-    ],
-    "CRG-SYNC": [
-        ("nccl-8", lambda: (SYNC, {"min_tbps": 0.3}, "8 devices"), PASS),
-        ("below-2tbps", lambda: (SYNC, {"min_tbps": 2.0}, "8 devices"), FAIL),
-        ("not-verified", lambda: (dict(SYNC, verified=False), {"min_tbps": 0.3}, "8 devices"), INCONCLUSIVE),
     ],
     "CRG-JITTER": [
         ("fine-timer-steady", lambda: jitter(FINE_TIMER, 100.0, 101.0, 102.0), PASS),
@@ -533,41 +724,114 @@ SAMPLES = {
         ("no-sev-snp", lambda: tee("no"), FAIL),
         ("unknown", lambda: tee("unknown"), INCONCLUSIVE),
     ],
-    "PLP-SAMPLE": [
+    **NOISE_SAMPLES,
+}
+
+#: Earlier versions of the checks whose rule changed (kept registered for replay): (name, version) -> samples of
+#: the evidence they were given.
+LEGACY_SAMPLES = {
+    ("MEM-BW-HOLD", 2): [
+        ("in-band", lambda: hold([0.88] * 50), PASS),
+        ("too-weak", lambda: hold([0.80] * 100), FAIL),
+        ("no-window", lambda: hold([]), INCONCLUSIVE),
+        ("injector-broke", lambda: hold([0.88] * 50, errors=["injector 0: MemoryError"]), ERROR),
+    ],
+    ("MEM-BW-EFFICIENCY", 1): [
+        ("3000-of-3350", lambda: device_bw(), PASS),
+        ("1900-of-3350", lambda: device_bw(gbps_median=1900.0), FAIL),
+        ("not-verified", lambda: device_bw(verified=False), FAIL),
+        ("no-floor", lambda: (DEV_BW, {"min_efficiency": None, "datasheet_gbps": 3350}, "x"), WARN),
+        ("no-datasheet", lambda: (DEV_BW, {"min_efficiency": 0.8, "datasheet_gbps": None}, "x"), INCONCLUSIVE),
+        ("absent", lambda: ({"absent": "no GPU"}, {"datasheet_gbps": 3350}, "x"), SKIP),
+    ],
+    ("TOPO-PCIE-BW", 1): [
+        ("gen5-x16", lambda: pcie_bw(PCIE_BW), PASS),
+        ("d2h-low", lambda: pcie_bw(dict(PCIE_BW, d2h={"gbps_median": 20.0})), FAIL),
+        ("not-verified", lambda: pcie_bw(dict(PCIE_BW, verified=False)), FAIL),
+        ("unknown-link", lambda: pcie_bw(PCIE_BW, {"gen": None, "width": 16}), INCONCLUSIVE),
+    ],
+    ("THERM-GPU-STEADY", 1): [
+        ("dither", lambda: gpu_steady(DITHER), PASS),
+        ("gap", lambda: gpu_steady([70.0, 69.0] * 50 + [None] + [70.0, 69.0] * 70), PASS),
+        ("constant-coarse", lambda: gpu_steady([70.0] * 130), INCONCLUSIVE),
+        ("stopped-answering", lambda: gpu_steady([70.0, 69.0] * 30 + [None] * 10), INCONCLUSIVE),
+        ("never-answered", lambda: gpu_steady([None] * 10), ERROR),
+        ("settled-at-75", lambda: gpu_steady([75.0, 76.0] * 100), FAIL),
+        ("short-run", lambda: gpu_steady([70.0, 69.0] * 20), FAIL),
+    ],
+    ("THERM-CPU-STEADY", 1): [
+        ("constant-fine", lambda: cpu_steady([64.0] * 130), PASS),
+        ("spread-1.5", lambda: cpu_steady(SPREAD), FAIL),
+    ],
+    ("EQ-THROUGHPUT", 1): [
+        ("steady", lambda: throughput(STEADY, 0.01), PASS),
+        ("jumpy", lambda: throughput(JUMPY, 0.005), FAIL),
+        ("noisy-host", lambda: throughput(JUMPY, 0.08), INCONCLUSIVE),
+    ],
+    ("EQ-LATENCY", 1): [
+        ("within-2x", lambda: ratio(ROWS, 2.0), PASS),
+        ("above-1.2x", lambda: ratio(ROWS, 1.2), FAIL),
+        ("no-limit", lambda: ratio(ROWS, None), WARN),
+        ("no-rows", lambda: ratio([], 2.0), SKIP),
+    ],
+    ("EQ-RESOURCE", 1): [
+        ("within-2x", lambda: ratio(ROWS, 2.0), PASS),
+        ("above-1.2x", lambda: ratio(ROWS, 1.2), FAIL),
+        ("no-limit", lambda: ratio(ROWS, None), WARN),
+    ],
+    ("CRG-NODE", 1): [
+        ("within-floor", lambda: ({"results": GEMM, "method": "torch matmul"}, {"min_tflops": 500}, "cuda:0"), PASS),
+        ("above-ceiling", lambda: ({"results": GEMM, "method": "torch matmul"}, {"max_tflops": 128}, "cuda:0"), FAIL),
+        ("below-floor", lambda: ({"results": GEMM, "method": "torch matmul"}, {"min_tflops": 800}, "cuda:0"), FAIL),
+        ("not-verified", lambda: ({"results": [dict(GEMM[0], verified=False)]}, {"min_tflops": 500}, "cuda:0"),
+         INCONCLUSIVE),
+    ],
+    ("CRG-EDGE", 1): [
+        ("nvlink-pair", lambda: (EDGE, {"min_gbps": 300}, "cuda:0->cuda:1"), PASS),
+        ("slow-pair", lambda: (dict(EDGE, gbps_median=25.0, peer_access=False), {"min_gbps": 300}, "cuda:0->cuda:1"),
+         FAIL),
+        ("no-floor", lambda: (EDGE, {"min_gbps": None}, "cuda:0->cuda:1"), WARN),
+    ],
+    ("CRG-SYNC", 1): [
+        ("nccl-8", lambda: (SYNC, {"min_tbps": 0.3}, "8 devices"), PASS),
+        ("below-2tbps", lambda: (SYNC, {"min_tbps": 2.0}, "8 devices"), FAIL),
+        ("not-verified", lambda: (dict(SYNC, verified=False), {"min_tbps": 0.3}, "8 devices"), INCONCLUSIVE),
+    ],
+    ("PLP-SAMPLE", 1): [
         ("nvml-4ms", lambda: plp_sample(), PASS),
         ("nvml-25ms", lambda: plp_sample(dict(NVML_SOURCE, p99_ms=25.0, max_ms=40.0)), FAIL),
         ("overruns", lambda: plp_sample(overruns=200), INCONCLUSIVE),
     ],
-    "PLP-PPL": [
+    ("PLP-PPL", 1): [
         ("rho-0.5", lambda: plp_ppl(), PASS),
         ("above-peak", lambda: plp_ppl(dict(PPL_POINT, rho_max=1.3)), FAIL),
         ("wrong-window", lambda: plp_ppl(window_ms=100), FAIL),
         ("measured-peak", lambda: plp_ppl(peak=dict(PEAK, theoretical=False)), WARN),
     ],
-    "PLP-POWER": [
+    ("PLP-POWER", 1): [
         ("under-600w", lambda: plp_power(600), PASS),
         ("over-500w", lambda: plp_power(500), FAIL),
         ("no-ceiling", lambda: plp_power(None), WARN),
         ("no-reading", lambda: plp_power(600, [dict(p, power_w=None) for p in SWEEP]), SKIP),
     ],
-    "PLP-LATENCY": [
+    ("PLP-LATENCY", 1): [
         ("under-5ms", lambda: plp_latency(5000), PASS),
         ("over-3ms", lambda: plp_latency(3000), FAIL),
         ("errors", lambda: plp_latency(5000, [dict(p, error_rate=0.2) for p in SWEEP]), INCONCLUSIVE),
     ],
-    "SVC-SLA": [
+    ("SVC-SLA", 2): [
         ("within", lambda: sla(), PASS),
         ("p99-200ms", lambda: sla(p99_latency_s=0.2), FAIL),
         ("errors", lambda: sla(error_rate=0.05, errors=250), FAIL),
         ("too-few-queries", lambda: sla(early_stopping={"estimate_s": None, "queries": 50, "queries_needed": 600}),
          INCONCLUSIVE),
     ],
-    "SVC-COLDSTART": [
+    ("SVC-COLDSTART", 1): [
         ("within-30s", lambda: (COLDSTART, {"max_s": 30}, "cold start"), PASS),
         ("over-5s", lambda: (COLDSTART, {"max_s": 5}, "cold start"), FAIL),
         ("no-ceiling", lambda: (COLDSTART, {"max_s": None}, "cold start"), WARN),
     ],
-    "SVC-FRAG": [
+    ("SVC-FRAG", 1): [
         ("kv-pool-1pct", lambda: (KV_POOL, {"max_fraction": 0.03}, "kv-pool"), PASS),
         ("kv-pool-20pct", lambda: (dict(KV_POOL, fraction=0.2), {"max_fraction": 0.03}, "kv-pool"), FAIL),
         ("allocator-20pct", lambda: (ALLOCATOR, {"max_fraction": 0.03}, "allocator"), FAIL),
@@ -632,6 +896,37 @@ def test_check_replays_from_its_stored_verdict(name, build, status):
     assert "verdict" in out, out.get("why")
     again = plain(out["verdict"].to_json())
     assert (again["status"], again["measured"], again["reason"]) == (v.status, v.measured, v.reason)
+
+
+LEGACY_CASES = [pytest.param(name, version, build, status, id=f"{name}@v{version}:{sid}")
+                for (name, version), samples in LEGACY_SAMPLES.items() for sid, build, status in samples]
+
+
+@pytest.mark.parametrize("name, version, build, status", LEGACY_CASES)
+def test_earlier_check_versions_still_replay(name, version, build, status):
+    """A report written before a check's rule changed names the earlier version: kept registered (legacy), it
+    decides the stored verdict again, through the report's JSON, the same way."""
+    from pytest_sits.checks import get_version
+
+    chk = get_version(name, version)
+    assert chk is not None and chk.version == version and REGISTRY[name].version > version
+    evidence, thresholds, subject = build()
+    v = chk.fn(evidence, thresholds, subject)
+    assert v.status == status, v.reason
+    assert v.check == {"name": name, "version": version}
+    stored = json.loads(json.dumps(plain(v.to_json()), allow_nan=False))
+    out = replay_verdict(stored)
+    assert "verdict" in out, out.get("why")
+    again = plain(out["verdict"].to_json())
+    assert (again["status"], again["measured"], again["reason"]) == (v.status, v.measured, v.reason)
+
+
+def test_every_legacy_version_has_samples():
+    from pytest_sits.checks import LEGACY
+
+    load_all()
+    assert set(LEGACY) - {("CRG-JITTER", 1), ("EQ-PRECISION", 1), ("EQ-PRECISION/golden-coverage", 1)} == set(
+        LEGACY_SAMPLES)
 
 
 def test_every_implemented_requirement_has_a_registered_check():

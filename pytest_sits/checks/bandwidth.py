@@ -1,11 +1,13 @@
-"""MEM-BW-HOLD, MEM-BW-EFFICIENCY and TOPO-PCIE-BW."""
+"""MEM-BW-HOLD, MEM-BW-EFFICIENCY and TOPO-PCIE-BW, each decided on repeated trials (:mod:`.interval`)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..probes.pcie import link_theoretical_gbps
 from . import check
+from .interval import (AT_LEAST, FAIL_, PASS_, combine, decide, describe, level, mean_interval,
+                       undecided_text)
 from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, WARN, Verdict
 
 
@@ -19,10 +21,11 @@ def hold_series(ev: Dict[str, Any]) -> Dict[str, Any]:
             "band": ev["band"], "mark_from": next((r["t"] for r in ev["timeline"] if r["phase"] == "hold"), None)}
 
 
-@check("MEM-BW-HOLD", version=2)
-def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "host") -> Verdict:
-    """Share of the hold's windows whose occupancy lay inside the band; INCONCLUSIVE when the reference (the
-    peak the occupancy is a share of) moved by more than the band's width under the measurement."""
+@check("MEM-BW-HOLD", version=2, legacy=True)
+def check_hold_v2(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "host") -> Verdict:
+    """Version 2 (reports before decisions under noise), kept so that they replay: the share of the hold's windows
+    whose occupancy lay inside the band, against the threshold with no interval; INCONCLUSIVE when the reference
+    (the peak the occupancy is a share of) moved by more than the band's width under the measurement."""
     lo, hi = thresholds["band_low"], thresholds["band_high"]
     need = thresholds["min_in_band_share"]
     threshold = f">= {need:.0%} of {thresholds['window_ms']:.0f} ms windows in [{lo:.2f}, {hi:.2f}] of peak"
@@ -64,9 +67,10 @@ def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "h
                                "noisy neighbours), run on bare metal")
 
 
-@check("MEM-BW-EFFICIENCY")
-def check_device_bw(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """MEM-BW-EFFICIENCY: median device-copy bandwidth as a share of the datasheet peak.
+@check("MEM-BW-EFFICIENCY", version=1, legacy=True)
+def check_device_bw_v1(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 1, kept so that older reports replay: the median device-copy bandwidth (no interval) as a share of
+    the datasheet peak.
 
     thresholds: ``min_efficiency`` and ``datasheet_gbps`` (the profile's hardware.memory_bandwidth_gbps)."""
     datasheet_gbps = thresholds.get("datasheet_gbps")
@@ -95,9 +99,10 @@ def check_device_bw(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str
                    unit="of datasheet", subject=subject, evidence=ev, method=ev["method"])
 
 
-@check("TOPO-PCIE-BW")
-def check_pcie_bw(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """TOPO-PCIE-BW: each direction's pinned-copy bandwidth as a share of the link's theoretical rate.
+@check("TOPO-PCIE-BW", version=1, legacy=True)
+def check_pcie_bw_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 1, kept so that older reports replay: each direction's median pinned-copy bandwidth (no interval)
+    as a share of the link's theoretical rate.
 
     evidence: ``bandwidth`` (h2d/d2h copies, verified), ``link`` (gen, width: the link's maximum)."""
     ev, link = evidence["bandwidth"], evidence["link"]
@@ -126,3 +131,246 @@ def check_pcie_bw(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject:
                                    "Request sizes (`lspci -vv`), and the NUMA binding of the copying thread")
     return Verdict("TOPO-PCIE-BW", PASS, text, measured=round(effs[worst], 4), threshold=threshold, unit="of link",
                    subject=subject, evidence=evid, method=ev["method"])
+
+
+# --------------------------------------------------------------------------
+# Decisions under noise (MEM-BW-HOLD version 3, MEM-BW-EFFICIENCY and TOPO-PCIE-BW version 2)
+
+#: Seconds of hold per batch: one batch's windows make one trial of the batch-means interval (100 ms windows are
+#: autocorrelated: the controller's correction of one shows in the next).
+BATCH_S = 2.0
+MIN_BATCHES = 5
+#: A STREAM measurement whose busiest thread was on a CPU for less of its wall time than this measured the
+#: scheduler (other processes held the CPUs), not the DRAM: it cannot be the reference of an occupancy.
+MIN_CPU_SHARE = 0.75
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}"
+
+
+def _seconds_per_trial(ev: Dict[str, Any]) -> Optional[float]:
+    seq = ev.get("sequential") or {}
+    if seq.get("trials"):
+        return float(seq.get("seconds") or 0.0) / seq["trials"] or None
+    return None
+
+
+def _looks(ev: Dict[str, Any]) -> int:
+    return int((ev.get("sequential") or {}).get("looks") or 1)
+
+
+def hold_batches(ev: Dict[str, Any]) -> Tuple[List[float], int]:
+    """The in-band share of each full batch of counted windows (paused windows left out), and windows per batch."""
+    rows = [r for r in ev["timeline"] if r.get("phase") == "hold" and r.get("in_band") is not None]
+    # BATCH_S per batch, fewer windows in a hold too short to give MIN_BATCHES batches of them
+    per = max(1, min(int(round(BATCH_S / float(ev.get("window_s") or 0.1))), len(rows) // MIN_BATCHES))
+    return [sum(1.0 for r in rows[i:i + per] if r["in_band"]) / per for i in range(0, len(rows) - per + 1, per)], per
+
+
+def hold_decision(ev: Dict[str, Any], thresholds: Dict[str, Any]) -> Dict[str, Any]:
+    """The share of windows in band, its interval over batch means, decided against ``min_in_band_share`` (what
+    the hold's acquire function asks before extending the hold)."""
+    means, per = hold_batches(ev)
+    stat = mean_interval(means, level(_looks(ev)), method="t-interval over batch means")
+    for k in ("low", "high"):
+        if stat[k] is not None:
+            stat[k] = min(1.0, max(0.0, stat[k]))
+    d = decide(stat, float(thresholds["min_in_band_share"]), AT_LEAST, show=_pct,
+               seconds_per_trial=per * float(ev.get("window_s") or 0.1), what="share of windows in band")
+    d["batch_windows"] = per
+    return d
+
+
+def _shares(ev: Dict[str, Any]) -> List[Tuple[str, float]]:
+    """(which measurement, CPU share of its busiest thread) of every reference measurement that recorded one."""
+    out = []
+    kernel = ev.get("peak_kernel", "copy")
+    k = ((ev.get("peak") or {}).get("kernels") or {}).get(kernel) or {}
+    if k.get("cpu_share_median") is not None:
+        out.append(("the peak before the hold", float(k["cpu_share_median"])))
+    ref = ev.get("reference") or {}
+    for m in ref.get("during") or []:
+        if m.get("cpu_share") is not None:
+            out.append((f"the re-measurement at {m.get('t', 0):.0f} s", float(m["cpu_share"])))
+    if ref.get("after_cpu_share") is not None:
+        out.append(("the re-measurement after the hold", float(ref["after_cpu_share"])))
+    return out
+
+
+def reference_problem(ev: Dict[str, Any], thresholds: Dict[str, Any]) -> Optional[str]:
+    """Why the reference (the peak the occupancy is a share of) is not known, or None: it moved by more than the
+    band's width under the measurement, or other processes held the CPUs while it was measured."""
+    lo, hi = thresholds["band_low"], thresholds["band_high"]
+    ref = ev.get("reference")
+    if ref is not None:
+        peaks = [ref["before_gbps"]] + [m["gbps"] for m in ref.get("during", [])] + [ref["after_gbps"]]
+        shown = ", ".join(f"{g:.1f}" for g in peaks)
+        if ref["moved"] > hi - lo:
+            return (f"the machine moved under the measurement: the peak was {ref['before_gbps']:.1f} GB/s before and "
+                    f"{shown} GB/s when measured again ({ref['moved']:.0%} apart, more than the band's width of "
+                    f"{hi - lo:.0%}), so occupancy as a share of the peak is not known")
+    starved = [(what, s) for what, s in _shares(ev) if s < MIN_CPU_SHARE]
+    if starved:
+        what = ", ".join(f"{w} {s:.0%}" for w, s in starved)
+        return (f"other processes held the CPUs while the peak was measured (share of its wall time the busiest "
+                f"STREAM thread was on a CPU: {what}; below {MIN_CPU_SHARE:.0%} the figure measures the scheduler, "
+                "not the DRAM), so the peak the occupancy is a share of is not this machine's")
+    return None
+
+
+@check("MEM-BW-HOLD", version=3)
+def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "host") -> Verdict:
+    """The share of the hold's windows whose occupancy lay in the band, with its interval over batch means of
+    BATCH_S: PASS when the interval's low end reaches ``min_in_band_share``, FAIL when its high end stays below,
+    else INCONCLUSIVE (the hold was extended while undecided).  INCONCLUSIVE, never FAIL, when the reference
+    moved by more than the band's width or was measured while other processes held the CPUs."""
+    lo, hi = thresholds["band_low"], thresholds["band_high"]
+    need = thresholds["min_in_band_share"]
+    threshold = f">= {need:.0%} of {thresholds['window_ms']:.0f} ms windows in [{lo:.2f}, {hi:.2f}] of peak"
+    ev = dict(ev, series=[hold_series(ev)])
+    kernel = ev.get("peak_kernel", "copy")
+    method = (f"occupancy from {ev['source']} over a measured peak of {ev['peak_gbps']:.1f} GB/s (STREAM {kernel}); "
+              "settling windows before the body started are shown, not counted")
+    if ev.get("errors"):
+        return Verdict("MEM-BW-HOLD", ERROR, f"the injector broke: {'; '.join(ev['errors'])}", threshold=threshold,
+                       evidence=ev, method=method)
+    if not ev["windows"]:
+        return Verdict("MEM-BW-HOLD", INCONCLUSIVE, "no measurement window completed during the hold",
+                       threshold=threshold, evidence=ev, method=method)
+    d = hold_decision(ev, thresholds)
+    ev["decision"] = d
+    share = ev["windows_in_band"] / ev["windows"]
+    occ = [r["occupancy"] for r in ev["timeline"] if r["phase"] == "hold" and r.get("occupancy") is not None]
+    text = (f"{ev['windows_in_band']}/{ev['windows']} windows in band ({share:.1%}); per {BATCH_S:g} s batch "
+            f"{describe(d, _pct)}; occupancy {min(occ):.3f}..{max(occ):.3f}")
+    ref = ev.get("reference")
+    if ref is None:
+        method += "; the peak was not re-measured after the hold"
+    else:
+        peaks = [ref["before_gbps"]] + [m["gbps"] for m in ref.get("during", [])] + [ref["after_gbps"]]
+        method += f"; the peak re-measured during/after the hold: {', '.join(f'{g:.1f}' for g in peaks)} GB/s"
+    method += f"; decided: {d['rule']}"
+    common = dict(measured=round(share, 4), threshold=threshold, unit="share", evidence=ev, method=method)
+    problem = reference_problem(ev, thresholds)
+    if problem:
+        return Verdict("MEM-BW-HOLD", INCONCLUSIVE, f"{text}; but {problem}", **common)
+    if d["outcome"] == PASS_:
+        return Verdict("MEM-BW-HOLD", PASS, text, **common)
+    if d["outcome"] == FAIL_:
+        below = sum(1 for x in occ if x < lo)
+        above = sum(1 for x in occ if x > hi)
+        return Verdict("MEM-BW-HOLD", FAIL, f"{text}: {below} window(s) below, {above} above the band", **common,
+                       remediation="stop other memory-heavy work on the host during the run; give the injector the "
+                                   "node's CPUs (no cpuset restriction); if the peak itself is unstable (a VM with "
+                                   "noisy neighbours), run on bare metal")
+    return Verdict("MEM-BW-HOLD", INCONCLUSIVE, f"{text}; {undecided_text(d, _pct, 'batches')}", **common)
+
+
+def device_bw_decision(ev: Dict[str, Any], thresholds: Dict[str, Any]) -> Dict[str, Any]:
+    """Efficiency (each copy's bandwidth over the datasheet's), its t-interval, against ``min_efficiency``."""
+    ds = float(thresholds.get("datasheet_gbps") or 0) or 1.0
+    samples = [float(g) / ds for g in ev.get("samples_gbps") or []]
+    stat = mean_interval(samples, level(_looks(ev)))
+    return decide(stat, thresholds.get("min_efficiency"), AT_LEAST, samples=samples, show=_pct,
+                  seconds_per_trial=_seconds_per_trial(ev), what="share of the datasheet bandwidth")
+
+
+@check("MEM-BW-EFFICIENCY", version=2)
+def check_device_bw(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """MEM-BW-EFFICIENCY: the mean device-copy bandwidth over the copies measured (every look), as a share of
+    the datasheet peak, with its t-interval: PASS when the low end reaches ``min_efficiency``, FAIL when the
+    high end stays below, else INCONCLUSIVE; a figure that moved during its copies never FAILs.
+
+    thresholds: ``min_efficiency`` and ``datasheet_gbps`` (the profile's hardware.memory_bandwidth_gbps)."""
+    req = "MEM-BW-EFFICIENCY"
+    datasheet_gbps = thresholds.get("datasheet_gbps")
+    floor = thresholds.get("min_efficiency")
+    if not datasheet_gbps:
+        return Verdict(req, INCONCLUSIVE, "the profile gives no datasheet memory bandwidth "
+                       "(hardware.memory_bandwidth_gbps)", subject=subject, evidence=ev or {})
+    threshold = f">= {floor:.0%} of {datasheet_gbps:.0f} GB/s" if floor is not None else "none set by the profile"
+    if not ev.get("verified"):
+        return Verdict(req, FAIL, "the copy's data did not verify: device memory corrupted data",
+                       threshold=threshold, subject=subject, evidence=ev,
+                       remediation="run the vendor's memory diagnostics (e.g. `dcgmi diag -r 3`), check ECC "
+                                   "error counters and retired pages")
+    d = device_bw_decision(ev, thresholds)
+    ev = dict(ev, decision=d)
+    if d["estimate"] is None or d["trials"] < 2:
+        return Verdict(req, INCONCLUSIVE, f"{d['trials']} copy measured: an interval needs two or more",
+                       threshold=threshold, subject=subject, evidence=ev, method=ev.get("method"))
+    mean_gbps = d["estimate"] * float(datasheet_gbps)
+    text = (f"{mean_gbps:.0f} GB/s mean of {d['trials']} copies ({ev['gbps_min']:.0f}..{ev['gbps_max']:.0f}) = "
+            f"{describe(d, _pct)} of the datasheet {datasheet_gbps:.0f} GB/s")
+    common = dict(measured=round(d["estimate"], 4), threshold=threshold, unit="of datasheet", subject=subject,
+                  evidence=ev, method=f"{ev.get('method')}; decided: {d['rule']}")
+    if floor is None:
+        return Verdict(req, WARN, text + "; the profile sets no floor", **common)
+    if d["outcome"] == FAIL_:
+        return Verdict(req, FAIL, text + f", below the floor {floor:.0%}", **common,
+                       remediation="check clocks and throttling reasons (power, thermal), memory clock locks and "
+                                   "MIG/partitioning; compare with the vendor's bandwidth test")
+    if d["outcome"] == PASS_:
+        return Verdict(req, PASS, text, **common)
+    return Verdict(req, INCONCLUSIVE, f"{text}; {undecided_text(d, _pct, 'copies')}", **common)
+
+
+def pcie_bw_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """One decision per direction (h2d, d2h): each copy's bandwidth over the link's rate, t-interval, against
+    ``min_efficiency``."""
+    ev, link = evidence["bandwidth"], evidence["link"]
+    theo = link_theoretical_gbps(link["gen"], link["width"])
+    out = []
+    for direction in ("h2d", "d2h"):
+        samples = [float(g) / theo for g in ev[direction].get("samples_gbps") or []]
+        d = decide(mean_interval(samples, level(_looks(ev))), float(thresholds["min_efficiency"]), AT_LEAST,
+                   samples=samples, show=_pct, seconds_per_trial=_seconds_per_trial(ev),
+                   what=f"{direction} share of the link's rate")
+        d["direction"] = AT_LEAST
+        d["copy_direction"] = direction
+        out.append(d)
+    return out
+
+
+@check("TOPO-PCIE-BW", version=2)
+def check_pcie_bw(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """TOPO-PCIE-BW: each direction's mean pinned-copy bandwidth over the copies measured, as a share of the link's
+    theoretical rate, with its t-interval: PASS when both low ends reach ``min_efficiency``, FAIL when a high end
+    stays below, else INCONCLUSIVE; a figure that moved during its copies never FAILs.
+
+    evidence: ``bandwidth`` (h2d/d2h copies, verified), ``link`` (gen, width: the link's maximum)."""
+    ev, link = evidence["bandwidth"], evidence["link"]
+    gen, width = link.get("gen"), link.get("width")
+    floor = thresholds["min_efficiency"]
+    if not gen or not width:
+        return Verdict("TOPO-PCIE-BW", INCONCLUSIVE, "the link generation/width is unknown", subject=subject,
+                       evidence={"bandwidth": ev, "link": link})
+    theo = link_theoretical_gbps(gen, width)
+    threshold = f">= {floor:.0%} of Gen{gen} x{width} = {theo:.1f} GB/s per direction"
+    evid = {"bandwidth": ev, "link": link, "theoretical_gbps": theo}
+    if not ev.get("verified"):
+        return Verdict("TOPO-PCIE-BW", FAIL, "data copied over the link did not verify", threshold=threshold,
+                       subject=subject, evidence=evid,
+                       remediation="check AER errors (`dmesg | grep -i aer`, `lspci -vv` UESta/CESta) and reseat")
+    ds = pcie_bw_decisions(evidence, thresholds)
+    d = combine(ds)
+    evid["decisions"] = ds
+    evid["decision"] = d
+    if any(x["trials"] < 2 for x in ds):
+        return Verdict("TOPO-PCIE-BW", INCONCLUSIVE, "fewer than two copies each way: an interval needs two or more",
+                       threshold=threshold, subject=subject, evidence=evid, method=ev.get("method"))
+    text = "; ".join(f"{x['copy_direction']} {x['estimate'] * theo:.1f} GB/s = {describe(x, _pct)}" for x in ds)
+    hold = ev.get("hold")
+    if hold is not None:
+        text += f"; host DRAM held at {hold}"
+    common = dict(measured=round(d["estimate"], 4), threshold=threshold, unit="of link", subject=subject,
+                  evidence=evid, method=f"{ev.get('method')}; decided per direction: {d['rule']}")
+    if d["outcome"] == FAIL_:
+        return Verdict("TOPO-PCIE-BW", FAIL, f"{text}: {d['copy_direction']} below {floor:.0%} of the link", **common,
+                       remediation="check the link under load (TOPO-PCIE-LINK), IOMMU/ATS settings, Max Payload/Read "
+                                   "Request sizes (`lspci -vv`), and the NUMA binding of the copying thread")
+    if d["outcome"] == PASS_:
+        return Verdict("TOPO-PCIE-BW", PASS, text, **common)
+    return Verdict("TOPO-PCIE-BW", INCONCLUSIVE, f"{text}; {d['copy_direction']}: "
+                   f"{undecided_text(d, _pct, 'copies')}", **common)

@@ -8,20 +8,22 @@ jitter): the checks apply whatever the profile states, and every verdict says wh
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
 from . import check
+from .interval import (AT_LEAST, AT_MOST, FAIL_, PASS_, combine, decide, describe, level, mean_interval,
+                       undecided_text)
 
 
 def _simulated(evidence: Dict[str, Any]) -> str:
     return " [simulated figures]" if evidence.get("simulated") else ""
 
 
-@check("CRG-NODE")
-def check_node(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Dense GEMM TFLOPS per dtype (fp16, bf16) against the profile's floor ``min_tflops`` and, where it keeps
-    one, B's ceiling ``max_tflops`` (B: a graph node is at most 128 TFLOPS-equivalent).
+@check("CRG-NODE", version=1, legacy=True)
+def check_node_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 1, kept so that older reports replay: the median GEMM TFLOPS per dtype (no interval) against the
+    profile's floor ``min_tflops`` and B's ceiling ``max_tflops``.
 
     evidence: ``results`` [{dtype, tflops, size, iterations, verified}], ``method``."""
     req = "CRG-NODE"
@@ -60,9 +62,10 @@ def check_node(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: st
     return Verdict(req, PASS, f"dense GEMM {shown} TFLOPS", measured=measured, **common)
 
 
-@check("CRG-EDGE")
-def check_edge(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Device-to-device copy bandwidth of one pair (median of the runs, data verified) >= ``min_gbps``.
+@check("CRG-EDGE", version=1, legacy=True)
+def check_edge_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 1, kept so that older reports replay: device-to-device copy bandwidth of one pair (median of the
+    runs, no interval, data verified) >= ``min_gbps``.
 
     evidence: ``pair`` [src, dst], ``gbps_median``, ``samples_gbps``, ``verified``, ``peer_access`` (bool),
     ``nvlink_bytes`` (NVLink counters' delta, when present)."""
@@ -90,10 +93,10 @@ def check_edge(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: st
     return Verdict(req, PASS, text, measured=round(g, 2), **common)
 
 
-@check("CRG-SYNC")
-def check_sync(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """All-reduce bus bandwidth (nccl-tests' definition: algorithm bandwidth × 2(n-1)/n), median of the runs,
-    result verified, >= ``min_tbps``.
+@check("CRG-SYNC", version=1, legacy=True)
+def check_sync_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 1, kept so that older reports replay: all-reduce bus bandwidth (nccl-tests' definition: algorithm
+    bandwidth × 2(n-1)/n), median of the runs (no interval), result verified, >= ``min_tbps``.
 
     evidence: ``backend`` (nccl/gloo), ``world_size``, ``bytes``, ``busbw_gbps``, ``algbw_gbps``, ``verified``."""
     req = "CRG-SYNC"
@@ -230,3 +233,212 @@ def percentiles(values: List[float]) -> Dict[str, Any]:
         return {"n": 0}
     pick = lambda q: xs[min(n - 1, max(0, int(round(q * (n - 1)))))]  # noqa: E731
     return {"n": n, "min": xs[0], "p1": pick(0.01), "p50": pick(0.5), "p99": pick(0.99), "max": xs[-1]}
+
+
+# --------------------------------------------------------------------------
+# Decisions under noise (CRG-NODE, CRG-EDGE, CRG-SYNC version 2)
+
+
+def _looks(ev: Dict[str, Any]) -> int:
+    return int((ev.get("sequential") or {}).get("looks") or 1)
+
+
+def _per_trial(ev: Dict[str, Any]) -> Optional[float]:
+    seq = ev.get("sequential") or {}
+    return float(seq["seconds"]) / seq["trials"] if seq.get("trials") and seq.get("seconds") else None
+
+
+def _g(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def node_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per verified dtype: the mean TFLOPS of its timed loops with a t-interval, decided against the floor
+    ``min_tflops`` and the ceiling ``max_tflops`` (each where the profile sets it; neither: reported)."""
+    lo, hi = thresholds.get("min_tflops"), thresholds.get("max_tflops")
+    out = []
+    for r in evidence.get("results") or []:
+        if r.get("tflops") is None or not r.get("verified"):
+            continue
+        samples = [float(x) for x in r.get("samples_tflops") or [r["tflops"]]]
+        stat = mean_interval(samples, level(_looks(evidence)))
+        bounds = [(lo, AT_LEAST)] if lo is not None else []
+        bounds += [(hi, AT_MOST)] if hi is not None else []
+        for thr, direction in bounds or [(None, AT_LEAST)]:
+            d = decide(stat, thr, direction, samples=samples, show=_g, seconds_per_trial=_per_trial(evidence),
+                       what=f"{r['dtype']} TFLOPS")
+            d["dtype"] = r["dtype"]
+            out.append(d)
+    return out
+
+
+@check("CRG-NODE", version=2)
+def check_node(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Dense GEMM TFLOPS per dtype (fp16, bf16), the mean of its timed loops with a t-interval, against the
+    profile's floor ``min_tflops`` and, where it keeps one, B's ceiling ``max_tflops`` (B: a graph node is at most
+    128 TFLOPS-equivalent): PASS when every interval clears every bound, FAIL when one lies wholly beyond one,
+    else INCONCLUSIVE.
+
+    evidence: ``results`` [{dtype, tflops, samples_tflops, size, iterations, verified}], ``method``,
+    ``sequential``."""
+    req = "CRG-NODE"
+    results = evidence.get("results") or []
+    lo, hi = thresholds.get("min_tflops"), thresholds.get("max_tflops")
+    parts = []
+    if lo is not None:
+        parts.append(f">= {lo:g} TFLOPS")
+    if hi is not None:
+        parts.append(f"<= {hi:g} TFLOPS (B §2.5 ceiling)")
+    threshold = " and ".join(parts) or "no bound in the profile"
+    good = [r for r in results if r.get("tflops") is not None and r.get("verified")]
+    ds = node_decisions(evidence, thresholds)
+    ev = dict(evidence, decisions=ds)
+    method = (evidence.get("method") or "torch matmul") + _simulated(evidence)
+    common = dict(threshold=threshold, unit="TFLOPS", subject=subject, evidence=ev, method=method)
+    if not good:
+        why = "; ".join(f"{r.get('dtype')}: {r.get('error') or 'result not verified'}" for r in results) or "no result"
+        return Verdict(req, INCONCLUSIVE, f"no verified GEMM measurement ({why})", measured=None, **common)
+    d = combine(ds)
+    ev["decision"] = d
+    common["method"] = f"{method}; decided per dtype and bound: {d['rule']}"
+    first = {}
+    for x in ds:  # one interval per dtype (the floor's and the ceiling's decisions share it)
+        first.setdefault(x["dtype"], x)
+    shown = ", ".join(f"{k} {describe(x, _g)}" for k, x in first.items())
+    if any(x["trials"] < 2 for x in ds):
+        return Verdict(req, INCONCLUSIVE, f"one timed loop per dtype ({shown}): an interval needs two or more",
+                       measured=round(min(r["tflops"] for r in good), 2), **common)
+    if d["outcome"] == FAIL_ and d["direction"] == AT_MOST:
+        return Verdict(req, FAIL, f"{d['dtype']} {describe(d, _g)} TFLOPS exceeds the node ceiling of {hi:g} TFLOPS "
+                       f"({shown})", measured=round(d["estimate"], 2), **common,
+                       remediation="B §2.5 bounds a graph node at this figure, which every current data-centre GPU "
+                                   "exceeds: state the bound that fits this device in the profile (CRG-NODE "
+                                   "max_tflops: null and a min_tflops floor, with the reason), or partition the "
+                                   "graph so that one node is a share of a device")
+    if d["outcome"] == FAIL_:
+        return Verdict(req, FAIL, f"{d['dtype']} {describe(d, _g)} TFLOPS is below the profile's floor of {lo:g} "
+                       f"TFLOPS ({shown})", measured=round(d["estimate"], 2), **common,
+                       remediation="check DEP-THROTTLE (clock events under load) and DEP-POWERCAP, that no other "
+                                   "process shares the device (`nvidia-smi`), and the application clocks")
+    measured = round(min(x["estimate"] for x in ds), 2)
+    if lo is None and hi is None:
+        return Verdict(req, WARN, f"measured {shown} TFLOPS; the profile sets no bound", measured=measured, **common)
+    if d["outcome"] == PASS_:
+        return Verdict(req, PASS, f"dense GEMM {shown} TFLOPS", measured=measured, **common)
+    return Verdict(req, INCONCLUSIVE, f"dense GEMM {shown} TFLOPS; {d['dtype']}: {undecided_text(d, _g)}",
+                   measured=measured, **common)
+
+
+def _edge_directions(evidence: Dict[str, Any]) -> List[tuple]:
+    if isinstance(evidence.get("forward"), dict) and isinstance(evidence.get("reverse"), dict):
+        return [("forward", evidence["forward"].get("samples_gbps") or []),
+                ("reverse", evidence["reverse"].get("samples_gbps") or [])]
+    return [("both ways", evidence.get("samples_gbps") or [])]
+
+
+def edge_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per direction of the pair: the mean GB/s of its copies with a t-interval, against ``min_gbps``."""
+    out = []
+    for name, samples in _edge_directions(evidence):
+        samples = [float(x) for x in samples]
+        d = decide(mean_interval(samples, level(_looks(evidence))), thresholds.get("min_gbps"), AT_LEAST,
+                   samples=samples, show=_g, seconds_per_trial=_per_trial(evidence), what=f"{name} GB/s")
+        d["way"] = name
+        out.append(d)
+    return out
+
+
+@check("CRG-EDGE", version=2)
+def check_edge(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Device-to-device copy bandwidth of one pair, each direction the mean of its copies with a t-interval (data
+    verified), against ``min_gbps``: PASS when both intervals clear it, FAIL when one lies wholly below, else
+    INCONCLUSIVE.
+
+    evidence: ``pair`` [src, dst], ``forward``/``reverse`` (each with ``samples_gbps``; or ``samples_gbps`` of the
+    pair), ``gbps_median``, ``verified``, ``peer_access`` (bool), ``nvlink_bytes``, ``sequential``."""
+    req = "CRG-EDGE"
+    floor = thresholds.get("min_gbps")
+    threshold = f">= {floor:g} GB/s" if floor is not None else "no floor in the profile"
+    path = "peer access" if evidence.get("peer_access") else "no peer access (staged through the host)"
+    nv = evidence.get("nvlink_bytes")
+    if nv is not None:
+        path += f", {nv} bytes counted on NVLink"
+    method = (evidence.get("method") or "torch copy between devices") + _simulated(evidence)
+    if evidence.get("gbps_median") is None or not evidence.get("verified"):
+        return Verdict(req, INCONCLUSIVE, f"no verified copy measurement ({evidence.get('reason') or 'data differed'})",
+                       measured=evidence.get("gbps_median"), threshold=threshold, unit="GB/s", subject=subject,
+                       evidence=evidence, method=method)
+    ds = edge_decisions(evidence, thresholds)
+    d = combine(ds)
+    ev = dict(evidence, decisions=ds, decision=d)
+    common = dict(threshold=threshold, unit="GB/s", subject=subject, evidence=ev,
+                  method=f"{method}; decided per direction: {d['rule']}")
+    ways = "; ".join(f"{x['way']} {describe(x, _g)}" for x in ds)
+    text = f"{ways} GB/s ({path})"
+    measured = round(min(x["estimate"] for x in ds), 2)
+    if any(x["trials"] < 2 for x in ds):
+        return Verdict(req, INCONCLUSIVE, f"{text}: an interval needs two or more copies each way", measured=measured,
+                       **common)
+    if floor is None:
+        return Verdict(req, WARN, f"{text}; the profile sets no floor", measured=measured, **common)
+    if d["outcome"] == FAIL_:
+        return Verdict(req, FAIL, f"{text}: {d['way']} is below {floor:g} GB/s", measured=measured, **common,
+                       remediation="check `nvidia-smi topo -m` and `nvidia-smi nvlink --status` (inactive links, "
+                                   "a pair routed over PCIe), that peer access is enabled (IOMMU/ACS settings can "
+                                   "block P2P: `lspci -vvv` ACSCtl), and LINK-NVLINK-MESH")
+    if d["outcome"] == PASS_:
+        return Verdict(req, PASS, text, measured=measured, **common)
+    return Verdict(req, INCONCLUSIVE, f"{text}; {d['way']}: {undecided_text(d, _g, 'copies')}", measured=measured,
+                   **common)
+
+
+def sync_samples(evidence: Dict[str, Any]) -> List[float]:
+    """Bus bandwidth (GB/s) of each all-reduce: bytes over its time (the slowest rank's), × 2(n-1)/n."""
+    n, nbytes = int(evidence.get("world_size") or 0), float(evidence.get("bytes") or 0)
+    return [busbw(nbytes / float(t) / 1e9, n) for t in evidence.get("samples_s") or [] if t and float(t) > 0]
+
+
+def sync_decision(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> Dict[str, Any]:
+    samples = sync_samples(evidence)
+    floor = thresholds.get("min_tbps")
+    return decide(mean_interval(samples, level(_looks(evidence))), floor * 1000 if floor is not None else None,
+                  AT_LEAST, samples=samples, show=_g, seconds_per_trial=_per_trial(evidence), what="bus GB/s")
+
+
+@check("CRG-SYNC", version=2)
+def check_sync(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """All-reduce bus bandwidth (nccl-tests' definition: algorithm bandwidth × 2(n-1)/n), the mean over the
+    all-reduces (each timed by its slowest rank) with a t-interval, result verified, against ``min_tbps``: PASS
+    when the interval clears it, FAIL when it lies wholly below, else INCONCLUSIVE.
+
+    evidence: ``backend`` (nccl/gloo), ``world_size``, ``bytes``, ``samples_s``, ``busbw_gbps``, ``verified``,
+    ``sequential``."""
+    req = "CRG-SYNC"
+    floor = thresholds.get("min_tbps")
+    bus = evidence.get("busbw_gbps")
+    threshold = f">= {floor:g} TB/s" if floor is not None else "no floor in the profile"
+    how = f"{evidence.get('backend')} all-reduce of {evidence.get('bytes')} bytes across {evidence.get('world_size')} " \
+          f"{evidence.get('participants', 'processes')}"
+    method = how + ", bus bandwidth = algorithm bandwidth × 2(n-1)/n (nccl-tests)" + _simulated(evidence)
+    if bus is None or not evidence.get("verified"):
+        return Verdict(req, INCONCLUSIVE, f"no verified all-reduce measurement ({evidence.get('reason') or 'result differed'})",
+                       measured=bus, threshold=threshold, unit="GB/s", subject=subject, evidence=evidence,
+                       method=method)
+    d = sync_decision(evidence, thresholds)
+    ev = dict(evidence, decision=d)
+    common = dict(threshold=threshold, unit="GB/s", subject=subject, evidence=ev, method=f"{method}; decided: {d['rule']}")
+    if d["estimate"] is None or d["trials"] < 2:
+        return Verdict(req, INCONCLUSIVE, f"bus bandwidth {bus:.2f} GB/s from {d['trials']} timed all-reduce(s): an "
+                       "interval needs two or more", measured=round(bus, 3), **common)
+    text = f"bus bandwidth {describe(d, _g)} GB/s ({how})"
+    measured = round(d["estimate"], 3)
+    if floor is None:
+        return Verdict(req, WARN, f"{text}; the profile sets no floor", measured=measured, **common)
+    if d["outcome"] == FAIL_:
+        return Verdict(req, FAIL, f"{text} is below {floor:g} TB/s", measured=measured, **common,
+                       remediation="check CRG-EDGE and LINK-NVLINK-MESH for a slow pair, NCCL's chosen transport "
+                                   "(NCCL_DEBUG=INFO: NVLS/P2P vs SHM/NET), and that fabric manager is running on "
+                                   "NVSwitch systems")
+    if d["outcome"] == PASS_:
+        return Verdict(req, PASS, text, measured=measured, **common)
+    return Verdict(req, INCONCLUSIVE, f"{text}; {undecided_text(d, _g, 'all-reduces')}", measured=measured, **common)

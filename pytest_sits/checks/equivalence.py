@@ -6,6 +6,9 @@ from typing import Any, Dict, List, Optional
 
 from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
 from . import check
+from .interval import (AT_MOST, FAIL_, PASS_, bootstrap_interval, combine, decide, exact, mean_interval,
+                       undecided_text)
+from .interval import describe as interval_text
 
 
 def describe(r: Dict[str, Any]) -> str:
@@ -102,9 +105,10 @@ def _precision(evidence: Dict[str, Any], tol: Dict[str, Any], subject: str) -> V
                                "class allows it, set EQ-PRECISION.risk_class in the profile")
 
 
-@check("EQ-THROUGHPUT")
-def check_throughput(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Coefficient of variation of the per-round times below max_cv; undecidable when the host itself is noisy.
+@check("EQ-THROUGHPUT", version=1, legacy=True)
+def check_throughput_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 1, kept so that older reports replay: the coefficient of variation of the per-round times (no
+    interval) below max_cv; undecidable when the host itself is noisy.
 
     evidence: ``samples_s`` (per-round times), ``control_cv`` (a fixed host workload's CV), ``method``."""
     import statistics
@@ -138,15 +142,16 @@ def check_throughput(evidence: Dict[str, Any], thresholds: Dict[str, Any], subje
                                "after THERM-*-STEADY), background work and frequency scaling on the host")
 
 
-@check("EQ-LATENCY")
-def check_latency_ratio(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """EQ-LATENCY.  evidence: ``operators`` (op, dtype, here, reference, ratio); thresholds: ``max_ratio``."""
+@check("EQ-LATENCY", version=1, legacy=True)
+def check_latency_ratio_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 1, kept so that older reports replay: the worst ratio, no interval.  evidence: ``operators`` (op,
+    dtype, here, reference, ratio); thresholds: ``max_ratio``."""
     return _ratio("EQ-LATENCY", evidence["operators"], thresholds.get("max_ratio"), subject, "latency")
 
 
-@check("EQ-RESOURCE")
-def check_resource_ratio(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """EQ-RESOURCE, on peak device memory; evidence as for EQ-LATENCY."""
+@check("EQ-RESOURCE", version=1, legacy=True)
+def check_resource_ratio_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 1, kept so that older reports replay: EQ-RESOURCE on peak device memory, no interval."""
     return _ratio("EQ-RESOURCE", evidence["operators"], thresholds.get("max_ratio"), subject, "peak device memory")
 
 
@@ -199,3 +204,140 @@ def check_golden_coverage_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any
     """Version 1 (reports of pytest-sits 0.1): the same rule, given no thresholds.  Kept so that older reports
     replay."""
     return check_golden_coverage.__wrapped__(evidence, thresholds, subject)
+
+
+# --------------------------------------------------------------------------
+# Decisions under noise (EQ-THROUGHPUT, EQ-LATENCY, EQ-RESOURCE version 2)
+
+#: The host control's median round time moving by more than this between before and after means the machine moved.
+CONTROL_MOVE = 0.10
+
+
+def _pct(x: float) -> str:
+    return f"{x:.2%}"
+
+
+def throughput_decision(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> Dict[str, Any]:
+    """The CV of the rounds' times with its bootstrap interval, against ``max_cv``."""
+    return decide(bootstrap_interval(evidence["samples_s"]), float(thresholds["max_cv"]), AT_MOST, show=_pct,
+                  what="coefficient of variation of the rounds")
+
+
+def control_state(evidence: Dict[str, Any], max_cv: float) -> Dict[str, Any]:
+    """Was the host quiet?  The control's CV (bootstrap interval over its rounds before and after the benchmark)
+    and how far its median moved from before to after; ``quiet`` when the CV's high end stays below half of
+    ``max_cv`` and the median moved by less than CONTROL_MOVE."""
+    import statistics
+
+    c = evidence.get("control") or {}
+    before, after = list(c.get("before_s") or []), list(c.get("after_s") or [])
+    out: Dict[str, Any] = {"quiet": False}
+    if len(before) < 2 or len(after) < 2:
+        cv = evidence.get("control_cv")
+        out["why"] = (f"the host control's rounds are not in the evidence (its CV: {cv:.2%})" if cv is not None
+                      else "no host control was timed")
+        return out
+    stat = bootstrap_interval(before + after)
+    moved = statistics.median(after) / statistics.median(before) - 1.0
+    out.update(cv=stat, moved=round(moved, 4),
+               quiet=bool(stat["high"] is not None and stat["high"] < max_cv / 2 and abs(moved) < CONTROL_MOVE))
+    if not out["quiet"]:
+        out["why"] = (f"a fixed host workload timed before and after varied by {interval_text(stat, _pct)} and its median "
+                      f"moved {moved:+.1%} between the two: this machine moved under the measurement")
+    return out
+
+
+@check("EQ-THROUGHPUT", version=2)
+def check_throughput(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """The coefficient of variation of the per-round times, with its bootstrap interval (fixed seed), against
+    ``max_cv``: PASS when the interval's high end stays below; FAIL when its low end lies above it and the host
+    was quiet (a fixed host workload timed before and after the rounds: its CV's high end below half of
+    ``max_cv`` and its median moved less than 10%); otherwise INCONCLUSIVE: a noisy host is the machine, not the
+    device.
+
+    evidence: ``samples_s`` (per-round times), ``control`` {``before_s``, ``after_s``: the host workload's rounds},
+    ``control_cv``, ``method``."""
+    import statistics
+
+    if evidence.get("disabled"):
+        return Verdict("EQ-THROUGHPUT", INCONCLUSIVE, evidence["disabled"], subject=subject, evidence=evidence)
+    samples_s = evidence["samples_s"]
+    max_cv = float(thresholds["max_cv"])
+    d = throughput_decision(evidence, thresholds)
+    host = control_state(evidence, max_cv)
+    ev = dict(evidence, decision=d, control_state=host, rounds=len(samples_s), min_s=min(samples_s),
+              median_s=statistics.median(samples_s), max_s=max(samples_s), cv=d["estimate"])
+    text = (f"CV {interval_text(d, _pct)} over {len(samples_s)} rounds (min {min(samples_s) * 1e3:.3f} ms, median "
+            f"{statistics.median(samples_s) * 1e3:.3f} ms, max {max(samples_s) * 1e3:.3f} ms)")
+    common = dict(measured=round(d["estimate"], 4), threshold=f"CV < {max_cv:.0%}", unit="CV", subject=subject,
+                  evidence=ev, method=f"{evidence.get('method')}; decided: {d['rule']}; FAIL only on a quiet host")
+    if d["outcome"] == PASS_:
+        return Verdict("EQ-THROUGHPUT", PASS, text, **common)
+    if d["outcome"] == FAIL_ and host["quiet"]:
+        return Verdict("EQ-THROUGHPUT", FAIL, f"{text}; the host control varied only {interval_text(host['cv'], _pct)}",
+                       **common,
+                       remediation="look for clock or power throttling (clocks-event reasons), thermal state (run "
+                                   "after THERM-*-STEADY), background work and frequency scaling on the host")
+    if d["outcome"] == FAIL_:
+        return Verdict("EQ-THROUGHPUT", INCONCLUSIVE, f"{text}; but {host['why']}: the device's fluctuation cannot be "
+                       "told from the host's", **common)
+    return Verdict("EQ-THROUGHPUT", INCONCLUSIVE, f"{text}; {undecided_text(d, _pct, 'rounds')}", **common)
+
+
+def ratio_decisions(rows: List[Dict[str, Any]], max_ratio: Optional[float], what: str) -> List[Dict[str, Any]]:
+    """Per operator: the ratio here / reference with its interval (the samples' t-interval over the reference's
+    stored figure, which is taken as exact; a count with no samples is exact), against ``max_ratio``."""
+    out = []
+    for r in rows:
+        ref = r.get("reference")
+        samples = r.get("samples")
+        if samples and ref:
+            stat = mean_interval([float(x) / float(ref) for x in samples])
+        else:
+            stat = exact(float(r["ratio"]))
+        d = decide(stat, max_ratio, AT_MOST, show=lambda x: f"{x:.3g}x", what=f"{r['op']} {r['dtype']} {what} ratio")
+        d.update(op=r["op"], dtype=r["dtype"])
+        out.append(d)
+    return out
+
+
+@check("EQ-LATENCY", version=2)
+def check_latency_ratio(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """EQ-LATENCY: per operator, the latency here over the golden set's (the runs' t-interval over the stored
+    figure), against ``max_ratio``; the worst decides.  evidence: ``operators`` (op, dtype, here, reference, ratio,
+    samples)."""
+    return _ratio_v2("EQ-LATENCY", evidence["operators"], thresholds.get("max_ratio"), subject, "latency")
+
+
+@check("EQ-RESOURCE", version=2)
+def check_resource_ratio(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """EQ-RESOURCE, on peak device memory (a count: exact); evidence as for EQ-LATENCY."""
+    return _ratio_v2("EQ-RESOURCE", evidence["operators"], thresholds.get("max_ratio"), subject, "peak device memory")
+
+
+def _ratio_v2(req: str, rows: List[Dict[str, Any]], max_ratio: Optional[float], subject: str, what: str) -> Verdict:
+    rows = [r for r in rows if r.get("ratio") is not None]
+    ev: Dict[str, Any] = {"operators": rows, "max_ratio": max_ratio}
+    if not rows:
+        return Verdict(req, SKIP, f"no {what} was recorded beside a reference", subject=subject, evidence=ev)
+    ds = ratio_decisions(rows, max_ratio, what)
+    worst = max(ds, key=lambda d: d["estimate"])
+    d = combine(ds) if max_ratio is not None else worst
+    ev.update(decisions=ds, decision=d)
+    show = lambda x: f"{x:.3g}x"  # noqa: E731
+    text = (f"worst {what} ratio {interval_text(worst, show)} ({worst['op']} {worst['dtype']}) over {len(rows)} operators "
+            "against the golden reference")
+    common = dict(measured=round(worst["estimate"], 3), unit="x reference", subject=subject, evidence=ev,
+                  method=f"here / the golden set's stored figure, per operator; decided: {d['rule']}")
+    if max_ratio is None:
+        return Verdict(req, WARN, text + "; the profile sets no allowed ratio", threshold="none set", **common)
+    threshold = f"<= {max_ratio:g}x"
+    if d["outcome"] == FAIL_:
+        return Verdict(req, FAIL, f"{text}; {d['op']} {d['dtype']} {interval_text(d, show)} is above {max_ratio:g}x",
+                       threshold=threshold, **common,
+                       remediation=f"profile the slow operators on this platform; check the {what} of the "
+                                   "library versions against the reference platform's")
+    if d["outcome"] == PASS_:
+        return Verdict(req, PASS, text, threshold=threshold, **common)
+    return Verdict(req, INCONCLUSIVE, f"{text}; {d['op']} {d['dtype']}: {undecided_text(d, show, 'runs')}",
+                   threshold=threshold, **common)

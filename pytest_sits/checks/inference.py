@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from . import check
+from .interval import (AT_LEAST, AT_MOST, FAIL_, PASS_, UNDECIDED, batch_means, combine, decide, describe, exact,
+                       level, mean_interval, percentile_decision, proportion_interval, rate_interval, rule_text,
+                       undecided_text)
 from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
 
 #: Above this share of failed sensor reads in a judged interval, power is not decided.
@@ -40,8 +43,9 @@ def _sim(ev: Dict[str, Any]) -> str:
 # --------------------------------------------------------------------------
 
 
-@check("PLP-SAMPLE")
-def check_sample(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("PLP-SAMPLE", version=1, legacy=True)
+def check_sample_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """Version 1, kept so that older reports replay: the largest P99 skew, no interval."""
     req = "PLP-SAMPLE"
     period = float(ev["period_ms"])
     limit = float(th.get("max_skew_periods", 1.0)) * period
@@ -84,8 +88,9 @@ def check_sample(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdic
                    threshold=threshold, unit="ms", evidence=ev, method=method)
 
 
-@check("PLP-PPL")
-def check_ppl(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("PLP-PPL", version=1, legacy=True)
+def check_ppl_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """Version 1, kept so that older reports replay."""
     req = "PLP-PPL"
     want = float(th.get("window_ms", 10))
     got = float(ev["window_ms"])
@@ -125,8 +130,9 @@ def check_ppl(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
                    threshold=threshold, evidence=derived, method=method)
 
 
-@check("PLP-POWER")
-def check_power(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("PLP-POWER", version=1, legacy=True)
+def check_power_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """Version 1, kept so that older reports replay: the largest point power, no interval."""
     req = "PLP-POWER"
     at = float(th.get("at_load_max", 0.85))
     ceiling = th.get("max_power_w")
@@ -166,8 +172,9 @@ def check_power(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict
                    method=method)
 
 
-@check("PLP-LATENCY")
-def check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("PLP-LATENCY", version=1, legacy=True)
+def check_latency_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """Version 1, kept so that older reports replay: the largest P99, no interval."""
     req = "PLP-LATENCY"
     at = float(th.get("at_load_max", 0.70))
     metric = th.get("metric", "query")
@@ -224,9 +231,10 @@ def _dist_p99(t: Dict[str, Any], key: str) -> Optional[float]:
     return d.get("p99_s") if isinstance(d, dict) else None
 
 
-@check("SVC-SLA", version=2)
-def check_sla(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
-    """One tenant (``ev["tenant"]``) of an SLA run: request latency P99 (with LoadGen's early-stopping estimate),
+@check("SVC-SLA", version=2, legacy=True)
+def check_sla_v2(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """Version 2, kept so that older reports replay (no interval beside LoadGen's early stopping).  One tenant
+    (``ev["tenant"]``) of an SLA run: request latency P99 (with LoadGen's early-stopping estimate),
     time to first token and time per output token P99 where the SLA sets them, throughput, error rate.  A run
     where the client was the limit is INCONCLUSIVE, never FAIL."""
     req = "SVC-SLA"
@@ -304,8 +312,9 @@ def check_sla(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     return Verdict(req, PASS, f"{figures}{_sim(ev)}", measured=measured, unit="ms", **kw)
 
 
-@check("SVC-COLDSTART")
-def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("SVC-COLDSTART", version=1, legacy=True)
+def check_coldstart_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """Version 1, kept so that older reports replay: one cold start, no interval."""
     req = "SVC-COLDSTART"
     ceiling = th.get("max_s")
     threshold = f"<= {ceiling:g} s to the first token" if ceiling is not None else "reported (no ceiling set)"
@@ -325,9 +334,10 @@ def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Ver
     return Verdict(req, PASS, text, measured=ev["total_s"], threshold=threshold, unit="s", evidence=ev, method=method)
 
 
-@check("SVC-FRAG")
-def check_frag(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
-    """One view: the paged KV pool, or the device allocator (``ev["view"]``)."""
+@check("SVC-FRAG", version=1, legacy=True)
+def check_frag_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """Version 1, kept so that older reports replay: the KV pool's fragmentation at the step of peak occupancy (one
+    sample), or the device allocator's (``ev["view"]``)."""
     req = "SVC-FRAG"
     limit = float(th.get("max_fraction", 0.03))
     threshold = f"fragmentation <= {limit:.1%}"
@@ -397,3 +407,494 @@ def check_sla_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdic
                        method=method)
     return Verdict(req, PASS, f"{figures}{_sim(ev)}", measured=round(es["estimate_s"] * 1e3, 3), threshold=threshold,
                    unit="ms", evidence=ev, method=method)
+
+
+# --------------------------------------------------------------------------
+# Decisions under noise (PLP-SAMPLE, PLP-PPL, PLP-POWER, PLP-LATENCY, SVC-FRAG, SVC-COLDSTART version 2; SVC-SLA
+# version 3).  Percentiles are bounded by the binomial order statistics of their samples (the rule LoadGen's early
+# stopping applies), powers by the t-interval over the blocks of a point, proportions by Clopper-Pearson, rates by
+# Poisson.  The sweep runs once: its queries are the trials, and an undecided verdict says how many more queries
+# (and seconds of load) would decide.
+
+def _ms(x: float) -> str:
+    return f"{x:.4g} ms"
+
+
+def _us(x: float) -> str:
+    return f"{x * 1e6:.4g} µs"
+
+
+def _w(x: float) -> str:
+    return f"{x:.4g} W"
+
+
+def _per_query(p: Dict[str, Any]) -> Optional[float]:
+    return float(p["duration_s"]) / p["queries"] if p.get("queries") and p.get("duration_s") else None
+
+
+def sample_decisions(ev: Dict[str, Any], th: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per judged power source and sweep point: the P99 of the skew (ms) with its order-statistic interval, against
+    ``max_skew_periods`` periods."""
+    limit = float(th.get("max_skew_periods", 1.0)) * float(ev["period_ms"])
+    srcs = ev["sources"]
+    out = []
+    for name, s in sorted(srcs.items()):
+        if not s.get("fast", True) or name not in ev.get("primary_power", srcs):
+            continue
+        for k, tail in enumerate(s.get("tails") or []):
+            d = percentile_decision(tail, limit, AT_MOST, show=_ms, what=f"{name} skew P99")
+            d.update(source=name, point=k)
+            out.append(d)
+    return out
+
+
+@check("PLP-SAMPLE", version=2)
+def check_sample(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """Per fast primary power source and sweep point: the P99 of |reading timestamp - the record's tick|, with its
+    binomial order-statistic interval, within ``max_skew_periods`` sampling periods: PASS when every interval's
+    high end is within, FAIL when one's low end is beyond, else INCONCLUSIVE."""
+    req = "PLP-SAMPLE"
+    period = float(ev["period_ms"])
+    limit = float(th.get("max_skew_periods", 1.0)) * period
+    threshold = f"skew <= {th.get('max_skew_periods', 1.0):g} period(s) = {limit:g} ms"
+    method = ("per power source and sweep point: the P99 over the records of |sensor timestamp (or read time) - the "
+              "record's tick|, with its binomial order-statistic interval; the latency and ρ parts of a record refer "
+              "to the tick itself. " + ev.get("statement", ""))
+    srcs = ev["sources"]
+    judged = {n: s for n, s in srcs.items() if s.get("fast", True) and n in ev.get("primary_power", srcs)}
+    slow = sorted(n for n, s in srcs.items() if not s.get("fast", True))
+    note = f"; slow source(s) {', '.join(slow)} reported, not judged (a BMC updates about once a second)" if slow else ""
+    if not judged:
+        return Verdict(req, SKIP, "no fast power source to judge" + note, threshold=threshold, evidence=ev,
+                       method=method)
+    if ev.get("ticks") and ev.get("overruns", 0) / (ev["ticks"] + ev["overruns"]) > MAX_OVERRUN_SHARE:
+        share = ev["overruns"] / (ev["ticks"] + ev["overruns"])
+        return Verdict(req, INCONCLUSIVE, f"the sampler missed {share:.1%} of its {period:g} ms ticks: the machine "
+                       "was too loaded to sample at this period", threshold=threshold, evidence=ev, method=method)
+    for name, s in judged.items():
+        if s["readings"] and s["failed"] == s["readings"]:
+            return Verdict(req, INCONCLUSIVE, f"{name}: every one of {s['readings']} readings failed; the skew "
+                           "cannot be measured", threshold=threshold, evidence=ev, method=method)
+        if s["readings"] and s["failed"] / s["readings"] > MAX_FAILED_READ_SHARE:
+            return Verdict(req, INCONCLUSIVE, f"{name}: {s['failed']} of {s['readings']} readings failed "
+                           f"({s['failed'] / s['readings']:.1%}): the sensor dropped out", threshold=threshold,
+                           evidence=ev, method=method)
+    ds = sample_decisions(ev, th)
+    if not ds:
+        return Verdict(req, INCONCLUSIVE, "no skew sample of a judged source was kept", threshold=threshold,
+                       evidence=ev, method=method)
+    d = combine(ds)
+    worst = max(ds, key=lambda x: x["estimate"] if x["estimate"] is not None else -1.0)
+    ev = dict(ev, decisions=ds, decision=d)
+    method += f" Decided per source and point: {d['rule']}"
+    text = f"{worst['source']} skew P99 {describe(worst, _ms)} at sweep point {worst['point']}"
+    unstamped = sorted(n for n, s in judged.items() if not s.get("sensor_stamped"))
+    if unstamped:
+        note += (f"; {', '.join(unstamped)} give(s) no timestamp of their own: skew measured from the read, the "
+                 "value's own age is the sensor's update interval")
+    common = dict(measured=worst["estimate"], threshold=threshold, unit="ms", evidence=ev, method=method)
+    if d["outcome"] == FAIL_:
+        return Verdict(req, FAIL, f"{d['source']}: skew P99 {describe(d, _ms)} exceeds {limit:g} ms at sweep point "
+                       f"{d['point']}{_sim(ev)}{note}", **common,
+                       remediation="read the sensor's instantaneous field (NVML_FI_DEV_POWER_INSTANT, not the 1 s "
+                                   "average) or a faster counter; a lagging sensor cannot be joined with 10 ms "
+                                   "latency and load windows")
+    if d["outcome"] == PASS_:
+        return Verdict(req, PASS, f"skew within {limit:g} ms: worst {text}{_sim(ev)}{note}", **common)
+    return Verdict(req, INCONCLUSIVE, f"{text}; {d['source']} at point {d['point']}: "
+                   f"{undecided_text(d, _ms, 'records')}{_sim(ev)}{note}", **common)
+
+
+@check("PLP-PPL", version=2)
+def check_ppl(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """ρ over sliding ``window_ms`` windows against the theoretical peak.  FAIL on the wrong window, or when a
+    window did more than the peak allows (one such window is impossible, not noise: the peak or the work count
+    is wrong); the P99 of ρ at the highest load is reported with its binomial order-statistic interval."""
+    req = "PLP-PPL"
+    want = float(th.get("window_ms", 10))
+    got = float(ev["window_ms"])
+    threshold = f"ρ over sliding {want:g} ms windows, against the theoretical peak"
+    method = ev.get("rho_rule")
+    peak = ev["peak"]
+    pts = [p for p in ev["points"] if p.get("rho") is not None]
+    if abs(got - want) > 0.01 * want:
+        return Verdict(req, FAIL, f"ρ was measured over {got:g} ms windows; the requirement asks {want:g} ms",
+                       measured=got, threshold=threshold, unit="ms", evidence=ev, method=method,
+                       remediation=f"measure again with PLP-PPL.window_ms = {want:g}")
+    if not pts or not peak.get("flops_per_s"):
+        return Verdict(req, INCONCLUSIVE, f"no ρ could be computed ({peak.get('source')})", threshold=threshold,
+                       evidence=ev, method=method)
+    top = max(pts, key=lambda p: p.get("rho_max") or 0.0)
+    highest = max(pts, key=lambda p: p.get("target_qps") or 0.0)
+    rho_max, rho_p99 = top.get("rho_max") or 0.0, top.get("rho_p99") or 0.0
+    d = percentile_decision(highest["rho_tail"], None, what="ρ P99 at the highest load") if highest.get(
+        "rho_tail") else exact(highest.get("rho_p99"))
+    d["rule"] = (f"FAIL when one {want:g} ms window exceeds the theoretical peak by more than {RHO_TOLERANCE:.0%} "
+                 "(impossible: the peak or the work count is wrong) or the window is not the one asked; the P99 of ρ "
+                 "is reported with its interval")
+    steps = sorted(p["step_ms_p50"] for p in pts if p.get("step_ms_p50") is not None)
+    summary = ", ".join(f"{p['target_qps']:.4g} QPS: ρ {p['rho']:.3g} (P99 {p['rho_p99']:.3g})" for p in pts)
+    derived = dict(ev, derived={"rho_max": rho_max, "rho_p99_at_highest_load": rho_p99}, decision=d)
+    shown = f"P99 at {highest['target_qps']:.4g} QPS {describe(d, lambda x: f'{x:.3g}')}"
+    if peak.get("theoretical") and rho_max > 1 + RHO_TOLERANCE:
+        return Verdict(req, FAIL, f"a {got:g} ms window did {rho_max:.2f}x the theoretical peak of "
+                       f"{peak['flops_per_s'] / 1e12:.4g} TFLOP/s ({peak['source']}): the peak or the work count is "
+                       f"wrong{_sim(ev)}", measured=rho_max, threshold=threshold, evidence=derived, method=method,
+                       remediation="check the profile's peak (PLP-PPL.peak_tflops or hardware.fp16_dense_tflops, "
+                                   "for the model's dtype) and the FLOPs counted per step")
+    if steps and steps[len(steps) // 2] > got:
+        return Verdict(req, INCONCLUSIVE, f"the engine's steps last {steps[len(steps) // 2]:.3g} ms (median), longer "
+                       f"than the {got:g} ms window: the window cannot resolve the load", measured=rho_p99,
+                       threshold=threshold, evidence=derived, method=method)
+    if not peak.get("theoretical"):
+        return Verdict(req, WARN, f"ρ measured over {got:g} ms windows ({summary}; {shown}), but against the measured "
+                       f"maximum ({peak['flops_per_s'] / 1e9:.4g} GFLOP/s): the profile states no theoretical peak for "
+                       f"this device; set PLP-PPL.peak_tflops{_sim(ev)}", measured=rho_p99, threshold=threshold,
+                       evidence=derived, method=method)
+    return Verdict(req, PASS, f"ρ over {got:g} ms windows against {peak['flops_per_s'] / 1e12:.4g} TFLOP/s "
+                   f"({peak['source']}): {summary}; {shown}; highest window {rho_max:.3g}{_sim(ev)}",
+                   measured=rho_p99, threshold=threshold, evidence=derived, method=method)
+
+
+def power_decisions(points: List[Dict[str, Any]], ceiling: Optional[float]) -> List[Dict[str, Any]]:
+    """Per judged point: its power, the t-interval over the point's blocks of time, against ``ceiling``."""
+    out = []
+    for p in points:
+        blocks = [float(x) for x in p.get("power_blocks_w") or []]
+        stat = mean_interval(blocks, method="t-interval over batch means") if blocks else exact(p["power_w"])
+        d = decide(stat, float(ceiling) if ceiling is not None else None, AT_MOST, show=_w,
+                   what=f"power at {p['target_qps']:.4g} QPS")
+        d.update(target_qps=p["target_qps"], rho=p["rho"])
+        out.append(d)
+    return out
+
+
+@check("PLP-POWER", version=2)
+def check_power(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """Per sweep point with ρ at or below ``at_load_max``: its power (energy over time) with the t-interval over the
+    point's blocks of time, against ``max_power_w``: PASS when every interval's high end is within, FAIL when one's
+    low end is above, else INCONCLUSIVE."""
+    req = "PLP-POWER"
+    at = float(th.get("at_load_max", 0.85))
+    ceiling = th.get("max_power_w")
+    threshold = f"P <= {ceiling:g} W at ρ <= {at:g}" if ceiling is not None else f"no ceiling set (ρ <= {at:g})"
+    method = ("P of a point = energy counter difference / time over the point's run (the primary sources' sum); its "
+              "interval: the t-interval over the point's blocks of time (batch means)")
+    points = ev["sweep"]
+    if not any(p.get("power_w") is not None for p in points):
+        if ev.get("primary_power"):
+            return Verdict(req, INCONCLUSIVE, f"the power sensor(s) {', '.join(ev['primary_power'])} gave no valid "
+                           "reading at any sweep point", threshold=threshold, evidence=ev, method=method)
+        return Verdict(req, SKIP, ev.get("power_reason") or "no power reading at any sweep point",
+                       threshold=threshold, evidence=ev, method=method)
+    judged = _judged(points, at)
+    if not judged:
+        lo = min((p["rho"] for p in points if p.get("rho") is not None), default=None)
+        return Verdict(req, INCONCLUSIVE, f"no sweep point had ρ <= {at:g} (lowest {lo}); nothing to judge",
+                       threshold=threshold, evidence=ev, method=method)
+    for p in judged:
+        reads = (p.get("power_valid_reads") or 0) + (p.get("power_failed_reads") or 0)
+        if p.get("power_w") is None or (reads and p.get("power_failed_reads", 0) / reads > MAX_FAILED_READ_SHARE):
+            return Verdict(req, INCONCLUSIVE, f"at {p['target_qps']:.4g} QPS the power sensor failed "
+                           f"{p.get('power_failed_reads', 0)} of {reads} readings: power is not decided",
+                           threshold=threshold, evidence=ev, method=method)
+    ds = power_decisions(judged, ceiling)
+    d = combine(ds) if ceiling is not None else max(ds, key=lambda x: x["estimate"])
+    worst = max(ds, key=lambda x: x["estimate"])
+    ev = dict(ev, decisions=ds, decision=d)
+    method += f"; decided per point: {d['rule']}"
+    listing = ", ".join(f"{describe(x, _w)} @ ρ {x['rho']:.3g}" for x in ds)
+    common = dict(measured=worst["estimate"], threshold=threshold, unit="W", evidence=ev, method=method)
+    if ceiling is None:
+        return Verdict(req, WARN, f"measured {listing}; the profile sets no power ceiling{_sim(ev)}", **common)
+    if d["outcome"] == FAIL_:
+        return Verdict(req, FAIL, f"{describe(d, _w)} at {d['target_qps']:.4g} QPS (ρ {d['rho']:.3g}) exceeds "
+                       f"{float(ceiling):g} W ({listing}){_sim(ev)}", **common,
+                       remediation="check the enforced power limit and cooling (DEP-POWERCAP, DEP-THROTTLE); the "
+                                   "device draws more than the profile allows at this load")
+    if d["outcome"] == PASS_:
+        return Verdict(req, PASS, f"at most {_w(worst['estimate'])} over {len(judged)} point(s) with ρ <= {at:g} "
+                       f"({listing}){_sim(ev)}", **common)
+    return Verdict(req, INCONCLUSIVE, f"at {d['target_qps']:.4g} QPS: {undecided_text(d, _w, 'blocks')} "
+                   f"({listing}){_sim(ev)}", **common)
+
+
+def latency_decisions(points: List[Dict[str, Any]], th: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per judged point: the P99 latency (per query, or per output token) with its order-statistic interval, against
+    ``max_latency_us``."""
+    token = th.get("metric", "query") == "token"
+    ceiling = th.get("max_latency_us")
+    out = []
+    for p in points:
+        tail = p.get("token_latency_tail" if token else "latency_tail")
+        key = "p99_token_latency_s" if token else "p99_latency_s"
+        thr = float(ceiling) / 1e6 if ceiling is not None else None
+        if tail:
+            d = percentile_decision(tail, thr, AT_MOST, show=_us, what=f"P99 at {p['target_qps']:.4g} QPS",
+                                    seconds_per_sample=_per_query(p))
+        else:
+            d = decide(exact(p.get(key)), thr, AT_MOST, show=_us)
+        d.update(target_qps=p["target_qps"], rho=p["rho"])
+        out.append(d)
+    return out
+
+
+@check("PLP-LATENCY", version=2)
+def check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """Per sweep point with ρ at or below ``at_load_max``: the P99 latency (per query, or per output token with
+    ``metric: token``) with its binomial order-statistic interval over the point's queries, against
+    ``max_latency_us``: PASS when every interval's high end is within, FAIL when one's low end is above, else
+    INCONCLUSIVE (with the queries, and seconds at that load, that would decide)."""
+    req = "PLP-LATENCY"
+    at = float(th.get("at_load_max", 0.70))
+    metric = th.get("metric", "query")
+    what = "P99 latency per output token" if metric == "token" else "P99 query latency"
+    ceiling_us = th.get("max_latency_us")
+    threshold = (f"{what} <= {ceiling_us:g} µs at ρ <= {at:g}" if ceiling_us is not None
+                 else f"no ceiling set (ρ <= {at:g})")
+    method = (f"{what} of each LoadGen Server point, from the per-query log (issued to completed; per output token: "
+              "divided by the query's output tokens), with its binomial order-statistic interval, at the points whose "
+              "ρ is at or below the bound")
+    key = "p99_token_latency_s" if metric == "token" else "p99_latency_s"
+    judged = _judged(ev["sweep"], at)
+    if not judged:
+        lo = min((p["rho"] for p in ev["sweep"] if p.get("rho") is not None), default=None)
+        return Verdict(req, INCONCLUSIVE, f"no sweep point had ρ <= {at:g} (lowest {lo}); nothing to judge",
+                       threshold=threshold, evidence=ev, method=method)
+    bad = [p for p in judged if (p.get("error_rate") or 0) > MAX_POINT_ERROR_RATE or p.get(key) is None]
+    if bad:
+        p = bad[0]
+        return Verdict(req, INCONCLUSIVE, f"at {p['target_qps']:.4g} QPS {p.get('error_rate', 1):.1%} of queries failed: "
+                       "the latency of the rest does not represent the load", threshold=threshold, evidence=ev,
+                       method=method)
+    ds = latency_decisions(judged, th)
+    worst = max(ds, key=lambda x: x["estimate"] if x["estimate"] is not None else -1.0)
+    d = combine(ds) if ceiling_us is not None else worst
+    ev = dict(ev, decisions=ds, decision=d)
+    method += f"; decided per point: {d['rule']}"
+    listing = ", ".join(f"{describe(x, _us)} @ ρ {x['rho']:.3g}" for x in ds)
+    common = dict(measured=round(worst["estimate"] * 1e6, 3), threshold=threshold, unit="µs", evidence=ev,
+                  method=method)
+    if ceiling_us is None:
+        return Verdict(req, WARN, f"{what}: {listing}; the profile sets no latency ceiling{_sim(ev)}", **common)
+    if d["outcome"] == FAIL_:
+        return Verdict(req, FAIL, f"{what} {describe(d, _us)} at {d['target_qps']:.4g} QPS (ρ {d['rho']:.3g}) exceeds "
+                       f"{float(ceiling_us):g} µs ({listing}){_sim(ev)}", **common,
+                       remediation="the device serves this model too slowly at loads the requirement covers: check "
+                                   "clocks and throttling (DEP-THROTTLE), the host binding (TOPO-NUMA-BIND), and the "
+                                   "profile's model size")
+    if d["outcome"] == PASS_:
+        return Verdict(req, PASS, f"{what} at most {_us(worst['estimate'])} over {len(judged)} point(s) with ρ <= "
+                       f"{at:g} ({listing}){_sim(ev)}", **common)
+    return Verdict(req, INCONCLUSIVE, f"at {d['target_qps']:.4g} QPS: {undecided_text(d, _us, 'queries')} "
+                   f"({listing}){_sim(ev)}", **common)
+
+
+def sla_decisions(t: Dict[str, Any], sla: Dict[str, Any], span_s: Optional[float]) -> List[Dict[str, Any]]:
+    """One tenant's statistics, each with its interval and decision: the P99 latency (and TTFT, TPOT where the SLA
+    sets them) by order statistics, the error rate by Clopper-Pearson, the throughput by Poisson."""
+    per = 1.0 / t["offered_rps"] if t.get("offered_rps") else None
+    out = []
+
+    def pct(name: str, dist: Optional[Dict[str, Any]], target_ms: Any) -> None:
+        if target_ms is None:
+            return
+        tail = (dist or {}).get("tail")
+        thr = float(target_ms) / 1e3
+        if tail:
+            d = percentile_decision(tail, thr, AT_MOST, show=_s, what=f"{name} P99", seconds_per_sample=per)
+        elif not dist or dist.get("p99_s") is None:
+            # a target the SLA sets and the run could not measure (no stream) is not met
+            d = dict(exact(None), threshold=thr, direction=AT_MOST, outcome=FAIL_, rule=rule_text(thr, AT_MOST, _s),
+                     why=f"{name} not measured (the run did not stream, or answers had one token) against its "
+                         f"{float(target_ms):g} ms target")
+        else:
+            d = dict(exact(dist["p99_s"]), method="none", threshold=thr, direction=AT_MOST, outcome=UNDECIDED,
+                     rule=rule_text(thr, AT_MOST, _s), more_trials=None,
+                     why=f"the samples behind the {name} P99 are not in the evidence: it cannot be bounded")
+        d["name"] = name
+        out.append(d)
+
+    pct("latency", t.get("latency"), sla["p99_ms"])
+    pct("TTFT", t.get("ttft"), sla.get("ttft_p99_ms"))
+    pct("TPOT", t.get("tpot"), sla.get("tpot_p99_ms"))
+    if t.get("issued"):
+        d = decide(proportion_interval(int(t.get("errors") or 0), int(t["issued"])), float(sla["max_error_rate"]),
+                   AT_MOST, show=lambda x: f"{x:.3%}", what="error rate")
+        d["name"] = "error rate"
+        out.append(d)
+    done = int(t.get("completed") or 0)
+    secs = span_s or (done / t["throughput_rps"] if t.get("throughput_rps") else None)
+    if secs and t.get("offered_rps", 0) >= float(sla["min_rps"]):
+        d = decide(rate_interval(done, float(secs)), float(sla["min_rps"]), AT_LEAST,
+                   show=lambda x: f"{x:.4g} req/s", what="throughput")
+        d["name"] = "throughput"
+        out.append(d)
+    return out
+
+
+def _s(x: float) -> str:
+    return _fmt_s(x)
+
+
+def _sla_show(name: str) -> Any:
+    if name in ("latency", "TTFT", "TPOT"):
+        return _s
+    if name == "error rate":
+        return lambda x: f"{x:.3%}"
+    return lambda x: f"{x:.4g} req/s"
+
+
+@check("SVC-SLA", version=3)
+def check_sla(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """One tenant (``ev["tenant"]``) of an SLA run, each figure with its interval: the P99 of request latency (and
+    of TTFT and TPOT where the SLA sets them) by binomial order statistics, the error rate by Clopper-Pearson, the
+    throughput by Poisson.  FAIL when an interval lies wholly beyond its target (a client that was the limit makes
+    it INCONCLUSIVE instead); PASS when every interval is within its target and LoadGen's early-stopping estimate of
+    the P99 is too; otherwise INCONCLUSIVE, with the queries (and seconds) that would decide."""
+    req = "SVC-SLA"
+    t = ev["tenant"]
+    sla = tenant_sla(th, t["name"])
+    p99_ms, min_rps, max_err = float(sla["p99_ms"]), float(sla["min_rps"]), float(sla["max_error_rate"])
+    ttft_ms, tpot_ms = sla.get("ttft_p99_ms"), sla.get("tpot_p99_ms")
+    threshold = (f"P99 <= {p99_ms:g} ms" + (f", TTFT P99 <= {float(ttft_ms):g} ms" if ttft_ms is not None else "")
+                 + (f", TPOT P99 <= {float(tpot_ms):g} ms" if tpot_ms is not None else "")
+                 + f", throughput >= {min_rps:g} req/s, error rate < {max_err:g}")
+    es = t.get("early_stopping") or {}
+    p99 = (t.get("latency") or {}).get("p99_s", t.get("p99_latency_s"))
+    ds = sla_decisions(t, sla, ev.get("span_s"))
+    kinds = t.get("error_kinds") or {}
+    shown = "; ".join(f"{d['name']} {describe(d, _sla_show(d['name']))}" for d in ds)
+    figures = (f"tenant {t['name']}: {shown}; LoadGen's early-stopping estimate of the P99 "
+               f"{_fmt_s(es.get('estimate_s'))} (99% confidence); {t['issued']} requests, "
+               f"{t['throughput_rps']:.4g} req/s of {t['offered_rps']:.4g} offered"
+               + (f", goodput {t['goodput_rps']:.4g} req/s" if t.get("goodput_rps") is not None else "")
+               + f", errors {t['errors']} ({kinds or 'none'})")
+    client = ev.get("client") or {}
+    derived = dict(ev, derived={"p99_s": p99, "early_stopping_estimate_s": es.get("estimate_s"),
+                                "ttft_p99_s": _dist_p99(t, "ttft"), "tpot_p99_s": _dist_p99(t, "tpot"),
+                                "measured_is": "the P99 of request latency, in ms (not the early-stopping estimate)"},
+                   decisions=ds)
+    rule = ("per figure: PASS when its interval is within its target, FAIL when it lies wholly beyond; the tenant "
+            "PASSes when every figure does and LoadGen's early-stopping estimate of the P99 is within the target too; "
+            "a FAIL that a saturated client explains is INCONCLUSIVE")
+    method = f"{ev.get('rule')}; decided: {rule}"
+    kw = dict(threshold=threshold, evidence=derived, method=method)
+    measured = round(p99 * 1e3, 3) if p99 is not None else None
+    if not t["issued"]:
+        return Verdict(req, INCONCLUSIVE, f"tenant {t['name']} received no query", **kw)
+    d = combine(ds)
+    derived["decision"] = d
+    fails = [x for x in ds if x["outcome"] == FAIL_]
+    errors_not_timeouts = (t.get("errors") or 0) - (t.get("timeouts") or kinds.get("timeout", 0))
+    client_bound = [x for x in fails if x["name"] != "error rate" or errors_not_timeouts / max(1, t["issued"]) < max_err]
+    names = ", ".join(x.get("why") or f"{x['name']} {describe(x, _sla_show(x['name']))} beyond its target" for x in fails)
+    if fails and client.get("limited") and len(client_bound) == len(fails):
+        return Verdict(req, INCONCLUSIVE, f"{names}, but {client.get('statement')} — {figures}{_sim(ev)}",
+                       measured=measured, unit="ms", **kw)
+    if fails:
+        return Verdict(req, FAIL, f"{names} — {figures}{_sim(ev)}", measured=measured, unit="ms",
+                       remediation="the service does not hold this tenant's SLA at the offered load: lower the load, "
+                                   "add capacity, or look at the errors in the evidence (requests_file lists every "
+                                   "request)", **kw)
+    if t["offered_rps"] < min_rps:
+        return Verdict(req, INCONCLUSIVE, f"the run offered tenant {t['name']} {t['offered_rps']:.4g} req/s, below its "
+                       f"throughput floor of {min_rps:g}: raise SVC-SLA.target_qps — {figures}", measured=measured,
+                       unit="ms", **kw)
+    if d["outcome"] != PASS_:
+        unit = "queries" if d["name"] != "throughput" else "completions"
+        return Verdict(req, INCONCLUSIVE, f"{d['name']}: {undecided_text(d, _sla_show(d['name']), unit)}; lengthen "
+                       "SVC-SLA.duration_s "
+                       f"— {figures}", measured=measured, unit="ms", **kw)
+    if es.get("estimate_s") is None:
+        return Verdict(req, INCONCLUSIVE, f"every interval is within its target, but LoadGen's early stopping needs "
+                       f"{es.get('queries_needed')} queries and the tenant had {es.get('queries')}: lengthen "
+                       f"SVC-SLA.duration_s — {figures}", measured=measured, unit="ms", **kw)
+    if es["estimate_s"] * 1e3 > p99_ms:
+        return Verdict(req, INCONCLUSIVE, f"every interval is within its target, but the early-stopping estimate "
+                       f"{_fmt_s(es['estimate_s'])} is not: too few queries to claim it with 99% confidence "
+                       f"— {figures}", measured=measured, unit="ms", **kw)
+    return Verdict(req, PASS, f"{figures}{_sim(ev)}", measured=measured, unit="ms", **kw)
+
+
+@check("SVC-COLDSTART", version=2)
+def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """Cold start to the first token, the mean of its trials (fresh interpreters) with a t-interval, against
+    ``max_s``: PASS when the interval's high end is within, FAIL when its low end is above, else INCONCLUSIVE;
+    reported (WARN) without a ceiling."""
+    req = "SVC-COLDSTART"
+    ceiling = th.get("max_s")
+    threshold = f"<= {ceiling:g} s to the first token" if ceiling is not None else "reported (no ceiling set)"
+    samples = [float(x) for x in ev.get("samples_s") or [ev["total_s"]]]
+    d = decide(mean_interval(samples, level(int((ev.get("sequential") or {}).get("looks") or 1))),
+               float(ceiling) if ceiling is not None else None, AT_MOST, samples=samples, show=lambda x: f"{x:.3g} s",
+               what="seconds to the first token")
+    ev = dict(ev, decision=d)
+    method = (f"fresh interpreter; stages stamped with perf_counter_ns from the parent's spawn to the first token; "
+              f"{len(samples)} cold start(s); decided: {d['rule']}")
+    stages = ", ".join(f"{s['stage']} {s['seconds']:.3g} s" for s in ev["stages"])
+    cache = (ev.get("page_cache") or {}).get("state", "unknown")
+    text = (f"{describe(d, lambda x: f'{x:.3g} s')} to the first token (the median trial: {stages}); page cache "
+            f"{cache}{_sim(ev)}")
+    common = dict(measured=round(d["estimate"], 6), threshold=threshold, unit="s", evidence=ev, method=method)
+    if len(samples) < 2:
+        return Verdict(req, INCONCLUSIVE, f"{text}: one cold start, an interval needs two or more", **common)
+    if ceiling is None:
+        return Verdict(req, WARN, f"{text}; the profile sets no ceiling", **common)
+    if d["outcome"] == FAIL_:
+        slowest = max(ev["stages"], key=lambda s: s["seconds"])
+        return Verdict(req, FAIL, f"{text}: over {float(ceiling):g} s; slowest stage {slowest['stage']}", **common,
+                       remediation=f"the {slowest['stage'].replace('_', ' ')} stage dominates: keep the runtime and "
+                                   "weights on local fast storage (page cache warm), pre-create the device context")
+    if d["outcome"] == PASS_:
+        return Verdict(req, PASS, text, **common)
+    return Verdict(req, INCONCLUSIVE, f"{text}; {undecided_text(d, lambda x: f'{x:.3g} s', 'cold starts')}", **common)
+
+
+#: SVC-FRAG's KV pool: steps at or above this share of the peak's blocks are the loaded part of the run.
+FRAG_LOADED_SHARE = 0.5
+FRAG_BATCHES = 10
+
+
+def frag_decision(ev: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
+    """The KV pool: the mean fragmentation over the loaded steps with the t-interval over FRAG_BATCHES batch means;
+    the allocator: its bytes at the peak, a count (exact)."""
+    limit = float(th.get("max_fraction", 0.03))
+    series = ev.get("step_fractions")
+    if ev.get("view") == "kv-pool" and series and len(series) >= 2 * FRAG_BATCHES:
+        stat = mean_interval(batch_means(series, FRAG_BATCHES), method="t-interval over batch means")
+    else:
+        stat = exact(float(ev["fraction"]))
+    return decide(stat, limit, AT_MOST, show=lambda x: f"{x:.2%}", what=f"{ev.get('view')} fragmentation")
+
+
+@check("SVC-FRAG", version=2)
+def check_frag(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+    """One view.  The paged KV pool: the mean of the fragmentation of every step at or above half of the peak
+    occupancy (the loaded part of the run), with the t-interval over batch means of those steps; the device
+    allocator: the inactive split bytes at the peak over the reserved bytes (a count).  PASS when the interval's
+    high end is within ``max_fraction``, FAIL when its low end is above, else INCONCLUSIVE."""
+    req = "SVC-FRAG"
+    limit = float(th.get("max_fraction", 0.03))
+    threshold = f"fragmentation <= {limit:.1%}"
+    d = frag_decision(ev, th)
+    ev = dict(ev, decision=d)
+    pct = lambda x: f"{x:.2%}"  # noqa: E731
+    if ev["view"] == "kv-pool":
+        text = (f"KV pool: {describe(d, pct)} of the allocated slots unused over the loaded steps (at peak occupancy "
+                f"{float(ev['fraction']):.2%}: {ev['peak_blocks_used']} of {ev['pool_blocks']} blocks of "
+                f"{ev['block_tokens']} tokens; time-weighted {(ev.get('fraction_time_weighted') or 0):.2%})")
+        fix = "use smaller KV blocks (model.block_tokens), or a serving stack with a paged KV allocator"
+    else:
+        text = (f"allocator: {describe(d, pct)} of reserved memory in inactive split blocks at peak "
+                f"({ev['inactive_split_peak_bytes'] / 2**20:.4g} of {ev['reserved_peak_bytes'] / 2**20:.4g} MiB); "
+                f"{ev.get('unused_reserved_fraction', 0):.2%} reserved but unallocated")
+        fix = ("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or preallocate the KV cache once at start "
+               "(as paged serving stacks do)")
+    common = dict(measured=round(d["estimate"], 6), threshold=threshold, evidence=ev,
+                  method=f"{ev.get('method')}; decided: {d['rule']}")
+    if d["outcome"] == FAIL_:
+        return Verdict(req, FAIL, f"{text}: over {limit:.1%}{_sim(ev)}", remediation=fix, **common)
+    if d["outcome"] == PASS_:
+        return Verdict(req, PASS, f"{text}{_sim(ev)}", **common)
+    return Verdict(req, INCONCLUSIVE, f"{text}; {undecided_text(d, pct, 'batches')}{_sim(ev)}", **common)

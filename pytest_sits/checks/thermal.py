@@ -25,6 +25,7 @@ from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from . import check
+from .interval import AT_LEAST, AT_MOST, FAIL_, PASS_, combine, decide, describe, mean_interval
 from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, Verdict
 
 
@@ -146,16 +147,17 @@ class SteadyDetector:
                 "last": self.y[-1]}
 
 
-@check("THERM-GPU-STEADY")
-def check_gpu_steady(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """THERM-GPU-STEADY.  evidence: ``trace`` (the calibration's samples), ``sensor`` (id, resolution_c, label)."""
+@check("THERM-GPU-STEADY", version=1, legacy=True)
+def check_gpu_steady_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 1, kept so that older reports replay: the window mean against the band, no interval.
+    evidence: ``trace`` (the calibration's samples), ``sensor`` (id, resolution_c, label)."""
     return _unreadable("THERM-GPU-STEADY", evidence, subject) or _steady(
         "THERM-GPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject)
 
 
-@check("THERM-CPU-STEADY")
-def check_cpu_steady(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """THERM-CPU-STEADY, one verdict per package; evidence as for THERM-GPU-STEADY."""
+@check("THERM-CPU-STEADY", version=1, legacy=True)
+def check_cpu_steady_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 1, kept so that older reports replay; evidence as for THERM-GPU-STEADY."""
     return _unreadable("THERM-CPU-STEADY", evidence, subject) or _steady(
         "THERM-CPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject)
 
@@ -168,7 +170,8 @@ def _unreadable(req: str, evidence: Dict[str, Any], subject: str) -> Optional[Ve
                    subject=subject, evidence=evidence)
 
 
-def _steady(req: str, trace: Dict[str, Any], sensor: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+def _steady(req: str, trace: Dict[str, Any], sensor: Dict[str, Any], th: Dict[str, Any], subject: str,
+            intervals: bool = False) -> Verdict:
     step = float(sensor["resolution_c"])
     rule = rule_text(th, step)
     band = (th["band_low_c"], th["band_high_c"])
@@ -203,6 +206,14 @@ def _steady(req: str, trace: Dict[str, Any], sensor: Dict[str, Any], th: Dict[st
                                "distinct_values": st["distinct_values"]}
         text = (f"steady at {st['mean']:.2f} °C from {series['mark_from']:.0f} s to {s['t']:.0f} s: drift "
                 f"{st['drift']:+.2f} °C, spread {st['spread']:g} °C; {resolution}")
+        if intervals:
+            d = band_decision(st, th)
+            ev["decision"] = d
+            text += f"; window mean {describe(d, _c)}"
+            if st.get("steady") and d["outcome"] != PASS_:
+                return Verdict(req, INCONCLUSIVE, f"{text}: the mean is in the band, its interval reaches beyond "
+                               f"[{band[0]:g}, {band[1]:g}] °C", measured=round(st["mean"], 2), threshold=threshold,
+                               unit="°C", subject=subject, evidence=ev, method=rule + " " + d["rule"])
         if st.get("steady"):
             if failed:
                 text += f"; {failed} failed reading(s) earlier in the run (recorded in the trace)"
@@ -229,14 +240,63 @@ def _steady(req: str, trace: Dict[str, Any], sensor: Dict[str, Any], th: Dict[st
     elif last.get("ready") and (last.get("steady") or last.get("stable_constant")) and not last.get("in_band"):
         text = (f"settled at {last['mean']:.1f} °C, outside the band [{band[0]:g}, {band[1]:g}] °C, with the load "
                 f"at duty {trace.get('final_duty', 0):.2f}")
+        if intervals:
+            d = band_decision(last, th)
+            ev["decision"] = d
+            text += f"; window mean {describe(d, _c)}"
+            if d["outcome"] != FAIL_:
+                return Verdict(req, INCONCLUSIVE, f"{text}: the interval of the mean reaches into the band",
+                               measured=round(last["mean"], 2), threshold=threshold, unit="°C", subject=subject,
+                               evidence=ev, method=rule + " " + d["rule"])
     elif last.get("ready"):
         text = (f"did not settle within {th['timeout_s']:g} s: spread {last['spread']:g} °C, sub-window means "
                 f"{', '.join(f'{m:.2f}' for m in last['sub_means'])} °C (now {last['last']:g} °C)")
     else:
         text = f"the run ended ({trace.get('stopped')}) before a full {th['window_s']:g} s window of readings"
     mean = last.get("mean")
+    if intervals and "decision" not in ev and last.get("sub_means"):
+        ev["decision"] = band_decision(last, th)
+        text += f"; the last window's mean {describe(ev['decision'], _c)}"
     return Verdict(req, FAIL, text, measured=round(mean, 2) if mean is not None else None, threshold=threshold,
                    unit="°C", subject=subject, evidence=ev, method=rule,
                    remediation="check the cooling (fan curves, airflow, inlet temperature, liquid loop flow) and "
                                "the power limits; if the cooling cannot reach the band, record it and adjust "
                                "band_low_c/band_high_c in the profile with the reason")
+
+
+# --------------------------------------------------------------------------
+# Decisions under noise (version 2)
+
+
+def _c(x: float) -> str:
+    return f"{x:.2f} °C"
+
+
+def band_decision(state: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
+    """The steady window's mean with the t-interval over its 4 sub-window means (batch means), decided against the
+    band: within only when the whole interval is, outside only when the whole interval is."""
+    stat = mean_interval(state.get("sub_means") or [], method="t-interval over batch means")
+    ds = [decide(stat, float(th["band_low_c"]), AT_LEAST, show=_c, what="window mean"),
+          decide(stat, float(th["band_high_c"]), AT_MOST, show=_c, what="window mean")]
+    d = combine(ds)
+    if any(x["outcome"] == FAIL_ for x in ds):
+        d = next(x for x in ds if x["outcome"] == FAIL_)
+    d["rule"] = (f"in band when the interval of the window mean lies within [{th['band_low_c']:g}, "
+                 f"{th['band_high_c']:g}] °C, outside when it lies wholly beyond; otherwise INCONCLUSIVE")
+    return d
+
+
+@check("THERM-GPU-STEADY", version=2)
+def check_gpu_steady(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """THERM-GPU-STEADY: the steady rule, and the steady window's mean, with the t-interval over its sub-window
+    means, inside the band (PASS), wholly outside it (FAIL), or neither (INCONCLUSIVE).  evidence: ``trace`` (the
+    calibration's samples), ``sensor`` (id, resolution_c, label)."""
+    return _unreadable("THERM-GPU-STEADY", evidence, subject) or _steady(
+        "THERM-GPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject, intervals=True)
+
+
+@check("THERM-CPU-STEADY", version=2)
+def check_cpu_steady(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """THERM-CPU-STEADY, one verdict per package; the rule and evidence as for THERM-GPU-STEADY."""
+    return _unreadable("THERM-CPU-STEADY", evidence, subject) or _steady(
+        "THERM-CPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject, intervals=True)

@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..checks.crg import busbw, percentiles
 from .loads import TORCH_MISSING, LoadUnavailable, torch_device_for_bdf
+from .trials import TrialPlan, next_step, sequential
 
 GEMM_DTYPES = ("float16", "bfloat16")
 
@@ -82,15 +83,67 @@ def gemm_tflops(device: str, dtype: str, size: int = 8192, iterations: int = 20,
     return out
 
 
-def acquire_node(acc: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
+def _merge_samples(into: Dict[str, Any], new: Dict[str, Any], key: str) -> None:
+    """Add a look's samples (``key``) to the first look's record; a look that broke is recorded, not merged."""
+    if new.get("error") or new.get("reason"):
+        into.setdefault("later_errors", []).append(new.get("error") or new.get("reason"))
+        return
+    into[key] = list(into.get(key) or []) + list(new.get(key) or [])
+    into["verified"] = bool(into.get("verified")) and bool(new.get("verified"))
+
+
+def measure_node(acc: Dict[str, Any], th: Dict[str, Any], gemm: Any, plan: Optional[TrialPlan] = None,
+                 method: str = "") -> Dict[str, Any]:
+    """CRG-NODE's evidence: ``gemm(dtype, k)`` (one look: ``k`` timed loops of one dtype) repeated per dtype until
+    the check's rule decides every dtype (:func:`pytest_sits.checks.crg.node_decisions`), every loop kept."""
+    from ..checks.crg import node_decisions
+    from ..checks.interval import combine
+
+    dtypes = list(th.get("dtypes") or GEMM_DTYPES)
+    plan = plan or TrialPlan.default("CRG-NODE")
+    results: Dict[str, Dict[str, Any]] = {}
+
+    def evidence(looks: int) -> Dict[str, Any]:
+        rs = []
+        for d in dtypes:
+            r = dict(results[d])
+            if r.get("samples_tflops"):
+                r["tflops"] = round(statistics.median(r["samples_tflops"]), 6)
+                r["repeats"] = len(r["samples_tflops"])
+            rs.append(r)
+        return {"device": acc["bdf"], "results": rs, "method": method, "sequential": {"looks": looks}}
+
+    def look(k: int, index: int) -> List[Dict[str, Any]]:
+        for d in dtypes:
+            r = gemm(d, k)
+            if d not in results:
+                results[d] = r
+            else:
+                _merge_samples(results[d], r, "samples_tflops")
+        return [{"index": index + i} for i in range(k)]
+
+    def judge(trials: List[Dict[str, Any]], looks: int) -> str:
+        ds = node_decisions(evidence(looks), th)
+        return next_step(combine(ds)) if ds else "never"
+
+    out = sequential(look, judge, plan)
+    ev = evidence(out["sequential"]["looks"])
+    ev["sequential"] = out["sequential"]
+    ev["sequential"]["trials"] = max((len(r.get("samples_tflops") or []) for r in ev["results"]), default=0)
+    return ev
+
+
+def acquire_node(acc: Dict[str, Any], th: Dict[str, Any], plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
     try:
         device = torch_device_for_bdf(acc["bdf"])
     except LoadUnavailable as exc:
         return {"unavailable": f"{acc['bdf']}: {exc}"}
     size, iters = int(th.get("size", 8192)), int(th.get("iterations", 20))
-    return {"device": acc["bdf"], "torch_device": device,
-            "results": [gemm_tflops(device, d, size, iters) for d in th.get("dtypes") or GEMM_DTYPES],
-            "method": f"torch matmul {size}×{size}×{size}, {iters} per timed loop, median of 3, 2·n³ flops each"}
+    ev = measure_node(acc, th, lambda d, k: gemm_tflops(device, d, size, iters, repeats=max(2, k)), plan,
+                      method=f"torch matmul {size}×{size}×{size}, {iters} per timed loop, 2·n³ flops each; the mean "
+                             "of the timed loops per dtype, repeated until decided")
+    ev["torch_device"] = device
+    return ev
 
 
 def _nvlink_kib(bdf: str) -> Optional[int]:
@@ -176,8 +229,54 @@ def _devices(accs: List[Dict[str, Any]]) -> Tuple[List[Tuple[str, str]], Optiona
     return out, None
 
 
-def acquire_edges(accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Optional[str] = None
-                  ) -> List[Tuple[Dict[str, Any], str]]:
+def measure_edge(a: str, b: str, th: Dict[str, Any], copy: Any, plan: Optional[TrialPlan] = None,
+                 method: str = "") -> Dict[str, Any]:
+    """CRG-EDGE's evidence for the pair (a, b): ``copy(src, dst, k)`` (one look: ``k`` copies one way) each way,
+    repeated until the check's rule decides both directions, every copy kept."""
+    from ..checks.crg import edge_decisions
+    from ..checks.interval import combine
+
+    plan = plan or TrialPlan.default("CRG-EDGE", initial=7, step=7, cap=21)
+    ways: Dict[str, Dict[str, Any]] = {}
+
+    def evidence(looks: int) -> Dict[str, Any]:
+        fwd, rev = (dict(ways[w]) for w in ("forward", "reverse"))
+        for w in (fwd, rev):
+            if w.get("samples_gbps"):
+                w["gbps_median"] = round(statistics.median(w["samples_gbps"]), 3)
+                w["runs"] = len(w["samples_gbps"])
+        both = [x["gbps_median"] for x in (fwd, rev) if x.get("gbps_median") is not None]
+        return {"pair": [a, b], "forward": fwd, "reverse": rev,
+                "gbps_median": min(both) if len(both) == 2 else None,
+                "verified": bool(fwd.get("verified")) and bool(rev.get("verified")),
+                "peer_access": fwd.get("peer_access") and rev.get("peer_access"),
+                "nvlink_bytes": fwd.get("nvlink_bytes"), "reason": fwd.get("reason") or rev.get("reason"),
+                "method": method, "sequential": {"looks": looks}}
+
+    def look(k: int, index: int) -> List[Dict[str, Any]]:
+        for name, (src, dst) in (("forward", (a, b)), ("reverse", (b, a))):
+            r = copy(src, dst, k)
+            if name not in ways:
+                ways[name] = r
+            else:
+                _merge_samples(ways[name], r, "samples_gbps")
+        return [{"index": index + i} for i in range(k)]
+
+    def judge(trials: List[Dict[str, Any]], looks: int) -> str:
+        ev = evidence(looks)
+        if ev["gbps_median"] is None or not ev["verified"]:
+            return "never"
+        return next_step(combine(edge_decisions(ev, th)))
+
+    out = sequential(look, judge, plan)
+    ev = evidence(out["sequential"]["looks"])
+    ev["sequential"] = out["sequential"]
+    ev["sequential"]["trials"] = min(len(ev[w].get("samples_gbps") or []) for w in ("forward", "reverse"))
+    return ev
+
+
+def acquire_edges(accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Optional[str] = None,
+                  plan: Optional[TrialPlan] = None) -> List[Tuple[Dict[str, Any], str]]:
     """(evidence, subject) for every pair of the accelerators, both directions measured."""
     if absent:
         return [({"absent": absent}, "accelerators")]
@@ -187,19 +286,15 @@ def acquire_edges(accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Option
     if why:  # the devices are there, this installation cannot drive them: not measured, not "not applicable"
         return [({"unavailable": why}, "accelerators")]
     nbytes = int(th.get("bytes", 1 << 28))
+    torch_of = dict(devs)
     out = []
     for i, a in enumerate(devs):
         for b in devs[i + 1:]:
-            fwd, rev = peer_copy(a, b, nbytes), peer_copy(b, a, nbytes)
-            both = [x["gbps_median"] for x in (fwd, rev) if x["gbps_median"] is not None]
-            out.append(({"pair": [a[0], b[0]], "forward": fwd, "reverse": rev,
-                         "gbps_median": min(both) if len(both) == 2 else None,
-                         "verified": fwd["verified"] and rev["verified"],
-                         "peer_access": fwd["peer_access"] and rev["peer_access"],
-                         "nvlink_bytes": fwd.get("nvlink_bytes"),
-                         "reason": fwd.get("reason") or rev.get("reason"),
-                         "method": "torch tensor copy each way, median of 7 each, data compared; the slower "
-                                   "direction decides"}, f"{a[0]}<->{b[0]}"))
+            ev = measure_edge(a[0], b[0], th, lambda s, d, k: peer_copy((s, torch_of[s]), (d, torch_of[d]), nbytes,
+                                                                        runs=max(2, k)), plan,
+                              method="torch tensor copy each way, data compared; the mean of the copies each way, "
+                                     "repeated until decided; the slower direction decides")
+            out.append((ev, f"{a[0]}<->{b[0]}"))
     return out
 
 
@@ -294,15 +389,55 @@ def allreduce(backend: str, world: int, nbytes: int, iters: int = 5, devices: Op
     return out
 
 
-def acquire_sync(accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, Any],
-                 absent: Optional[str] = None) -> Dict[str, Any]:
-    """NCCL across the accelerators (one process each), or gloo with 2 processes on a host without any."""
+def measure_sync(th: Dict[str, Any], run: Any, plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
+    """CRG-SYNC's evidence: ``run(k)`` (one look: an all-reduce run of ``k`` timed iterations) repeated until the
+    check's rule decides, every iteration's time kept."""
+    from ..checks.crg import busbw, sync_decision
+
     iters = int(th.get("iterations", 5))
+    plan = plan or TrialPlan.default("CRG-SYNC", initial=iters, step=iters, cap=3 * iters)
+    first: Dict[str, Any] = {}
+
+    def evidence(looks: int) -> Dict[str, Any]:
+        ev = dict(first, sequential={"looks": looks})
+        if ev.get("samples_s"):
+            t = statistics.median(ev["samples_s"])
+            alg = ev["bytes"] / t / 1e9
+            ev.update(algbw_gbps=round(alg, 3), busbw_gbps=round(busbw(alg, ev["world_size"]), 3),
+                      iterations=len(ev["samples_s"]))
+        return ev
+
+    def look(k: int, index: int) -> List[Dict[str, Any]]:
+        r = run(k)
+        if not first:
+            first.update(r)
+        else:
+            _merge_samples(first, r, "samples_s")
+        return [{"index": index + i} for i in range(k)]
+
+    def judge(trials: List[Dict[str, Any]], looks: int) -> str:
+        ev = evidence(looks)
+        if ev.get("busbw_gbps") is None or not ev.get("verified"):
+            return "never"
+        return next_step(sync_decision(ev, th))
+
+    out = sequential(look, judge, plan)
+    ev = evidence(out["sequential"]["looks"])
+    ev["sequential"] = out["sequential"]
+    ev["sequential"]["trials"] = len(ev.get("samples_s") or [])
+    return ev
+
+
+def acquire_sync(accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, Any],
+                 absent: Optional[str] = None, plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
+    """NCCL across the accelerators (one process each), or gloo with 2 processes on a host without any; repeated
+    until CRG-SYNC's rule decides."""
     if absent:
         return {"absent": absent}
     try:
         if not accs and not expected_count:
-            return allreduce("gloo", 2, int(th.get("host_bytes", 32 << 20)), iters)
+            return measure_sync(th, lambda k: allreduce("gloo", 2, int(th.get("host_bytes", 32 << 20)), max(2, k)),
+                                plan)
         if len(accs) < 2:
             return {"absent": f"an all-reduce between devices needs 2 accelerators; found {len(accs)}"}
         devs, why = _devices(accs)
@@ -313,7 +448,8 @@ def acquire_sync(accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, 
         return {"unavailable": str(exc)}
     if not torch.distributed.is_available() or not torch.distributed.is_nccl_available():
         return {"absent": f"torch {torch.__version__} has no NCCL backend"}
-    out = allreduce("nccl", len(devs), int(th.get("bytes", 1 << 28)), iters, [d for _, d in devs])
+    out = measure_sync(th, lambda k: allreduce("nccl", len(devs), int(th.get("bytes", 1 << 28)), max(2, k),
+                                               [d for _, d in devs]), plan)
     out["devices"] = [b for b, _ in devs]
     return out
 
@@ -451,23 +587,23 @@ class Crg:
         why = self.platform.host_measurement_reason()
         return f"{why}: the compute-ready graph is measured on the machine itself" if why else None
 
-    def node(self, acc: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
+    def node(self, acc: Dict[str, Any], th: Dict[str, Any], plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
         why = self._absent()
-        return {"unavailable": why} if why else acquire_node(acc, th)
+        return {"unavailable": why} if why else acquire_node(acc, th, plan)
 
-    def edges(self, accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Optional[str] = None
-              ) -> List[Tuple[Dict[str, Any], str]]:
+    def edges(self, accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Optional[str] = None,
+              plan: Optional[TrialPlan] = None) -> List[Tuple[Dict[str, Any], str]]:
         why = self._absent()
         if why and not absent:  # the devices are there (or not known absent); this platform measures nothing
             return [({"unavailable": why}, "accelerators")]
-        return acquire_edges(accs, th, absent)
+        return acquire_edges(accs, th, absent, plan)
 
     def sync(self, accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, Any],
-             absent: Optional[str] = None) -> Dict[str, Any]:
+             absent: Optional[str] = None, plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
         why = self._absent()
         if why and not absent:
             return {"unavailable": why}
-        return acquire_sync(accs, expected_count, th, absent)
+        return acquire_sync(accs, expected_count, th, absent, plan)
 
     def jitter(self, acc: Optional[Dict[str, Any]], th: Dict[str, Any]) -> Dict[str, Any]:
         why = self._absent()

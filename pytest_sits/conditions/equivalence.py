@@ -125,8 +125,8 @@ def acquire_golden_coverage(env: Dict[str, Any]) -> Dict[str, Any]:
             "source": str(env["golden"].root)}
 
 
-def control_cv(rounds: int = 15) -> float:
-    """Time a fixed host workload: how noisy is this machine right now?"""
+def control_rounds(rounds: int = 15) -> List[float]:
+    """Time a fixed host workload ``rounds`` times: how noisy is this machine right now?"""
     import numpy as np
 
     x = np.random.default_rng(0).random((192, 192))
@@ -136,11 +136,19 @@ def control_cv(rounds: int = 15) -> float:
         for _ in range(20):
             np.sin(x, out=x)
         times.append(time.perf_counter() - t0)
+    return times
+
+
+def control_cv(rounds: int = 15) -> float:
+    """The coefficient of variation of :func:`control_rounds`."""
+    times = control_rounds(rounds)
     return statistics.pstdev(times) / statistics.mean(times)
 
 
-def acquire_throughput(env: Dict[str, Any], op_name: str, benchmark: Any) -> Tuple[Dict[str, Any], str]:
-    """Time the operator with pytest-benchmark (25 rounds) between two host noise controls."""
+def acquire_throughput(env: Dict[str, Any], op_name: str, benchmark: Any,
+                       plan: Optional[Any] = None) -> Tuple[Dict[str, Any], str]:
+    """Time the operator with pytest-benchmark (the plan's rounds, 25 by default: pytest-benchmark runs once per
+    test, so this is one look) between two timings of a fixed host workload (the control)."""
     if "unavailable" in env:
         return {"unavailable": env["unavailable"]}, op_name
     if benchmark is None:
@@ -163,17 +171,21 @@ def acquire_throughput(env: Dict[str, Any], op_name: str, benchmark: Any) -> Tup
     fn()
     one = max(time.perf_counter() - t0, 1e-6)
     iterations = max(1, math.ceil(0.005 / one))
-    before = control_cv()
-    benchmark.pedantic(fn, rounds=25, iterations=iterations, warmup_rounds=3)
-    after = control_cv()
+    rounds = max(3, int(plan.initial)) if plan is not None else 25
+    before = control_rounds()
+    benchmark.pedantic(fn, rounds=rounds, iterations=iterations, warmup_rounds=3)
+    after = control_rounds()
+    cv = lambda t: statistics.pstdev(t) / statistics.mean(t)  # noqa: E731
     subject = f"{dev['device']} {op_name} {dtype}"
     stats = getattr(benchmark, "stats", None)
     if getattr(benchmark, "disabled", False) or stats is None:
         return {"disabled": "pytest-benchmark is disabled in this run (it disables itself under xdist, or "
                             "--benchmark-disable): no rounds to judge"}, subject
-    return {"samples_s": list(stats.stats.data), "control_cv": max(before, after),
-            "method": f"pytest-benchmark pedantic: 25 rounds of {iterations} iteration(s) after 3 warm-up rounds; a "
-                      "fixed host workload timed before and after as the noise control"}, subject
+    return {"samples_s": list(stats.stats.data), "control_cv": max(cv(before), cv(after)),
+            "control": {"before_s": [round(t, 9) for t in before], "after_s": [round(t, 9) for t in after],
+                        "workload": "20 x numpy sin over a 192x192 float64 array, 15 rounds"},
+            "method": f"pytest-benchmark pedantic: {rounds} rounds of {iterations} iteration(s) after 3 warm-up rounds; "
+                      "a fixed host workload timed before and after as the noise control"}, subject
 
 
 def acquire_ratios(env: Dict[str, Any], field: str, what: str) -> Tuple[Dict[str, Any], str]:
@@ -203,8 +215,11 @@ def acquire_ratios(env: Dict[str, Any], field: str, what: str) -> Tuple[Dict[str
             ref = entry.get(field)
             if not isinstance(ref, (int, float)) or isinstance(ref, bool) or not ref > 0:
                 ref = None
-            rows.append({"op": op_name, "dtype": dtype, "here": run[field], "reference": ref,
-                         "ratio": (run[field] / ref) if ref and run[field] is not None else None})
+            row = {"op": op_name, "dtype": dtype, "here": run[field], "reference": ref,
+                   "ratio": (run[field] / ref) if ref and run[field] is not None else None}
+            if field == "latency_s":
+                row["samples"] = [round(t, 9) for t in run.get("latency_samples_s") or []]
+            rows.append(row)
     except GoldenError as exc:
         return {"error": str(exc)}, what
     return {"operators": rows, "device": dev["device"]}, dev["device"]

@@ -152,6 +152,10 @@ class BandwidthHold:
         self.body_ended: Optional[float] = None
         self.stop_latency_s: Optional[float] = None
         self.counter_scale: Optional[float] = None
+        self._in_band_run = 0
+        self._starved_run = 0
+        #: The STREAM kernel of the peak this hold divides by (the injectors run the same kernel).
+        self.kernel = "copy"
 
     # -- threads --------------------------------------------------------
     def _inject(self, i: int) -> None:
@@ -207,52 +211,52 @@ class BandwidthHold:
         last_t = self.clock()
         last_b = sum(self._bytes)
         last_c = self.counter.read_bytes() if self.counter else None
-        in_band_run = 0
-        starved_run = 0
         while not self._stop.wait(self.window_s):
             now = self.clock()
             b = sum(self._bytes)
-            dt = now - last_t
-            if self._paused.is_set():
-                self.timeline.append({"t": now, "phase": "paused", "duty": round(self.controller.duty, 4),
-                                      "own_gbps": None, "own_occupancy": None, "occupancy": None,
-                                      "in_band": None, "saturated": None})
-                last_t, last_b = now, b
-                last_c = self.counter.read_bytes() if self.counter else None
-                starved_run = 0
-                continue
-            own_gbps = (b - last_b) / dt / 1e9
-            rec: Dict[str, Any] = {"t": now, "duty": round(self.controller.duty, 4),
-                                   "own_gbps": round(own_gbps, 3), "own_occupancy": round(own_gbps / self.peak_gbps, 4),
-                                   "phase": "hold" if self._settled.is_set() else "settle"}
-            occ = rec["own_occupancy"]
-            if self.counter is not None:
-                c = self.counter.read_bytes()
-                if c is not None and last_c is not None:
-                    dram_gbps = (c - last_c) / dt / 1e9
-                    if self.counter_scale is None and own_gbps > 0:
-                        # First window: how many counted DRAM bytes one accounted byte costs here
-                        # (write-allocate, prefetch), so the counter is read on the peak's scale.
-                        self.counter_scale = dram_gbps / own_gbps
-                    rec["dram_gbps"] = round(dram_gbps, 3)
-                    if self.counter_scale:
-                        occ = dram_gbps / self.counter_scale / self.peak_gbps
-                        rec["dram_occupancy"] = round(occ, 4)
-                last_c = c
-            rec["occupancy"] = round(occ, 4)
-            rec["in_band"] = self.low <= occ <= self.high
-            self.timeline.append(rec)
-            in_band_run = in_band_run + 1 if rec["in_band"] else 0
-            if not self._settled.is_set() and in_band_run >= self.settle_windows:
-                self._settled.set()
-            # Saturated: the token buckets delivered clearly less than commanded (no spare capacity).
-            rec["saturated"] = rec["own_occupancy"] < 0.97 * self.controller.duty
-            starved = rec["saturated"] and occ < self.low and rec["phase"] == "hold"
-            starved_run = starved_run + 1 if starved else 0
-            if starved_run >= self.saturated_windows:
-                self.starved.set()
-            self.controller.update(occ, saturated=rec["saturated"])
+            c = self.counter.read_bytes() if self.counter and not self._paused.is_set() else None
+            self.record_window(now, now - last_t, b - last_b,
+                               (c - last_c) if c is not None and last_c is not None else None)
             last_t, last_b = now, b
+            last_c = self.counter.read_bytes() if self.counter and self._paused.is_set() else c
+
+    def record_window(self, now: float, dt: float, own_bytes: float, counter_bytes: Optional[float]) -> None:
+        """One window: ``own_bytes`` injected and ``counter_bytes`` counted (None: no counter) over ``dt`` seconds
+        ending at ``now``; measured, recorded, and the controller corrected (the simulated hold calls this too)."""
+        if self._paused.is_set():
+            self.timeline.append({"t": now, "phase": "paused", "duty": round(self.controller.duty, 4),
+                                  "own_gbps": None, "own_occupancy": None, "occupancy": None,
+                                  "in_band": None, "saturated": None})
+            self._starved_run = 0
+            return
+        own_gbps = own_bytes / dt / 1e9
+        rec: Dict[str, Any] = {"t": now, "duty": round(self.controller.duty, 4),
+                               "own_gbps": round(own_gbps, 3), "own_occupancy": round(own_gbps / self.peak_gbps, 4),
+                               "phase": "hold" if self._settled.is_set() else "settle"}
+        occ = rec["own_occupancy"]
+        if counter_bytes is not None:
+            dram_gbps = counter_bytes / dt / 1e9
+            if self.counter_scale is None and own_gbps > 0:
+                # First window: how many counted DRAM bytes one accounted byte costs here
+                # (write-allocate, prefetch), so the counter is read on the peak's scale.
+                self.counter_scale = dram_gbps / own_gbps
+            rec["dram_gbps"] = round(dram_gbps, 3)
+            if self.counter_scale:
+                occ = dram_gbps / self.counter_scale / self.peak_gbps
+                rec["dram_occupancy"] = round(occ, 4)
+        rec["occupancy"] = round(occ, 4)
+        rec["in_band"] = self.low <= occ <= self.high
+        self.timeline.append(rec)
+        self._in_band_run = self._in_band_run + 1 if rec["in_band"] else 0
+        if not self._settled.is_set() and self._in_band_run >= self.settle_windows:
+            self._settled.set()
+        # Saturated: the token buckets delivered clearly less than commanded (no spare capacity).
+        rec["saturated"] = rec["own_occupancy"] < 0.97 * self.controller.duty
+        starved = rec["saturated"] and occ < self.low and rec["phase"] == "hold"
+        self._starved_run = self._starved_run + 1 if starved else 0
+        if self._starved_run >= self.saturated_windows:
+            self.starved.set()
+        self.controller.update(occ, saturated=rec["saturated"])
 
     # -- context manager ------------------------------------------------
     def __enter__(self) -> "BandwidthHold":
@@ -282,6 +286,14 @@ class BandwidthHold:
         self.stop_latency_s = time.perf_counter() - t0
         self.alive_after_stop = [t.name for t in self._workers + [self._monitor] if t and t.is_alive()]
 
+    def now(self) -> float:
+        """The clock the hold's duration is counted on (the simulated hold counts simulated time)."""
+        return time.monotonic()
+
+    def wait(self, seconds: float) -> None:
+        """Let the hold run for ``seconds`` (the simulated hold advances its plant instead of sleeping)."""
+        time.sleep(seconds)
+
     def pause(self) -> None:
         """Stop injecting (the peak is re-measured meanwhile); paused windows are recorded, never counted."""
         self._paused.set()
@@ -304,7 +316,8 @@ class BandwidthHold:
         hold = [r for r in self.timeline if r["phase"] == "hold"]
         t0 = self.timeline[0]["t"] if self.timeline else 0.0
         return {
-            "band": [self.low, self.high], "peak_gbps": self.peak_gbps, "window_s": self.window_s,
+            "band": [self.low, self.high], "peak_gbps": self.peak_gbps, "peak_kernel": self.kernel,
+            "window_s": self.window_s,
             "threads": self.threads, "cpus": self.cpus, "node": self.node, "bindings": self.bindings,
             "source": self.counter.source if self.counter is not None else "own accounting (injected bytes only)",
             "counter_reason": self.counter_reason, "counter_scale": self.counter_scale,

@@ -26,8 +26,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..checks.inference import FRAG_LOADED_SHARE
+from ..checks.interval import min_samples, quantile_tail
 from ..inference import loadgen_missing, torch_missing
 from .sampler import Sample3D, join, percentile, rho_at, skew
+from .trials import TrialPlan, next_step, sequential
 
 #: Hard limits on what a profile may ask for (an absurd value cannot hang a run).
 MAX_POINTS = 10
@@ -35,6 +38,8 @@ MAX_POINT_S = 600.0
 MAX_SLA_S = 3600.0
 MAX_QPS = 100_000.0
 MAX_TIMELINE = 600
+#: SVC-FRAG keeps at most this many per-step fractions in its evidence (evenly thinned).
+MAX_STEP_FRACTIONS = 2000
 RHO_RULE = ("ρ of a window = work done in it (FLOPs from the model's shape; each engine step's work spread "
             "evenly over the step) / (peak FLOP/s x window); a point's ρ is the mean over its sliding windows, "
             "rho_p99 and rho_max the high ones")
@@ -223,6 +228,10 @@ def summarise_point(raw: Dict[str, Any], peak_flops_s: Optional[float], config: 
         "queries": len(q), "errors": len(q) - len(ok), "duration_s": round(span, 4),
         "output_tokens": sum(x[2] for x in ok),
         "step_ms_p50": round(percentile(steps, 0.5), 4) if steps else None,
+        # what the checks need for their intervals: the largest latencies (P99's order statistics), ρ's, and the
+        # point's power over ten blocks of its time (batch means)
+        "latency_tail": quantile_tail(lat, 0.99), "token_latency_tail": quantile_tail(tok_lat, 0.99),
+        "rho_tail": quantile_tail(rho, 0.99) if rho else None,
         "power_method": power.get("method"), "power_failed_reads": power.get("failed", 0),
         "power_valid_reads": power.get("readings", 0),
         "latency_source": "LoadGen (scheduled to completed)" if lg.get("p99_latency_s") is not None
@@ -241,7 +250,28 @@ def summarise_point(raw: Dict[str, Any], peak_flops_s: Optional[float], config: 
             point["power_p99_1s_w"] = round(percentile([sum(p[i] for p in pw) for i in range(m)], 0.99), 4)
         point["power_by_source"] = {n: _round(energy_between(s["readings"], t0, t1))
                                     for n, s in samples["sources"].items()}
+        blocks = [power_blocks(samples["sources"][n]["readings"], t0, t1) for n in primary if n in samples["sources"]]
+        if blocks and all(blocks):
+            m = min(map(len, blocks))
+            point["power_blocks_w"] = [round(sum(b[i] for b in blocks), 4) for i in range(m)]
     return point
+
+
+POWER_BLOCKS = 10
+
+
+def power_blocks(readings: List[Dict[str, Any]], t0: int, t1: int, blocks: int = POWER_BLOCKS) -> List[float]:
+    """The power of each of ``blocks`` equal blocks of [t0, t1] (energy over time within the block; the mean of
+    instantaneous readings without a counter): the batch means of PLP-POWER's interval."""
+    out = []
+    step = (t1 - t0) / blocks
+    for k in range(blocks):
+        a, b = int(t0 + k * step), int(t0 + (k + 1) * step)
+        e = energy_between(readings, a, b)
+        if e["power_w"] is None:
+            return []
+        out.append(e["power_w"])
+    return out
 
 
 def _round(d: Dict[str, Any]) -> Dict[str, Any]:
@@ -394,11 +424,17 @@ def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], Li
     points, raws = [], []
     for f in c["sweep_fractions"]:
         qps = min(MAX_QPS, max(0.1, f * max_qps))
-        raw = runner.run("Server", f"server-{f:g}", duration_s=c["point_s"], target_qps=qps,
+        # With a latency ceiling to decide, a point lasts long enough for its P99 to be bounded from above
+        # (PLP-LATENCY's interval needs min_queries queries), up to MAX_POINT_S.
+        duration = c["point_s"]
+        if c.get("min_queries"):
+            duration = min(MAX_POINT_S, max(duration, 1.1 * c["min_queries"] / qps))
+        raw = runner.run("Server", f"server-{f:g}", duration_s=duration, target_qps=qps,
                          latency_target_s=c.get("latency_target_s", 1.0))
         raw["target_qps"] = qps
         p = summarise_point(raw, peak["flops_per_s"], c, primary)
         p["fraction_of_max"] = f
+        p["planned_s"] = round(duration, 3)
         points.append(p)
         raws.append(raw)
     power_reason = None if primary else ("no power sensor for this device: " + "; ".join(missing)
@@ -484,6 +520,8 @@ def acquire_sample_skew(sweep: Dict[str, Any]) -> Dict[str, Any]:
                                         "p99_ms": 0.0, "max_ms": 0.0, "sensor_stamped": False})
             agg["readings"] += s["readings"]
             agg["failed"] += s["failed"]
+            if s.get("p99_tail_ms"):
+                agg.setdefault("tails", []).append(s["p99_tail_ms"])
             agg["sensor_stamped"] = agg["sensor_stamped"] or s["sensor_stamped"]
             for k in ("p99_ms", "max_ms"):
                 if s[k] is not None:
@@ -507,7 +545,7 @@ def acquire_ppl(sweep: Dict[str, Any]) -> Dict[str, Any]:
     return {"simulated": sweep.get("simulated", False), "window_ms": sweep["window_ms"],
             "period_ms": sweep["period_ms"], "peak": sweep["peak"], "rho_rule": sweep["rho_rule"],
             "points": [{k: p.get(k) for k in ("target_qps", "rho", "rho_p99", "rho_max", "step_ms_p50", "tokens_per_s",
-                                              "duration_s")} for p in sweep["sweep"]],
+                                              "duration_s", "rho_tail")} for p in sweep["sweep"]],
             "max": sweep["max"]}
 
 
@@ -642,9 +680,11 @@ def _request_detail(r: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _dist(values: Sequence[float], censored: int = 0) -> Dict[str, Any]:
-    """P50/P90/P99/max (nearest rank, as LoadGen) of a sample; ``censored`` of them are at a deadline."""
+    """P50/P90/P99/max (nearest rank, as LoadGen) of a sample; ``censored`` of them are at a deadline; ``tail``: the
+    largest values, what SVC-SLA's check bounds the P99 with."""
     return {"p50_s": percentile(values, 0.5), "p90_s": percentile(values, 0.9), "p99_s": percentile(values, 0.99),
-            "max_s": max(values) if values else None, "samples": len(values), "censored": censored}
+            "max_s": max(values) if values else None, "samples": len(values), "censored": censored,
+            "tail": quantile_tail(values, 0.99)}
 
 
 def _itl(chunks: Sequence[Sequence[int]]) -> List[float]:
@@ -813,15 +853,58 @@ def per_tenant(ev: Dict[str, Any]) -> List[Dict[str, Any]]:
 # Acquire: cold start, fragmentation
 
 
-def acquire_coldstart(rig: Any, config: Dict[str, Any]) -> Dict[str, Any]:
+def acquire_coldstart(rig: Any, config: Dict[str, Any], plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
+    """Cold starts (each a fresh interpreter) until SVC-COLDSTART's rule decides; the evidence is the median trial's
+    stages with every trial's total (``samples_s``) and stages (``trials``)."""
     how = {"asis": "none", "evict_files": "files", "drop_all": "all"}.get(config.get("page_cache", "asis"), "none")
     timeout = min(1800.0, max(5.0, float(config.get("timeout_s", 300))))
     if rig.simulated:
-        return rig.sim.coldstart()
-    why = rig.missing()
-    if why:
-        return {"unavailable": why}
-    return rig.coldstart(config["model"], how, timeout)
+        one = rig.sim.coldstart
+    else:
+        why = rig.missing()
+        if why:
+            return {"unavailable": why}
+        one = lambda: rig.coldstart(config["model"], how, timeout)  # noqa: E731
+    return coldstart_trials(one, config, plan)
+
+
+def coldstart_trials(one: Any, config: Dict[str, Any], plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
+    from ..checks.inference import check_coldstart
+
+    plan = plan or TrialPlan.default("SVC-COLDSTART", initial=3, step=2, cap=5)
+    runs: List[Dict[str, Any]] = []
+
+    def evidence(looks: int) -> Dict[str, Any]:
+        good = [r for r in runs if r.get("total_s") is not None and not r.get("error")]
+        if not good:
+            return dict(runs[0]) if runs else {"error": "no cold start ran"}
+        mid = sorted(good, key=lambda r: r["total_s"])[len(good) // 2]
+        return dict(mid, samples_s=[r["total_s"] for r in good],
+                    trials=[{k: r.get(k) for k in ("total_s", "stages")} for r in good],
+                    failed_trials=[r.get("error") for r in runs if r.get("error")],
+                    sequential={"looks": looks})
+
+    def look(k: int, index: int) -> List[Dict[str, Any]]:
+        out = []
+        for i in range(k):
+            r = one()
+            runs.append(r)
+            out.append({"index": index + i, "total_s": r.get("total_s")})
+            if r.get("error") or r.get("unavailable"):
+                break
+        return out
+
+    def judge(trials: List[Dict[str, Any]], looks: int) -> str:
+        ev = evidence(looks)
+        if ev.get("error") or ev.get("unavailable") or len(ev.get("samples_s") or []) < 2:
+            return "never"
+        return next_step(check_coldstart(ev, {"max_s": config.get("max_s")}, "").evidence["decision"])
+
+    out = sequential(look, judge, plan)
+    ev = evidence(out["sequential"]["looks"])
+    if "samples_s" in ev:
+        ev["sequential"] = dict(out["sequential"], trials=len(ev["samples_s"]))
+    return ev
 
 
 def acquire_frag(rig: Any, config: Dict[str, Any], logdir: Path,
@@ -876,16 +959,21 @@ def pool_fragmentation(trace: List[Tuple[int, int, int, int]], work: List[Any], 
         if b:
             num += (b * bt - s) * d
             den += b * bt * d
+    loaded = [round((b * bt - s) / (b * bt), 6) for (t, b, s, n) in busy if b >= FRAG_LOADED_SHARE * peak[1]]
+    if len(loaded) > MAX_STEP_FRACTIONS:  # evenly thinned: the report stays small
+        loaded = [loaded[int(i * len(loaded) / MAX_STEP_FRACTIONS)] for i in range(MAX_STEP_FRACTIONS)]
     return {"view": "kv-pool", "block_tokens": bt, "pool_blocks": cfg.pool_blocks,
+            "step_fractions": loaded, "loaded_share": FRAG_LOADED_SHARE,
             "peak_blocks_used": peak[1], "peak_tokens_stored": peak[2], "peak_sequences": peak[3],
             "fraction": round((peak[1] * bt - peak[2]) / (peak[1] * bt), 6),
             "fraction_time_weighted": round(num / den, 6) if den else None,
             "peak_occupancy": round(peak[1] / cfg.pool_blocks, 6), "steps": len(trace),
             "failed_allocations": failed, "rejected_requests": rejected,
             "external_fragmentation": 0.0,
-            "method": "fraction = (slots of allocated blocks - tokens stored) / slots of allocated blocks, at the "
-                      "step of peak occupancy; external fragmentation is 0 by construction (blocks are fixed-size "
-                      "and any free block serves any sequence)"}
+            "method": "per step: (slots of allocated blocks - tokens stored) / slots of allocated blocks; judged: "
+                      "the mean over the steps holding at least half of the peak's blocks (step_fractions), with "
+                      "fraction the step of peak occupancy; external fragmentation is 0 by construction (blocks "
+                      "are fixed-size and any free block serves any sequence)"}
 
 
 def allocator_fragmentation(before: Optional[Dict[str, Any]], after: Optional[Dict[str, Any]],
@@ -915,7 +1003,8 @@ def sweep_config(th: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
     ppl, lat, smp = th.get("PLP-PPL", {}), th.get("PLP-LATENCY", {}), th.get("PLP-SAMPLE", {})
     return {"model": ppl.get("model", {}), "workload": ppl.get("workload", {}), "peak_tflops": ppl.get("peak_tflops"),
             "window_ms": ppl.get("window_ms", 10), "period_ms": smp.get("period_ms", 10),
-            "sweep_fractions": lat.get("sweep_fractions", [0.2, 0.4, 0.6, 0.8]), "point_s": lat.get("point_s", 5)}
+            "sweep_fractions": lat.get("sweep_fractions", [0.2, 0.4, 0.6, 0.8]), "point_s": lat.get("point_s", 5),
+            "min_queries": min_samples(0.99) + 10 if lat.get("max_latency_us") is not None else None}
 
 
 # --------------------------------------------------------------------------
@@ -979,9 +1068,9 @@ class Inference:
         return self._once("sla", lambda: acquire_sla(self.rig, cfg, self.logdir / "sla", self.options.get("endpoint"),
                                                      self.options.get("endpoint_key"), self.progress))
 
-    def coldstart(self) -> Dict[str, Any]:
+    def coldstart(self, plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
         cfg = dict(self.th("SVC-COLDSTART"), model=self.th("PLP-PPL").get("model", {}))
-        return self._once("coldstart", lambda: acquire_coldstart(self.rig, cfg))
+        return self._once("coldstart", lambda: acquire_coldstart(self.rig, cfg, plan))
 
     def frag(self) -> Dict[str, Dict[str, Any]]:
         cfg = dict(self.th("SVC-FRAG"), model=self.th("PLP-PPL").get("model", {}))

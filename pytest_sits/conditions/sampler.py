@@ -21,6 +21,8 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..checks.interval import quantile_tail
+
 #: Bounds, so that an absurd period or duration cannot exhaust memory.
 MIN_PERIOD_S = 0.001
 MAX_TICKS = 2_000_000
@@ -165,7 +167,9 @@ def skew(samples: Dict[str, Any], tick_range: Optional[tuple] = None) -> Dict[st
         out[name] = {"kind": src.get("kind"), "fast": src.get("fast", True), "readings": hi - lo,
                      "failed": failed, "sensor_stamped": any(r.get("sensor_t_ns") is not None for r in reads[lo:hi]),
                      "p50_ms": _ms(percentile(skews, 0.5)), "p99_ms": _ms(percentile(skews, 0.99)),
-                     "max_ms": _ms(max(skews) if n else None)}
+                     "max_ms": _ms(max(skews) if n else None),
+                     # what PLP-SAMPLE's check needs to bound the P99 (the largest skews, in ms)
+                     "p99_tail_ms": quantile_tail([x / 1e6 for x in skews], 0.99)}
     for i, stamps in enumerate(per_tick):
         if stamps:
             spreads.append(max(stamps + [ticks[lo + i]]) - min(stamps + [ticks[lo + i]]))

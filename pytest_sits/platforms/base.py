@@ -57,17 +57,26 @@ class Platform:
         """None when host measurements (DRAM bandwidth, timing) can run here; else why not."""
         return None
 
-    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+    def dram(self) -> Any:
+        """The host's DRAM to measure and hold (STREAM peak, injectors), or None where there is no machine to
+        measure (``host_measurement_reason`` says why)."""
+        if self.host_measurement_reason():
+            return None
+        from ..conditions.bandwidth import LiveDram
+
+        return LiveDram()
+
+    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int, runs: int = 7) -> Dict[str, Any]:
         from ..conditions.device_bw import device_memory_bandwidth
         from ..conditions.loads import torch_device_for_bdf
 
-        return device_memory_bandwidth(torch_device_for_bdf(acc["bdf"]), nbytes)
+        return device_memory_bandwidth(torch_device_for_bdf(acc["bdf"]), nbytes, runs=runs)
 
-    def host_device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+    def host_device_bandwidth(self, acc: Dict[str, Any], nbytes: int, runs: int = 7) -> Dict[str, Any]:
         from ..conditions.device_bw import host_device_bandwidth
         from ..conditions.loads import torch_device_for_bdf
 
-        return host_device_bandwidth(torch_device_for_bdf(acc["bdf"]), nbytes)
+        return host_device_bandwidth(torch_device_for_bdf(acc["bdf"]), nbytes, runs=runs)
 
     def thermal_rigs(self, kind: str, acc: Optional[Dict[str, Any]] = None) -> List[Any]:
         """Sensor + load pairs for THERM-*-STEADY; raises ThermalUnavailable with the reason."""

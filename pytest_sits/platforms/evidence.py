@@ -155,7 +155,7 @@ class EvidencePlatform(Platform):
     def host_measurement_reason(self) -> Optional[str]:
         return "submitted texts hold readings, not a machine to measure"
 
-    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int, runs: int = 7) -> Dict[str, Any]:
         from ..conditions.loads import LoadUnavailable
 
         raise LoadUnavailable("submitted texts hold no device to measure")

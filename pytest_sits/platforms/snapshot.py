@@ -115,7 +115,7 @@ class SnapshotPlatform(Platform):
     def host_measurement_reason(self) -> Optional[str]:
         return "a snapshot holds captured files, not a machine to measure"
 
-    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int, runs: int = 7) -> Dict[str, Any]:
         from ..conditions.loads import LoadUnavailable
 
         raise LoadUnavailable("a snapshot holds no device to measure")

@@ -84,6 +84,14 @@ def sits_thresholds(request: pytest.FixtureRequest, sits_profile: Any) -> Dict[s
 
 
 @pytest.fixture
+def sits_trials(request: pytest.FixtureRequest, sits_run: SitsRun) -> Any:
+    """The trial plan of this test's requirement (from its marker): how many trials the first look measures, how
+    many more each further look while the interval is undecided, the cap, and the run's deadline
+    (``--sits-budget``).  Acquire functions take it as ``plan``."""
+    return sits_run.plan().trials_for(_requirement(request, "sits_trials"))
+
+
+@pytest.fixture
 def sits_device(request: pytest.FixtureRequest, sits_accelerator: Optional[Dict[str, Any]], sits_run: SitsRun,
                 sits_thresholds: Dict[str, Any], sits_record: Recorder) -> Dict[str, Any]:
     """The accelerator this test judges (one test per accelerator, like ``sits_accelerator``).  Where there is
@@ -168,7 +176,7 @@ def sits_host_peak(sits_platform: Any, sits_host_node: Optional[Dict[str, Any]])
 
 @pytest.fixture
 def sits_bandwidth_hold(sits_host_peak: Dict[str, Any], sits_host_node: Optional[Dict[str, Any]],
-                        sits_profile: Any) -> Optional[Callable[[], Any]]:
+                        sits_profile: Any, sits_platform: Any) -> Optional[Callable[[], Any]]:
     """Factory: ``with sits_bandwidth_hold() as hold:`` keeps host DRAM occupancy in the profile's band while the
     block runs (``hold.evidence()`` afterwards).  Where the host cannot be measured, calling it skips the test
     with the reason (``sits_host_peak`` holds it too)."""
@@ -181,7 +189,8 @@ def sits_bandwidth_hold(sits_host_peak: Dict[str, Any], sits_host_node: Optional
         def cannot() -> Any:
             pytest.skip(f"no bandwidth hold here: {why}")
         return cannot
-    return hold_factory(sits_host_peak, sits_host_node, sits_profile.thresholds("MEM-BW-HOLD"))
+    return hold_factory(sits_host_peak, sits_host_node, sits_profile.thresholds("MEM-BW-HOLD"),
+                        sits_platform.dram())
 
 
 # --------------------------------------------------------------------------

@@ -10,14 +10,14 @@ hardware libraries are imported by the probes that need them.
 
 from __future__ import annotations
 
-from typing import Any, List
-
+import time
 from pathlib import Path
+from typing import Any, List
 
 import pytest
 
 from ..catalogue import CATALOGUE, LEVELS, level_rank
-from .recorder import MARKER, REQUIREMENT_PROPERTY, RUN_KEY, append, requirement_of, verdicts_of
+from .recorder import MARKER, REQUIREMENT_PROPERTY, RUN_KEY, STARTED_KEY, append, requirement_of, verdicts_of
 from .interrupts import Interrupts
 from .session import SitsRun, SitsUsageError
 from ..verdict import ERROR, Verdict
@@ -67,6 +67,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="the load of the health window (DEP-THROTTLE, DEP-PCIE-ERRORS, DEP-XID, ECC counts): "
                          "'suite' (default, the accelerator burner) or 'inference' (the inference load of PLP-*, "
                          "the load a node serves; sits health --resume uses it).")
+    group.addoption("--sits-budget", dest="sits_budget", default=None, metavar="MINUTES",
+                    help="time budget of the run in minutes: the trials of measured requirements are planned to fit "
+                         "(fewer trials, wider intervals, more INCONCLUSIVE); the header states the plan's estimate. "
+                         "Default: no budget (the default trials).")
     parser.addini("sits_profile", "default hardware profile (name or file)", default=None)
     parser.addini("sits_platform", "default platform spec", default=None)
     parser.addini("sits_level", "default run depth: quick, standard or full", default=None)
@@ -198,6 +202,7 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
              f"{run.report_dir if run.report_dir else 'not written'}"]
     if run.platform.simulated:
         lines.append("sits: SIMULATED platform: this run can never be reported as conformant")
+    lines += [f"sits: {line}" for line in run.plan().header()]
     return lines
 
 
@@ -260,6 +265,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """When the test started: each verdict records how long its test had run when it was recorded."""
+    item.stash[STARTED_KEY] = time.time()
 
 
 @pytest.hookimpl(hookwrapper=True)

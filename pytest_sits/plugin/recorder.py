@@ -25,6 +25,8 @@ REQUIREMENT_PROPERTY = "sits_requirement"
 MARKER = "sits_requirement"
 #: Where the plugin keeps the session's resolved run (:class:`pytest_sits.plugin.session.SitsRun`).
 RUN_KEY: "pytest.StashKey[Any]" = pytest.StashKey()
+#: When the test item's setup began (``time.time()``): a verdict's ``seconds`` counts from there.
+STARTED_KEY: "pytest.StashKey[float]" = pytest.StashKey()
 
 
 class SitsWarning(UserWarning):
@@ -50,6 +52,10 @@ def append(item: pytest.Item, verdict: Verdict, simulated: bool, waiver: Optiona
     data["waiver"] = waiver
     data["seq"] = len(kept)
     data["recorded_at"] = time.time()
+    started = item.stash.get(STARTED_KEY, None)
+    # How long the verdict took: its test's wall time up to the verdict (the session fixtures it first needed, such
+    # as a STREAM peak, included).
+    data["seconds"] = round(data["recorded_at"] - started, 3) if started is not None else None
     data = plain(data)
     kept.append(data)
     item.user_properties.append((PROPERTY, json.dumps({k: data.get(k) for k in JUNIT_FIELDS}, separators=(",", ":"),

@@ -80,13 +80,19 @@ class SitsReporter:
                  "exit_status": int(exitstatus), "exit_status_name": name, "level": self.run.level,
                  "args": redact_args(self.config.invocation_params.args),
                  "interrupts": [dict(r) for r in self.run.interrupts.before_report],
-                 "xdist_workers": self.workers, "tests": self.outcomes},
+                 "xdist_workers": self.workers, "tests": self.outcomes, "plan": self._plan()},
             environment={"hostname": socket.gethostname(), "python": _pyplatform.python_version(),
                          "os": _pyplatform.platform(), "packages": rep.package_versions()},
             platform={"kind": self.run.platform.kind, "label": self.run.platform.label,
                       "simulated": self.run.platform.simulated},
             profile=self.run.profile.to_json(), inventory=inventory, verdicts=verdicts,
             collected=self.collected)
+
+    def _plan(self) -> Dict[str, Any]:
+        try:
+            return self.run.plan().to_json()
+        except Exception as exc:  # noqa: BLE001 - the report must be written whatever the plan's inputs hold
+            return {"error": f"the plan could not be computed: {type(exc).__name__}: {exc}"}
 
     def _finalize_golden(self, exitstatus: int) -> None:
         """Write the golden set's manifest; a failure is an ERROR verdict in the report, never a lost report."""

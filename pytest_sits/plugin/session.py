@@ -97,6 +97,11 @@ class SitsRun:
     watchdog_s: Optional[float] = None
     #: The load of the health window: "suite" (the accelerator burner) or "inference" (the PLP-* load).
     health_load: str = "suite"
+    #: The run's time budget in minutes (--sits-budget), or None: the default plan.
+    budget_min: Optional[float] = None
+    #: pytest-xdist workers (1 without xdist): per-accelerator work runs on that many at once.
+    workers: int = 1
+    _plan: Any = field(default=None, repr=False)
 
     @classmethod
     def from_config(cls, config: Any) -> "SitsRun":
@@ -114,6 +119,9 @@ class SitsRun:
                           config.getoption("sits_endpoint_key", None))
         run.set_operations(config.getoption("sits_prometheus", None), config.getoption("sits_watchdog", None),
                            config.getoption("sits_health_load", None))
+        run.set_budget(config.getoption("sits_budget", None))
+        n = getattr(config.option, "numprocesses", None)
+        run.workers = (os.cpu_count() or 1) if n in ("auto", "logical") else int(n or 1) if str(n or 1).isdigit() else 1
         return run
 
     def set_operations(self, prometheus: Optional[str], watchdog_s: Optional[float],
@@ -134,6 +142,33 @@ class SitsRun:
                                      "give the longest a test may take, e.g. --sits-watchdog=300")
             self.watchdog_s = float(watchdog_s)
         self.health_load = health_load or "suite"
+
+    def set_budget(self, budget: Any) -> None:
+        """The run's time budget (--sits-budget MINUTES): a positive number of minutes, or a usage error."""
+        if budget is None or budget == "":
+            self.budget_min = None
+            return
+        try:
+            minutes = float(budget)
+        except (TypeError, ValueError):
+            minutes = float("nan")
+        if not (minutes > 0 and minutes <= 10_000):
+            raise SitsUsageError(f"--sits-budget={budget!r} is not a number of minutes in (0, 10000]; fix: "
+                                 "--sits-budget=15 (minutes the run may take)")
+        self.budget_min = minutes
+        self._plan = None
+
+    def plan(self) -> Any:
+        """The run's plan: the trials of each measured requirement and the time estimate (conditions/plan.py)."""
+        if self._plan is None:
+            from ..conditions.plan import Plan
+
+            inv = self.platform.inventory()
+            accs = len(self.expected_accelerators()) if self.profile.expected_count else 0
+            packages = int((inv.get("cpu") or {}).get("sockets") or 1)
+            self._plan = Plan(self.level, self.profile.check_thresholds, accs, packages, self.budget_min,
+                              self.started_at, workers=self.workers)
+        return self._plan
 
     def set_inference(self, endpoint: Optional[str], redfish_url: Optional[str],
                       endpoint_key: Optional[str] = None) -> None:
@@ -214,7 +249,7 @@ class SitsRun:
                 "golden": str(self.golden) if self.golden else None,
                 "endpoint": self.endpoint, "redfish_url": (self.redfish or {}).get("url"),
                 "workdir": str(self.workdir) if self.workdir else None,
-                "endpoint_key": self.endpoint_key,
+                "endpoint_key": self.endpoint_key, "budget_min": self.budget_min,
                 "prometheus": str(self.prometheus) if self.prometheus else None, "watchdog_s": self.watchdog_s,
                 "health_load": self.health_load}
 
@@ -234,6 +269,7 @@ class SitsRun:
         run.golden = Path(data["golden"]) if data["golden"] else None
         run.set_inference(data.get("endpoint"), data.get("redfish_url"), data.get("endpoint_key"))
         run.set_operations(data.get("prometheus"), data.get("watchdog_s"), data.get("health_load"))
+        run.budget_min = data.get("budget_min")
         return run
 
     def expected(self) -> Dict[str, Any]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 from ..base import Platform, PlatformError
-from .faults import FAULTS
+from .faults import FAULTS, Drift
 from .tree import build_sim_tree
 
 
@@ -36,6 +36,9 @@ class SimPlatform(Platform):
         tmp = Path(tempfile.mkdtemp(prefix="sits-sim-", dir=str(workdir) if workdir else None))
         atexit.register(shutil.rmtree, tmp, True)
         self._nvml = build_sim_tree(tmp, profile, self.faults)
+        #: The machine's movement between trials (fault ``drift``; factor 1 without it).
+        self.drift = Drift("drift" in self.faults)
+        self._dram: Optional[Any] = None
         super().__init__(tmp, f"SIMULATED sim:{spec}")
 
     def nvml(self) -> Dict[str, Any]:
@@ -52,7 +55,7 @@ class SimPlatform(Platform):
     def crg(self) -> Any:
         from .crg import SimCrg
 
-        return SimCrg(self.profile, self.faults)
+        return SimCrg(self.profile, self.faults, self.drift)
 
     def host_measurement_reason(self) -> Optional[str]:
         return "a simulated platform has no machine to measure"
@@ -65,24 +68,38 @@ class SimPlatform(Platform):
     def inference_rig(self, acc: Optional[Dict[str, Any]], profile: Any, options: Dict[str, Any]) -> Any:
         from .inference import SimInferenceRig
 
-        return SimInferenceRig(self.profile, self.faults, acc)
+        return SimInferenceRig(self.profile, self.faults, acc, self.drift)
 
-    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+    def dram(self) -> Any:
+        """The simulated host DRAM plant (steady, or drifting with fault ``drift``)."""
+        if self._dram is None:
+            from .bandwidth import SimDram
+
+            self._dram = SimDram(self.faults)
+        return self._dram
+
+    def _copies(self, g: float, runs: int) -> Dict[str, Any]:
+        s = [round(g * self.drift.factor(), 3) for _ in range(runs)]
+        return {"gbps_median": sorted(s)[len(s) // 2], "gbps_min": min(s), "gbps_max": max(s), "samples_gbps": s}
+
+    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int, runs: int = 7) -> Dict[str, Any]:
         eff = 0.40 if "membw-low" in self.faults else 0.80 if "membw-slow" in self.faults else 0.90
         g = float(self.profile.hardware.get("memory_bandwidth_gbps", 0)) * eff
-        return {"device": acc["bdf"], "bytes": nbytes, "runs": 7, "verified": True, "simulated": True,
-                "method": "simulated", "gbps_median": g, "gbps_min": g * 0.98, "gbps_max": g * 1.01,
-                "samples_gbps": [g] * 7}
+        return {"device": acc["bdf"], "bytes": nbytes, "runs": runs, "verified": True, "simulated": True,
+                "method": "simulated on-device copies" + (" (fault drift: the machine moves between copies)"
+                                                          if self.drift.on else ""), **self._copies(g, runs)}
 
-    def host_device_bandwidth(self, acc: Dict[str, Any], nbytes: int) -> Dict[str, Any]:
+    def host_device_bandwidth(self, acc: Dict[str, Any], nbytes: int, runs: int = 7) -> Dict[str, Any]:
         from ...probes.pcie import link_theoretical_gbps
 
         link = acc["link"]
         theo = link_theoretical_gbps(link["current_gen"], link["current_width"])
         g = theo * (0.30 if "pcie-bw-low" in self.faults else 0.85)
-        one = {"gbps_median": g, "gbps_min": g * 0.98, "gbps_max": g * 1.01, "samples_gbps": [g] * 7}
-        return {"device": acc["bdf"], "bytes": nbytes, "runs": 7, "pinned": True, "verified": True,
-                "simulated": True, "method": "simulated", "h2d": one, "d2h": dict(one)}
+        self.dram().spend(0.5 + 2 * runs * nbytes / (g * 1e9))  # pinning and copies, while a hold runs
+        return {"device": acc["bdf"], "bytes": nbytes, "runs": runs, "pinned": True, "verified": True,
+                "simulated": True, "method": "simulated pinned copies" + (" (fault drift: the machine moves between "
+                                                                           "copies)" if self.drift.on else ""),
+                "h2d": self._copies(g, runs), "d2h": self._copies(g, runs)}
 
     def accelerator_load(self, acc: Dict[str, Any]) -> Any:
         from ...conditions.loads import LoadUnavailable

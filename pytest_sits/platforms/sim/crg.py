@@ -5,28 +5,46 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from ...conditions.crg import measure_edge, measure_node, measure_sync
+from ...conditions.trials import TrialPlan
+from .faults import Drift
+
 
 class SimCrg:
     """Compute-ready graph figures of a simulated machine, from the profile's datasheet facts."""
 
     NODE_SHARE = {"float16": 0.70, "bfloat16": 0.68}
 
-    def __init__(self, profile: Any, faults: List[str]):
+    def __init__(self, profile: Any, faults: List[str], drift: Optional[Drift] = None):
         self.profile, self.faults = profile, list(faults)
         self.slow = "crg-slow" in self.faults
+        self.drift = drift or Drift(False)
 
-    def node(self, acc: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
+    def _samples(self, value: float, k: int, ndigits: int = 3) -> List[float]:
+        return [round(value * self.drift.factor(), ndigits) for _ in range(k)]
+
+    def _moving(self) -> str:
+        return " (fault drift: the machine moves between trials)" if self.drift.on else ""
+
+    def node(self, acc: Dict[str, Any], th: Dict[str, Any], plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
         peak = self.profile.hardware.get("fp16_dense_tflops")
         if not peak:
             return {"absent": f"{acc['bdf']}: simulated, and the profile gives no fp16_dense_tflops to "
                               "simulate the GEMM from"}
         k = 0.3 if self.slow else 1.0
-        results = [{"dtype": d, "tflops": round(float(peak) * share * k, 2), "size": int(th.get("size", 8192)),
-                    "iterations": int(th.get("iterations", 20)), "verified": True}
-                   for d, share in self.NODE_SHARE.items()]
-        return {"device": acc["bdf"], "results": results, "simulated": True,
-                "method": f"simulated: {', '.join(f'{s:.0%}' for s in self.NODE_SHARE.values())} of the "
-                          f"datasheet's {peak} dense FP16 TFLOPS" + (" × 0.3 (fault crg-slow)" if self.slow else "")}
+        share = dict(self.NODE_SHARE)
+
+        def gemm(dtype: str, n: int) -> Dict[str, Any]:
+            samples = self._samples(float(peak) * share.get(dtype, 0.68) * k, n, 4)
+            return {"dtype": dtype, "tflops": sorted(samples)[n // 2], "samples_tflops": samples,
+                    "size": int(th.get("size", 8192)), "iterations": int(th.get("iterations", 20)), "repeats": n,
+                    "verified": True}
+        ev = measure_node(acc, dict(th, dtypes=list(th.get("dtypes") or share)), gemm, plan,
+                          method=f"simulated: {', '.join(f'{s:.0%}' for s in share.values())} of the datasheet's "
+                                 f"{peak} dense FP16 TFLOPS" + (" × 0.3 (fault crg-slow)" if self.slow else "")
+                                 + self._moving())
+        ev["simulated"] = True
+        return ev
 
     def _edge_gbps(self, i: int = 0, j: int = 1) -> float:
         """The simulated copy rate between devices i and j: over the peer link where the profile says one joins
@@ -45,27 +63,33 @@ class SimCrg:
                                       int(self.profile.hardware.get("pcie_width", 16))) * 0.8
         return g * (0.02 if self.slow else 1.0)
 
-    def edges(self, accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Optional[str] = None
-              ) -> List[Tuple[Dict[str, Any], str]]:
+    def edges(self, accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Optional[str] = None,
+              plan: Optional[TrialPlan] = None) -> List[Tuple[Dict[str, Any], str]]:
         if absent:
             return [({"absent": absent}, "accelerators")]
         if len(accs) < 2:
             return [({"absent": f"a device-to-device edge needs 2 accelerators; found {len(accs)}"}, "accelerators")]
         out = []
+        peer = (self.profile.hardware.get("peer_link") or {}).get("type") != "none"
+        nbytes = int(th.get("bytes", 1 << 28))
         for i, a in enumerate(accs):
             for j, b in enumerate(accs[i + 1:], start=i + 1):
                 g = round(self._edge_gbps(i, j), 2)
-                out.append(({"pair": [a["bdf"], b["bdf"]], "bytes": int(th.get("bytes", 1 << 28)), "runs": 7,
-                             "gbps_median": g, "samples_gbps": [g] * 7, "verified": True,
-                             "peer_access": (self.profile.hardware.get("peer_link") or {}).get("type") != "none",
-                             "nvlink_bytes": None, "simulated": True,
-                             "method": "simulated from the profile's peer link"
-                                       + (" × 0.02 (fault crg-slow)" if self.slow else "")},
-                            f"{a['bdf']}<->{b['bdf']}"))
+
+                def copy(src: str, dst: str, k: int, g: float = g) -> Dict[str, Any]:
+                    s = self._samples(g, k)
+                    return {"pair": [src, dst], "bytes": nbytes, "runs": k, "samples_gbps": s,
+                            "gbps_median": sorted(s)[k // 2], "verified": True, "peer_access": peer,
+                            "nvlink_bytes": None}
+                ev = measure_edge(a["bdf"], b["bdf"], th, copy, plan,
+                                  method="simulated from the profile's peer link"
+                                         + (" × 0.02 (fault crg-slow)" if self.slow else "") + self._moving())
+                ev.update(bytes=nbytes, simulated=True)
+                out.append((ev, f"{a['bdf']}<->{b['bdf']}"))
         return out
 
     def sync(self, accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, Any],
-             absent: Optional[str] = None) -> Dict[str, Any]:
+             absent: Optional[str] = None, plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
         if absent:
             return {"absent": absent}
         if len(accs) < 2:
@@ -81,9 +105,18 @@ class SimCrg:
                                         int(self.profile.hardware.get("pcie_width", 16))) * 0.7
         bus = round(bus * (0.02 if self.slow else 1.0), 3)
         n = len(accs)
-        return {"backend": "nccl (simulated)", "world_size": n, "bytes": int(th.get("bytes", 1 << 28)),
-                "participants": "GPUs", "busbw_gbps": bus, "algbw_gbps": round(bus * n / (2 * (n - 1)), 3),
-                "verified": True, "simulated": True, "devices": [a["bdf"] for a in accs]}
+        nbytes = int(th.get("bytes", 1 << 28))
+        alg = bus * n / (2 * (n - 1))
+
+        def run(k: int) -> Dict[str, Any]:
+            times = [round(nbytes / (alg * f) / 1e9, 9) for f in (self.drift.factor() for _ in range(k))]
+            return {"backend": "nccl (simulated)", "world_size": n, "bytes": nbytes, "participants": "GPUs",
+                    "samples_s": times, "busbw_gbps": bus, "algbw_gbps": round(alg, 3), "verified": True}
+        ev = measure_sync(th, run, plan)
+        ev.update(simulated=True, devices=[a["bdf"] for a in accs])
+        if self.drift.on:
+            ev["method_note"] = "fault drift: the machine moves between trials"
+        return ev
 
     def jitter(self, acc: Optional[Dict[str, Any]], th: Dict[str, Any]) -> Dict[str, Any]:
         return {"device": acc["bdf"] if acc else "host", "simulated": True,

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import heapq
 import random
-from typing import Any, Dict, List, Optional, Tuple
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 T0_NS = 1_000_000_000_000
 
@@ -34,8 +35,11 @@ class _SimSource:
 
 
 class SimInference:
-    def __init__(self, profile: Any, faults: List[str], acc: Optional[Dict[str, Any]]):
+    def __init__(self, profile: Any, faults: List[str], acc: Optional[Dict[str, Any]], drift: Any = None):
+        from .faults import Drift
+
         self.faults = set(faults)
+        self.drift = drift or Drift(False)
         self.acc = acc
         hw = profile.hardware
         self.gpu = acc is not None
@@ -55,6 +59,17 @@ class SimInference:
         self.now = T0_NS
         self.rng = random.Random(2026)
         self.source = _SimSource("nvml:0" if self.gpu else "rapl:0:package-0", "nvml" if self.gpu else "rapl")
+
+    @contextmanager
+    def moved(self) -> Iterator[None]:
+        """One run of the machine as it is now (fault drift: its speed and power moved since the last run)."""
+        f = self.drift.factor()
+        saved = (self.step_s, self.per_seq_s, self.load_w)
+        self.step_s, self.per_seq_s, self.load_w = self.step_s / f, self.per_seq_s / f, self.load_w * f
+        try:
+            yield
+        finally:
+            self.step_s, self.per_seq_s, self.load_w = saved
 
     # -- what the acquire functions ask a rig for
     def power_sources(self) -> Tuple[List[Any], List[str]]:
@@ -169,6 +184,11 @@ class SimInference:
     # -- SLA, cold start, fragmentation
     def sla(self, tenants: List[Dict[str, Any]], qps: float, duration_s: float,
             workload: Optional[Dict[str, Any]] = None, timeout_s: float = 30.0) -> Dict[str, Any]:
+        with self.moved():
+            return self._sla(tenants, qps, duration_s, workload)
+
+    def _sla(self, tenants: List[Dict[str, Any]], qps: float, duration_s: float,
+             workload: Optional[Dict[str, Any]]) -> Dict[str, Any]:
         total = sum(float(t.get("share", 1.0)) for t in tenants) or 1.0
         wl = workload or {}
         mix = (tuple(wl.get("prompt_tokens", [16, 128])), tuple(wl.get("output_tokens", [1, 4])))
@@ -205,9 +225,12 @@ class SimInference:
         return {"queries": queries, "simulated": True, "t0_ns": arr[0][0] if arr else self.now, "t1_ns": end}
 
     def coldstart(self) -> Dict[str, Any]:
+        """One simulated cold start: fixed stage times (a little scatter from trial to trial, more with fault drift)."""
+        f = self.drift.factor() / (1.0 + self.rng.uniform(-0.02, 0.02))
         stages = [("interpreter", 0.04), ("torch_import", 2.1), ("device_context", 1.3 if self.gpu else 0.01),
                   ("weights", 600.0 if "coldstart-slow" in self.faults else 4.2), ("kv_prealloc", 0.6),
                   ("first_token", 0.9)]
+        stages = [(name, round(v / f, 4)) for name, v in stages]
         return {"simulated": True, "device": "simulated", "stages": [{"stage": s, "seconds": v} for s, v in stages],
                 "total_s": round(sum(v for _, v in stages), 6), "clock": "simulated",
                 "page_cache": {"state": "simulated", "before": {"measured": False, "reason": "simulated platform"},
@@ -217,12 +240,17 @@ class SimInference:
         high = "frag-high" in self.faults
         bt = self.cfg.block_tokens
         blocks = int(self.cfg.pool_blocks * 0.9)
-        waste = 0.12 if high else 0.021
+        waste = (0.12 if high else 0.021) / self.drift.factor()
+        # the loaded steps of a simulated run: each step's fragmentation scatters around the pool's (a sequence's last
+        # block is half full on average, and the mix of sequences changes from step to step)
+        steps = [round(max(0.0, waste * (1.0 + self.rng.gauss(0.0, 0.15))), 6) for _ in range(400)]
         pool = {"simulated": True, "view": "kv-pool", "block_tokens": bt, "pool_blocks": self.cfg.pool_blocks,
                 "peak_blocks_used": blocks, "peak_tokens_stored": int(blocks * bt * (1 - waste)),
-                "fraction": waste, "fraction_time_weighted": waste * 0.95, "peak_occupancy": 0.9,
+                "fraction": round(waste, 6), "fraction_time_weighted": round(waste * 0.95, 6), "peak_occupancy": 0.9,
+                "step_fractions": steps, "loaded_share": 0.5,
                 "external_fragmentation": 0.0, "failed_allocations": 0, "rejected_requests": 0,
-                "method": "simulated paged pool"}
+                "method": "simulated paged pool: per step, (slots of allocated blocks - tokens stored) / slots; judged: "
+                          "the mean over the loaded steps (step_fractions)"}
         if not self.gpu:
             return {"kv-pool": pool, "allocator": {"absent": "the device allocator's view needs CUDA "
                                                              "(torch.cuda.memory_stats); the simulated host has none"}}
@@ -249,6 +277,11 @@ class SimRunner:
     def run(self, scenario: str, name: str, duration_s: float, target_qps: Optional[float] = None,
             expected_qps: Optional[float] = None, expected_latency_s: Optional[float] = None,
             latency_target_s: Optional[float] = None) -> Dict[str, Any]:
+        with self.sim.moved():
+            return self._run(scenario, duration_s, target_qps, expected_qps)
+
+    def _run(self, scenario: str, duration_s: float, target_qps: Optional[float],
+             expected_qps: Optional[float]) -> Dict[str, Any]:
         sim = self.sim
         t0 = sim.now
         if scenario == "SingleStream":
@@ -275,8 +308,8 @@ class SimRunner:
 class SimInferenceRig:
     simulated = True
 
-    def __init__(self, profile: Any, faults: List[str], acc: Optional[Dict[str, Any]]):
-        self.sim = SimInference(profile, faults, acc)
+    def __init__(self, profile: Any, faults: List[str], acc: Optional[Dict[str, Any]], drift: Any = None):
+        self.sim = SimInference(profile, faults, acc, drift)
         self.subject = acc["bdf"] if acc else "cpu"
         self.device = "cuda (simulated)" if acc else "cpu (simulated)"
         self.hardware = dict(profile.hardware)
