@@ -292,7 +292,7 @@ def _rank_bounds(n: int, q: float, confidence: float) -> Dict[str, Optional[int]
 
 def min_samples(q: float, confidence: float = CONFIDENCE) -> int:
     """The fewest samples whose order statistics bound the q-quantile from above at ``confidence`` (two-sided):
-    below it a percentile can be shown too high, never shown within a ceiling (367 for P99 at 95%)."""
+    below it a percentile can be shown too high, never shown within a ceiling (368 for P99 at 95%: 0.99^368 < 0.025 <= 0.99^367)."""
     a = (1.0 - confidence) / 2.0
     return int(math.ceil(math.log(a) / math.log(q)))
 
