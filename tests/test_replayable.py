@@ -826,6 +826,21 @@ LEGACY_SAMPLES = {
         ("too-few-queries", lambda: sla(early_stopping={"estimate_s": None, "queries": 50, "queries_needed": 600}),
          INCONCLUSIVE),
     ],
+    ("SVC-SLA", 1): [
+        ("within", lambda: sla(), PASS),
+        ("p99-200ms", lambda: sla(p99_latency_s=0.2), FAIL),
+        ("too-few-queries", lambda: sla(early_stopping={"estimate_s": None, "queries": 50, "queries_needed": 600}),
+         INCONCLUSIVE),
+    ],
+    ("DEP-ECC", 1): [
+        ("enabled-clean", lambda: ecc(True, ECC_ZERO), PASS),
+        ("disabled", lambda: ecc(False, ECC_ZERO), FAIL),
+        ("mode-unread", lambda: ecc(None, ECC_ZERO), INCONCLUSIVE),
+    ],
+    ("LINK-NVLINK-MESH", 1): [
+        ("sim-full", lambda: sim_mesh("sim:h100"), PASS),
+        ("sim-partial", lambda: sim_mesh("sim:h100+nvlink-partial"), FAIL),
+    ],
     ("SVC-COLDSTART", 1): [
         ("within-30s", lambda: (COLDSTART, {"max_s": 30}, "cold start"), PASS),
         ("over-5s", lambda: (COLDSTART, {"max_s": 5}, "cold start"), FAIL),
