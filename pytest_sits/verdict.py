@@ -8,6 +8,8 @@ functions below, so a verdict means the same wherever it is decided.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterable, List, Optional
 
@@ -113,3 +115,20 @@ def worst_verdicts(verdicts: List[Verdict]) -> List[Verdict]:
     """The verdicts that carry the worst status among ``verdicts``."""
     w = worst(v.status for v in verdicts)
     return [v for v in verdicts if v.status == w]
+
+
+def number(value: float) -> str:
+    """A number as people read it: up to 4 significant digits, never in exponent form between 1e-4 and 1e12
+    (309,600 rather than 3.096e+05), thousands separated."""
+    a = abs(value)
+    if value != value or a in (float("inf"),):
+        return str(value)
+    if a == 0:
+        return "0"
+    if a >= 1e12 or a < 1e-4:
+        return f"{value:.4g}"
+    if a >= 1000:
+        return f"{value:,.0f}"
+    digits = max(0, 3 - int(math.floor(math.log10(a))))
+    text = f"{value:.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
+from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict, number
 from . import check
 from .interval import (AT_LEAST, AT_MOST, FAIL_, PASS_, combine, decide, describe, level, mean_interval,
                        undecided_text)
@@ -249,7 +249,7 @@ def _per_trial(ev: Dict[str, Any]) -> Optional[float]:
 
 
 def _g(x: float) -> str:
-    return f"{x:.4g}"
+    return number(x)
 
 
 def node_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> List[Dict[str, Any]]:

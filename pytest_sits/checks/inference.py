@@ -14,7 +14,7 @@ from . import check
 from .interval import (AT_LEAST, AT_MOST, FAIL_, PASS_, UNDECIDED, batch_means, combine, decide, describe, exact,
                        level, mean_interval, percentile_decision, proportion_interval, rate_interval, rule_text,
                        undecided_text)
-from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
+from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict, number
 
 #: Above this share of failed sensor reads in a judged interval, power is not decided.
 MAX_FAILED_READ_SHARE = 0.05
@@ -417,15 +417,15 @@ def check_sla_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdic
 # (and seconds of load) would decide.
 
 def _ms(x: float) -> str:
-    return f"{x:.4g} ms"
+    return f"{number(x)} ms"
 
 
 def _us(x: float) -> str:
-    return f"{x * 1e6:.4g} µs"
+    return f"{number(x * 1e6)} µs"
 
 
 def _w(x: float) -> str:
-    return f"{x:.4g} W"
+    return f"{number(x)} W"
 
 
 def _per_query(p: Dict[str, Any]) -> Optional[float]:
@@ -727,7 +727,7 @@ def sla_decisions(t: Dict[str, Any], sla: Dict[str, Any], span_s: Optional[float
     secs = span_s or (done / t["throughput_rps"] if t.get("throughput_rps") else None)
     if secs and t.get("offered_rps", 0) >= float(sla["min_rps"]):
         d = decide(rate_interval(done, float(secs)), float(sla["min_rps"]), AT_LEAST,
-                   show=lambda x: f"{x:.4g} req/s", what="throughput")
+                   show=lambda x: f"{number(x)} req/s", what="throughput")
         d["name"] = "throughput"
         out.append(d)
     return out
@@ -742,7 +742,7 @@ def _sla_show(name: str) -> Any:
         return _s
     if name == "error rate":
         return lambda x: f"{x:.3%}"
-    return lambda x: f"{x:.4g} req/s"
+    return lambda x: f"{number(x)} req/s"
 
 
 @check("SVC-SLA", version=3)
@@ -827,14 +827,14 @@ def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Ver
     threshold = f"<= {ceiling:g} s to the first token" if ceiling is not None else "reported (no ceiling set)"
     samples = [float(x) for x in ev.get("samples_s") or [ev["total_s"]]]
     d = decide(mean_interval(samples, level(int((ev.get("sequential") or {}).get("looks") or 1))),
-               float(ceiling) if ceiling is not None else None, AT_MOST, samples=samples, show=lambda x: f"{x:.3g} s",
+               float(ceiling) if ceiling is not None else None, AT_MOST, samples=samples, show=lambda x: f"{number(x)} s",
                what="seconds to the first token")
     ev = dict(ev, decision=d)
     method = (f"fresh interpreter; stages stamped with perf_counter_ns from the parent's spawn to the first token; "
               f"{len(samples)} cold start(s); decided: {d['rule']}")
     stages = ", ".join(f"{s['stage']} {s['seconds']:.3g} s" for s in ev["stages"])
     cache = (ev.get("page_cache") or {}).get("state", "unknown")
-    text = (f"{describe(d, lambda x: f'{x:.3g} s')} to the first token (the median trial: {stages}); page cache "
+    text = (f"{describe(d, lambda x: f'{number(x)} s')} to the first token (the median trial: {stages}); page cache "
             f"{cache}{_sim(ev)}")
     common = dict(measured=round(d["estimate"], 6), threshold=threshold, unit="s", evidence=ev, method=method)
     if len(samples) < 2:
@@ -848,7 +848,7 @@ def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Ver
                                    "weights on local fast storage (page cache warm), pre-create the device context")
     if d["outcome"] == PASS_:
         return Verdict(req, PASS, text, **common)
-    return Verdict(req, INCONCLUSIVE, f"{text}; {undecided_text(d, lambda x: f'{x:.3g} s', 'cold starts')}", **common)
+    return Verdict(req, INCONCLUSIVE, f"{text}; {undecided_text(d, lambda x: f'{number(x)} s', 'cold starts')}", **common)
 
 
 #: SVC-FRAG's KV pool: steps at or above this share of the peak's blocks are the loaded part of the run.

@@ -40,6 +40,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
+from ..verdict import number
+
 #: The confidence level of every interval (two-sided).
 CONFIDENCE = 0.95
 #: A trend over the trials larger than this share of the estimate (and significant) means the figure moved.
@@ -605,7 +607,7 @@ def combine(decisions: List[Dict[str, Any]]) -> Dict[str, Any]:
     return min(decisions, key=margin)
 
 
-def describe(d: Dict[str, Any], show: Callable[[float], str] = lambda x: f"{x:.4g}") -> str:
+def describe(d: Dict[str, Any], show: Callable[[float], str] = number) -> str:
     """``0.901 [0.895, 0.907] (95% t-interval, 7 trials)``: the estimate, its interval, how it was made."""
     est = show(d["estimate"]) if d.get("estimate") is not None else "n/a"
     lo = show(d["low"]) if d.get("low") is not None else "unbounded"
@@ -620,7 +622,7 @@ def describe(d: Dict[str, Any], show: Callable[[float], str] = lambda x: f"{x:.4
     return f"{est} [{lo}, {hi}] ({pct} {d.get('method')}, {d.get('trials')} {unit})"
 
 
-def undecided_text(d: Dict[str, Any], show: Callable[[float], str] = lambda x: f"{x:.4g}",
+def undecided_text(d: Dict[str, Any], show: Callable[[float], str] = number,
                    unit: str = "trials") -> str:
     """Why an undecided statistic did not decide, and what would."""
     if d.get("why"):

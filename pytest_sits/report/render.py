@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..verdict import ERROR, FAIL, INCONCLUSIVE, SEVERITY
+from ..verdict import ERROR, FAIL, INCONCLUSIVE, SEVERITY, number  # noqa: F401 (number: also imported from here)
 from .model import analytics_section
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -23,23 +23,6 @@ MAX_TIMELINE_CHARTS = 10
 #: Characters of each verdict's evidence shown in the HTML page; the JSON report keeps all of it.
 EVIDENCE_EXCERPT_CHARS = 400
 _FMT_CAP = 300
-
-
-def number(value: float) -> str:
-    """A number as people read it: up to 4 significant digits, never in exponent form between 1e-4 and 1e12
-    (309,600 rather than 3.096e+05), thousands separated."""
-    a = abs(value)
-    if value != value or a in (float("inf"),):
-        return str(value)
-    if a == 0:
-        return "0"
-    if a >= 1e12 or a < 1e-4:
-        return f"{value:.4g}"
-    if a >= 1000:
-        return f"{value:,.0f}"
-    digits = max(0, 3 - int(__import__("math").floor(__import__("math").log10(a))))
-    text = f"{value:.{digits}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def fmt(value: Any) -> str:
