@@ -2,6 +2,7 @@
 
 import random
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -123,6 +124,10 @@ def test_hold_runs_for_real_and_always_stops():
     assert not [t for t in threading.enumerate() if t.name.startswith("sits-hold")]
     assert ev["timeline"] and ev["errors"] == []
     assert all(0 <= r["duty"] <= 1.2 for r in ev["timeline"])
+    # each window says how long the injectors waited for a CPU (the kernel's schedstat), where the kernel keeps it
+    if Path(f"/proc/self/task/{threading.get_native_id()}/schedstat").exists():
+        waits = [r["cpu_wait"] for r in ev["timeline"][1:] if "cpu_wait" in r]
+        assert waits and all(0.0 <= w <= 1.0 for w in waits)
     assert ev["source"].startswith("own accounting") or "resctrl" in ev["source"]
 
 

@@ -374,6 +374,19 @@ def hold3(occupancies, peak_share=1.0, reference=(40.0, 40.4)):
     return ev, HOLD_TH, "host"
 
 
+def busy(sample, every=10, width=3, wait=0.4):
+    """The hold of ``sample`` with other processes holding the CPUs for ``width`` windows out of ``every``."""
+    ev, th, subject = sample
+    for k, r in enumerate(ev["timeline"]):
+        r["cpu_wait"] = wait if k % every < width else 0.01
+    return ev, th, subject
+
+
+def dips_when_busy(n=300, every=10, width=3):
+    """Occupancy that leaves the band exactly in the windows where (and after) the CPUs were taken."""
+    return [0.60 if k % every <= width else 0.88 for k in range(n)]
+
+
 def broken(sample):
     ev, th, subject = sample
     return dict(ev, errors=["injector 0: MemoryError"]), th, subject
@@ -488,6 +501,11 @@ NOISE_SAMPLES = {
         ("injector-broke", lambda: broken(hold3([0.88] * 50)), ERROR),
         ("reference-moved", lambda: hold3([0.55] * 300, reference=(30.0, 16.0)), INCONCLUSIVE),
         ("peak-cpu-starved", lambda: hold3([0.55] * 300, peak_share=0.24), INCONCLUSIVE),
+        # out of band only while other processes held the CPUs: the scheduler, not the DRAM
+        ("dips-while-cpus-busy", lambda: busy(hold3(dips_when_busy())), INCONCLUSIVE),
+        # out of band whether or not the CPUs were busy: the DRAM cannot be held there
+        ("too-weak-cpus-busy-too", lambda: busy(hold3([0.80] * 300)), FAIL),
+        ("in-band-cpus-busy", lambda: busy(hold3([0.88] * 300)), PASS),
     ],
     "MEM-BW-EFFICIENCY": [
         ("3000-of-3350", lambda: device_bw2(scatter(3000, 0.003, 7)), PASS),

@@ -154,6 +154,8 @@ class BandwidthHold:
         self.counter_scale: Optional[float] = None
         self._in_band_run = 0
         self._starved_run = 0
+        #: The injector threads' kernel task ids (their run-queue wait is read per window).
+        self._tids: List[Optional[int]] = [None] * self.threads
         #: The STREAM kernel of the peak this hold divides by (the injectors run the same kernel).
         self.kernel = "copy"
 
@@ -164,6 +166,7 @@ class BandwidthHold:
         try:
             with numa.pin(self.node, self.cpus[i % len(self.cpus)]) as binding:
                 self.bindings[i] = binding
+                self._tids[i] = threading.get_native_id()
                 self._copy_at_rate(i)
         except Exception as exc:
             self.errors.append(f"injector {i}: {type(exc).__name__}: {exc}")
@@ -207,22 +210,42 @@ class BandwidthHold:
             else:
                 self._stop.wait(self.period_s)
 
+    def _run_wait_s(self) -> Optional[List[float]]:
+        """Seconds each injector thread has waited on a run queue for a CPU (the kernel's schedstat of the task), or
+        None where the kernel does not say (no CONFIG_SCHED_INFO, a thread not started)."""
+        out = []
+        for tid in self._tids:
+            if tid is None:
+                return None
+            try:
+                with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+                    out.append(int(f.read(256).split()[1]) / 1e9)
+            except (OSError, ValueError, IndexError):
+                return None
+        return out
+
     def _monitor_loop(self) -> None:
         last_t = self.clock()
         last_b = sum(self._bytes)
         last_c = self.counter.read_bytes() if self.counter else None
+        last_w = self._run_wait_s()
         while not self._stop.wait(self.window_s):
             now = self.clock()
             b = sum(self._bytes)
             c = self.counter.read_bytes() if self.counter and not self._paused.is_set() else None
+            w = self._run_wait_s()
+            wait = (max(x - y for x, y in zip(w, last_w)) / (now - last_t)
+                    if w is not None and last_w is not None and now > last_t else None)
             self.record_window(now, now - last_t, b - last_b,
-                               (c - last_c) if c is not None and last_c is not None else None)
-            last_t, last_b = now, b
+                               (c - last_c) if c is not None and last_c is not None else None, cpu_wait=wait)
+            last_t, last_b, last_w = now, b, w
             last_c = self.counter.read_bytes() if self.counter and self._paused.is_set() else c
 
-    def record_window(self, now: float, dt: float, own_bytes: float, counter_bytes: Optional[float]) -> None:
+    def record_window(self, now: float, dt: float, own_bytes: float, counter_bytes: Optional[float],
+                      cpu_wait: Optional[float] = None) -> None:
         """One window: ``own_bytes`` injected and ``counter_bytes`` counted (None: no counter) over ``dt`` seconds
-        ending at ``now``; measured, recorded, and the controller corrected (the simulated hold calls this too)."""
+        ending at ``now``; measured, recorded, and the controller corrected (the simulated hold calls this too).
+        ``cpu_wait``: the largest share of the window an injector thread waited for a CPU (None: not known)."""
         if self._paused.is_set():
             self.timeline.append({"t": now, "phase": "paused", "duty": round(self.controller.duty, 4),
                                   "own_gbps": None, "own_occupancy": None, "occupancy": None,
@@ -245,6 +268,8 @@ class BandwidthHold:
                 occ = dram_gbps / self.counter_scale / self.peak_gbps
                 rec["dram_occupancy"] = round(occ, 4)
         rec["occupancy"] = round(occ, 4)
+        if cpu_wait is not None:
+            rec["cpu_wait"] = round(min(1.0, max(0.0, cpu_wait)), 3)
         rec["in_band"] = self.low <= occ <= self.high
         self.timeline.append(rec)
         self._in_band_run = self._in_band_run + 1 if rec["in_band"] else 0
