@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 from pytest_sits.checks.inference import check_coldstart, check_frag, check_latency, check_sla  # noqa: E402
 from pytest_sits.conditions.inference import (InferenceRig, acquire_coldstart, acquire_frag,  # noqa: E402
                                               acquire_sla, acquire_sweep, per_tenant)
+from pytest_sits.checks.interval import min_samples  # noqa: E402
 from pytest_sits.inference.endpoint import CompletionsClient, EndpointClient, EndpointError  # noqa: E402
 from pytest_sits.inference.servers import LoopbackServer  # noqa: E402
 from pytest_sits.inference.model import Engine, ModelConfig, TinyDecoder, KVBlockPool  # noqa: E402
@@ -187,10 +188,13 @@ def test_kv_fragmentation_under_a_mixed_length_workload(tmp_path):
 
 def test_live_sweep_on_the_cpu(tmp_path):
     needs_loadgen()
+    # with a latency ceiling judged below, each point lasts long enough for the queries that bound its P99 from
+    # above (as sweep_config asks when the profile sets PLP-LATENCY.max_latency_us)
     cfg = {"model": TINY, "workload": SHORT, "sweep_fractions": [0.3, 0.6], "point_s": 1.5, "window_ms": 10,
-           "period_ms": 10}
+           "period_ms": 10, "min_queries": min_samples(0.99) + 10}
     ev = acquire_sweep(InferenceRig("cpu", "cpu"), cfg, tmp_path)
     assert [p["fraction_of_max"] for p in ev["sweep"]] == [0.3, 0.6]
+    assert all(p["queries"] >= min_samples(0.99) for p in ev["sweep"]), [p["queries"] for p in ev["sweep"]]
     for p in ev["sweep"]:
         assert p["throughput_qps"] > 0 and p["p99_latency_s"] >= p["p50_latency_s"] > 0 and p["rho"] > 0
         assert p["latency_source"].startswith("LoadGen")
