@@ -387,6 +387,19 @@ def dips_when_busy(n=300, every=10, width=3):
     return [0.60 if k % every <= width else 0.88 for k in range(n)]
 
 
+def dips(sample, every=12, width=2):
+    """The hold of ``sample`` with the injectors flat out (saturated) in ``width`` windows out of ``every``."""
+    ev, th, subject = sample
+    for k, r in enumerate(ev["timeline"]):
+        r["saturated"] = k % every < width
+    return ev, th, subject
+
+
+def dip_then_catch_up(n=300, every=12, width=2):
+    """Occupancy below the band for ``width`` windows, above it for the one after: a machine's brief dip."""
+    return [0.60 if k % every < width else 0.97 if k % every == width else 0.88 for k in range(n)]
+
+
 def broken(sample):
     ev, th, subject = sample
     return dict(ev, errors=["injector 0: MemoryError"]), th, subject
@@ -506,6 +519,10 @@ NOISE_SAMPLES = {
         # out of band whether or not the CPUs were busy: the DRAM cannot be held there
         ("too-weak-cpus-busy-too", lambda: busy(hold3([0.80] * 300)), FAIL),
         ("in-band-cpus-busy", lambda: busy(hold3([0.88] * 300)), PASS),
+        # brief dips too short to re-measure the peak, each followed by its catch-up: the machine moved
+        ("brief-bandwidth-dips", lambda: dips(hold3(dip_then_catch_up())), INCONCLUSIVE),
+        # flat out below the band for the whole hold with the peak unchanged: the DRAM cannot be held there
+        ("saturated-throughout", lambda: dips(hold3([0.80] * 300), every=1, width=1), FAIL),
     ],
     "MEM-BW-EFFICIENCY": [
         ("3000-of-3350", lambda: device_bw2(scatter(3000, 0.003, 7)), PASS),

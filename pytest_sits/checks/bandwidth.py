@@ -172,16 +172,43 @@ def hold_batches(ev: Dict[str, Any]) -> Tuple[List[float], int]:
     return [sum(1.0 for r in rows[i:i + per] if r["in_band"]) / per for i in range(0, len(rows) - per + 1, per)], per
 
 
-def disturbed_windows(ev: Dict[str, Any]) -> List[bool]:
-    """Per counted hold window (as :func:`hold_batches` counts them): whether other processes held the CPUs in it
-    or in the window before (an injector waited for a CPU for more than MAX_CPU_WAIT of the window).  All False
-    where the windows carry no ``cpu_wait`` (a simulated plant, a kernel without schedstat, earlier reports)."""
-    out, prev = [], False
-    for r in ev["timeline"]:
+def disturbed_windows(ev: Dict[str, Any]) -> List[Optional[str]]:
+    """Per counted hold window (as :func:`hold_batches` counts them): why it measured the machine moving rather
+    than the DRAM being held, or None.
+
+    * ``"busy"``: an injector thread waited for a CPU for more than MAX_CPU_WAIT of the window (the kernel's
+      schedstat), or of the window before (the token buckets catch up after it).
+    * ``"dip"``: the injectors ran flat out (``saturated``) and still fell below the band, in a run of such windows
+      shorter than the run that makes the hold pause and re-measure the peak (``remeasure_after_windows``): the
+      machine's bandwidth dipped for a moment too short to re-measure; the window after a dip (the catch-up) too.
+      A longer run is judged through the re-measured peak (a peak that moved makes the verdict INCONCLUSIVE).
+
+    All None where the windows carry neither ``cpu_wait`` nor ``saturated`` (earlier reports, hand-made evidence)."""
+    rows = [r for r in ev["timeline"] if r.get("phase") in ("hold", "settle", "paused")]
+    limit = int(ev.get("remeasure_after_windows") or 5)
+    low = float((ev.get("band") or [0.0])[0])
+    sat = [bool(r.get("saturated")) and r.get("phase") == "hold" and r.get("occupancy") is not None
+           and r["occupancy"] < low for r in rows]
+    dip = [False] * len(rows)
+    k = 0
+    while k < len(rows):
+        if sat[k]:
+            j = k
+            while j < len(rows) and sat[j]:
+                j += 1
+            if j - k < limit:
+                for m in range(k, min(j + 1, len(rows))):
+                    dip[m] = True
+            k = j
+        else:
+            k += 1
+    out: List[Optional[str]] = []
+    prev_busy = False
+    for r, d in zip(rows, dip):
         busy = (r.get("cpu_wait") or 0.0) > MAX_CPU_WAIT
         if r.get("phase") == "hold" and r.get("in_band") is not None:
-            out.append(busy or prev)
-        prev = busy
+            out.append("busy" if busy or prev_busy else "dip" if d else None)
+        prev_busy = busy
     return out
 
 
@@ -276,19 +303,27 @@ def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "h
         return Verdict("MEM-BW-HOLD", PASS, text, **common)
     disturbed = disturbed_windows(ev)
     if d["outcome"] == FAIL_ and any(disturbed):
-        # Decided again on the windows whose injectors had the CPUs: a FAIL must stand without the others.
+        # Decided again on the windows that measured the DRAM held: a FAIL must stand without the others.
         counted = [r for r in ev["timeline"] if r.get("phase") == "hold" and r.get("in_band") is not None]
         quiet = [r for r, x in zip(counted, disturbed) if not x]
         out = sum(1 for r, x in zip(counted, disturbed) if x and not r["in_band"])
-        busy = (f"other processes held the CPUs during {sum(disturbed)} of {len(counted)} windows (an injector "
-                f"waited for a CPU for more than {MAX_CPU_WAIT:.0%} of the window, or of the window before), "
-                f"{out} of the {len(counted) - ev['windows_in_band']} windows out of band among them")
+        parts = []
+        nb, nd = disturbed.count("busy"), disturbed.count("dip")
+        if nb:
+            parts.append(f"other processes held the CPUs during {nb} window(s) (an injector waited for a CPU for "
+                         f"more than {MAX_CPU_WAIT:.0%} of the window, or of the window before)")
+        if nd:
+            parts.append(f"the machine's bandwidth dipped for {nd} window(s) (the injectors ran flat out and still "
+                         "fell below the band, each time for fewer windows than make the hold re-measure the peak, "
+                         "and the catch-up after)")
+        busy = (f"{' and '.join(parts)}: {out} of the {len(counted) - ev['windows_in_band']} windows out of band "
+                f"among them")
         dq = hold_decision(dict(ev, timeline=quiet), thresholds) if len(quiet) >= MIN_BATCHES else None
-        ev["decision_without_busy_windows"] = dq
+        ev["decision_without_disturbed_windows"] = dq
         if dq is None or dq["outcome"] != FAIL_:
             shown = f"; the other {len(quiet)}: {describe(dq, _pct)}" if dq else ""
-            return Verdict("MEM-BW-HOLD", INCONCLUSIVE, f"{text}; but {busy}{shown}: the hold measured the "
-                           "scheduler, not the DRAM; run again on a quieter host", **common)
+            return Verdict("MEM-BW-HOLD", INCONCLUSIVE, f"{text}; but {busy}{shown}: the hold measured the machine "
+                           "moving, not the DRAM held; run again on a quieter host", **common)
         text += f"; {busy}, and the other {len(quiet)} windows fail too: {describe(dq, _pct)}"
     if d["outcome"] == FAIL_:
         below = sum(1 for x in occ if x < lo)

@@ -349,5 +349,6 @@ class BandwidthHold:
             "windows": len(hold), "windows_in_band": sum(1 for r in hold if r["in_band"]),
             "settle_windows": sum(1 for r in self.timeline if r["phase"] == "settle"),
             "stop_latency_s": self.stop_latency_s, "errors": self.errors,
+            "remeasure_after_windows": self.saturated_windows,
             "timeline": [dict(r, t=round(r["t"] - t0, 3)) for r in self.timeline],
         }
