@@ -603,6 +603,15 @@ NOISE_SAMPLES = {
         ("on-4ms", lambda: plp_latency(4000, SWEEP2), INCONCLUSIVE),
         ("few-queries", lambda: plp_latency(5000, [point2(10.0, 0.4, 450.0, 0.002, n=50)]), INCONCLUSIVE),
         ("errors", lambda: plp_latency(5000, [dict(p, error_rate=0.2) for p in SWEEP2]), INCONCLUSIVE),
+        # over the ceiling while the device's maximum throughput moved under the sweep (measured again around
+        # each point): the point ran at another load than planned
+        ("over-3ms-max-moved", lambda: (dict(plp_latency(3000, [dict(p, max_qps_around=[100.0, 88.0],
+                                                                       reference_moved=0.12) for p in SWEEP2])[0],
+                                             max={"qps": 100.0}),) + plp_latency(3000)[1:], INCONCLUSIVE),
+        # over the ceiling, and the maximum held still around every point: the device is slow at that load
+        ("over-3ms-max-held", lambda: (dict(plp_latency(3000, [dict(p, max_qps_around=[100.0, 101.0],
+                                                                      reference_moved=0.01) for p in SWEEP2])[0],
+                                            max={"qps": 100.0}),) + plp_latency(3000)[1:], FAIL),
     ],
     "SVC-SLA": [
         ("within", lambda: sla3(), PASS),

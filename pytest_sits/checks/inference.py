@@ -22,6 +22,10 @@ MAX_FAILED_READ_SHARE = 0.05
 MAX_OVERRUN_SHARE = 0.05
 #: ρ above the theoretical peak by more than this means the peak or the work count is wrong.
 RHO_TOLERANCE = 0.05
+#: A sweep point whose maximum throughput, measured again before and after it, moved by more than this share of the
+#: maximum its load level was planned from ran at a load other than planned: its latency cannot FAIL the device.
+LOAD_REF_TOLERANCE = 0.03
+
 #: Above this error rate at a judged point, the latency of the remaining queries does not represent the load.
 MAX_POINT_ERROR_RATE = 0.01
 
@@ -677,6 +681,17 @@ def check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdi
                   method=method)
     if ceiling_us is None:
         return Verdict(req, WARN, f"{what}: {listing}; the profile sets no latency ceiling{_sim(ev)}", **common)
+    failed = [(x, p) for x, p in zip(ds, judged) if x["outcome"] == FAIL_]
+    moved = [(x, p) for x, p in failed if (p.get("reference_moved") or 0.0) > LOAD_REF_TOLERANCE]
+    if failed and len(moved) == len(failed):
+        x, p = moved[0]
+        b, a = p["max_qps_around"]
+        return Verdict(req, INCONCLUSIVE, f"{what} {describe(x, _us)} at {x['target_qps']:.4g} QPS exceeds "
+                       f"{float(ceiling_us):g} µs, but the device's maximum throughput moved under the sweep "
+                       f"({number(b)} and {number(a)} queries/s before and after that point, "
+                       f"{p['reference_moved']:.0%} from the {number(ev['max']['qps'])} the load levels were planned "
+                       f"from, more than {LOAD_REF_TOLERANCE:.0%}): the point ran at another load than planned; run "
+                       f"again when the machine holds still ({listing}){_sim(ev)}", **common)
     if d["outcome"] == FAIL_:
         return Verdict(req, FAIL, f"{what} {describe(d, _us)} at {d['target_qps']:.4g} QPS (ρ {d['rho']:.3g}) exceeds "
                        f"{float(ceiling_us):g} µs ({listing}){_sim(ev)}", **common,

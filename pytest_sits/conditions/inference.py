@@ -409,8 +409,7 @@ def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], Li
     ok = [q for q in off["queries"] if q[4] is None]
     span = max(1e-9, (max((q[1] for q in off["queries"]), default=off["t1_ns"])
                       - min((q[0] for q in off["queries"]), default=off["t0_ns"])) / 1e9)
-    lg = off.get("loadgen") or {}
-    max_qps = float(lg.get("throughput_qps") or len(ok) / span)
+    max_qps = _offline_qps(off)
     mean_flops = sum(w[3] for w in off["work"]) / span if off["work"] else None
     t_lo = min((q[0] for q in off["queries"]), default=off["t0_ns"])
     rates = rho_series(off["work"], t_lo, t_lo + int(span * 1e9), int(c["period_ms"] * 1e6), c["window_ms"], 1.0)
@@ -422,6 +421,7 @@ def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], Li
     from ..inference.sut import early_stopping_bound
 
     points, raws = [], []
+    after_qps = max_qps
     for f in c["sweep_fractions"]:
         qps = min(MAX_QPS, max(0.1, f * max_qps))
         # With a latency ceiling to decide, a point lasts long enough for its P99 to be bounded from above
@@ -435,6 +435,15 @@ def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], Li
         p = summarise_point(raw, peak["flops_per_s"], c, primary)
         p["fraction_of_max"] = f
         p["planned_s"] = round(duration, 3)
+        if c.get("recheck_max", True):
+            # The load levels are fractions of the maximum measured before the sweep: measured again after each
+            # point, so a device whose speed moved under the sweep is told from one that is slow at that load.
+            before = after_qps
+            again = runner.run("Offline", f"offline-after-{f:g}", duration_s=max(2.0, c["point_s"] / 2),
+                               expected_qps=after_qps)
+            after_qps = _offline_qps(again)
+            p["max_qps_around"] = [round(before, 4), round(after_qps, 4)]
+            p["reference_moved"] = round(max(abs(before - max_qps), abs(after_qps - max_qps)) / max_qps, 4)
         points.append(p)
         raws.append(raw)
     power_reason = None if primary else ("no power sensor for this device: " + "; ".join(missing)
@@ -456,6 +465,15 @@ def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], Li
     }
     ev.update(efficiency(points, power_reason))
     return ev
+
+
+def _offline_qps(off: Dict[str, Any]) -> float:
+    """The throughput of an Offline run (LoadGen's figure where it gave one, else completed queries over the span)."""
+    ok = [q for q in off["queries"] if q[4] is None]
+    span = max(1e-9, (max((q[1] for q in off["queries"]), default=off["t1_ns"])
+                      - min((q[0] for q in off["queries"]), default=off["t0_ns"])) / 1e9)
+    lg = off.get("loadgen") or {}
+    return float(lg.get("throughput_qps") or len(ok) / span)
 
 
 def _lg_brief(run: Dict[str, Any]) -> Optional[Dict[str, Any]]:

@@ -63,8 +63,10 @@ COSTS: Dict[str, Cost] = {
     "THERM-CPU-STEADY": {"per": "package", "fixed": lambda th: 120.0 + th.get("window_s", 120)},
     # the sweep serves PLP-SAMPLE/PPL/POWER/LATENCY: model and LoadGen start, Offline and SingleStream (half a
     # point each), one point per load level
+    # and the maximum measured again after each point (an Offline run of half a point, at least 2 s)
     "PLP-LATENCY": {"per": "acc", "fixed": lambda th: 8.0 + th.get("point_s", 5)
-                    * (1 + len(th.get("sweep_fractions") or [0.2, 0.4, 0.6, 0.8]))},
+                    * (1 + len(th.get("sweep_fractions") or [0.2, 0.4, 0.6, 0.8]))
+                    + max(2.0, th.get("point_s", 5) / 2) * len(th.get("sweep_fractions") or [0.2, 0.4, 0.6, 0.8])},
     "PLP-SAMPLE": {"per": "acc", "fixed": 0.1}, "PLP-PPL": {"per": "acc", "fixed": 0.1},
     "PLP-POWER": {"per": "acc", "fixed": 0.1},
     "EQ-PRECISION": {"per": "host", "fixed": 21.0},  # 36 operator/dtype pairs on each device, torch loaded
