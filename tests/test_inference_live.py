@@ -170,7 +170,12 @@ def test_coldstart_in_a_fresh_interpreter():
     assert ev["total_s"] == pytest.approx(sum(s["seconds"] for s in ev["stages"]), rel=1e-3)
     assert ev["page_cache"]["state"] in ("warm", "cold", "partly warm", "unknown")
     assert check_coldstart(ev, {"max_s": None}, "cpu").status == WARN
-    assert check_coldstart(ev, {"max_s": ev["total_s"] / 2}, "cpu").status == FAIL
+    # a ceiling at half the fastest cold start: FAIL when the trials' interval lies wholly above it; with a few
+    # trials scattered by a loaded host it may still hold it, and then the verdict says so (never a PASS)
+    ceiling = min(ev["samples_s"]) / 2
+    v = check_coldstart(ev, {"max_s": ceiling}, "cpu")
+    d = v.evidence["decision"]
+    assert v.status == (FAIL if d["low"] is not None and d["low"] > ceiling else INCONCLUSIVE), v.reason
 
 
 def test_kv_fragmentation_under_a_mixed_length_workload(tmp_path):

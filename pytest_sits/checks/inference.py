@@ -8,6 +8,8 @@ below the requirement's bound and name the worst.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Dict, List, Optional
 
 from . import check
@@ -25,6 +27,14 @@ RHO_TOLERANCE = 0.05
 #: A sweep point whose maximum throughput, measured again before and after it, moved by more than this share of the
 #: maximum its load level was planned from ran at a load other than planned: its latency cannot FAIL the device.
 LOAD_REF_TOLERANCE = 0.03
+
+def _load_tolerance(ev: Dict[str, Any], p: Dict[str, Any]) -> float:
+    """How far a sweep point's maximum may move before its load is not the planned one: LOAD_REF_TOLERANCE, or the
+    resolution of the Offline runs that measured it where that is coarser (1/sqrt(n) for n queries: the spread of
+    a mean over queries whose work varies about as much as its mean)."""
+    counts = [n for n in list(p.get("max_queries_around") or []) + [(ev.get("max") or {}).get("queries")] if n]
+    return max(LOAD_REF_TOLERANCE, 1.0 / math.sqrt(min(counts))) if counts else LOAD_REF_TOLERANCE
+
 
 #: Above this error rate at a judged point, the latency of the remaining queries does not represent the load.
 MAX_POINT_ERROR_RATE = 0.01
@@ -682,16 +692,17 @@ def check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdi
     if ceiling_us is None:
         return Verdict(req, WARN, f"{what}: {listing}; the profile sets no latency ceiling{_sim(ev)}", **common)
     failed = [(x, p) for x, p in zip(ds, judged) if x["outcome"] == FAIL_]
-    moved = [(x, p) for x, p in failed if (p.get("reference_moved") or 0.0) > LOAD_REF_TOLERANCE]
+    moved = [(x, p) for x, p in failed if (p.get("reference_moved") or 0.0) > _load_tolerance(ev, p)]
     if failed and len(moved) == len(failed):
         x, p = moved[0]
         b, a = p["max_qps_around"]
         return Verdict(req, INCONCLUSIVE, f"{what} {describe(x, _us)} at {x['target_qps']:.4g} QPS exceeds "
-                       f"{float(ceiling_us):g} µs, but the device's maximum throughput moved under the sweep "
-                       f"({number(b)} and {number(a)} queries/s before and after that point, "
-                       f"{p['reference_moved']:.0%} from the {number(ev['max']['qps'])} the load levels were planned "
-                       f"from, more than {LOAD_REF_TOLERANCE:.0%}): the point ran at another load than planned; run "
-                       f"again when the machine holds still ({listing}){_sim(ev)}", **common)
+                       f"{float(ceiling_us):g} µs, but the device's speed moved under the sweep (its maximum "
+                       f"throughput {number(b)} and {number(a)} queries/s before and after that point against the "
+                       f"{number(ev['max']['qps'])} the load levels were planned from; more than "
+                       f"{LOAD_REF_TOLERANCE:.0%} apart, or than the {_load_tolerance(ev, p):.0%} the maximum's "
+                       f"measurement resolves): the point ran at another load than planned; run again when the machine "
+                       f"holds still ({listing}){_sim(ev)}", **common)
     if d["outcome"] == FAIL_:
         return Verdict(req, FAIL, f"{what} {describe(d, _us)} at {d['target_qps']:.4g} QPS (ρ {d['rho']:.3g}) exceeds "
                        f"{float(ceiling_us):g} µs ({listing}){_sim(ev)}", **common,

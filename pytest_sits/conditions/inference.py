@@ -421,7 +421,7 @@ def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], Li
     from ..inference.sut import early_stopping_bound
 
     points, raws = [], []
-    after_qps = max_qps
+    after_qps, before_n = max_qps, len(off["queries"])
     for f in c["sweep_fractions"]:
         qps = min(MAX_QPS, max(0.1, f * max_qps))
         # With a latency ceiling to decide, a point lasts long enough for its P99 to be bounded from above
@@ -439,10 +439,13 @@ def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], Li
             # The load levels are fractions of the maximum measured before the sweep: measured again after each
             # point, so a device whose speed moved under the sweep is told from one that is slow at that load.
             before = after_qps
+            # the same measurement as the first (same duration, same expectation, so the same number of queries)
             again = runner.run("Offline", f"offline-after-{f:g}", duration_s=max(2.0, c["point_s"] / 2),
-                               expected_qps=after_qps)
+                               expected_qps=guess)
             after_qps = _offline_qps(again)
             p["max_qps_around"] = [round(before, 4), round(after_qps, 4)]
+            p["max_queries_around"] = [before_n, len(again["queries"])]
+            before_n = len(again["queries"])
             p["reference_moved"] = round(max(abs(before - max_qps), abs(after_qps - max_qps)) / max_qps, 4)
         points.append(p)
         raws.append(raw)
@@ -452,7 +455,8 @@ def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], Li
     tl = _write_records(records_file, raws, peak["flops_per_s"], c, primary)
     ev: Dict[str, Any] = {
         "simulated": bool(rig.simulated), "subject": rig.subject, "sweep": points,
-        "max": {"qps": round(max_qps, 4), "scenario": "Offline", "tokens_per_s": round(sum(q[2] for q in ok) / span, 4),
+        "max": {"qps": round(max_qps, 4), "scenario": "Offline", "queries": len(off["queries"]),
+                "tokens_per_s": round(sum(q[2] for q in ok) / span, 4),
                 "flops_per_s": mean_flops, "peak_window_flops_per_s": measured_flops, "loadgen": _lg_brief(off)},
         "single_stream": {"p50_latency_s": percentile(ss_lat, 0.5), "p99_latency_s": percentile(ss_lat, 0.99),
                           "early_stopping": early_stopping_bound(ss_lat), "queries": len(ss["queries"]),
