@@ -38,7 +38,7 @@ def test_readme_fits_on_a_screen_and_starts_with_the_two_commands():
     assert len(lines) <= 150
     block = lines[lines.index("```sh") + 1: lines.index("```sh") + 3]
     assert block[0].startswith("pip install -e '.[test]' && pytest ")
-    assert block[1].startswith("pip install -e '.[test]' && pytest -p no:sits tests ")
+    assert block[1].startswith("pip install -e '.[test]' && pytest -p no:sits -n auto tests ")
 
 
 def test_links_between_pages_lead_somewhere():
