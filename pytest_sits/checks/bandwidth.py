@@ -164,9 +164,14 @@ def _looks(ev: Dict[str, Any]) -> int:
     return int((ev.get("sequential") or {}).get("looks") or 1)
 
 
+def _counted(row: Dict[str, Any]) -> bool:
+    """A hold window the verdict counts: in the hold (not settling, not paused) and measured."""
+    return row.get("phase") == "hold" and row.get("in_band") is not None
+
+
 def hold_batches(ev: Dict[str, Any]) -> Tuple[List[float], int]:
     """The in-band share of each full batch of counted windows (paused windows left out), and windows per batch."""
-    rows = [r for r in ev["timeline"] if r.get("phase") == "hold" and r.get("in_band") is not None]
+    rows = [r for r in ev["timeline"] if _counted(r)]
     # BATCH_S per batch, fewer windows in a hold too short to give MIN_BATCHES batches of them
     per = max(1, min(int(round(BATCH_S / float(ev.get("window_s") or 0.1))), len(rows) // MIN_BATCHES))
     return [sum(1.0 for r in rows[i:i + per] if r["in_band"]) / per for i in range(0, len(rows) - per + 1, per)], per
@@ -206,7 +211,7 @@ def disturbed_windows(ev: Dict[str, Any]) -> List[Optional[str]]:
     prev_busy = False
     for r, d in zip(rows, dip):
         busy = (r.get("cpu_wait") or 0.0) > MAX_CPU_WAIT
-        if r.get("phase") == "hold" and r.get("in_band") is not None:
+        if _counted(r):
             out.append("busy" if busy or prev_busy else "dip" if d else None)
         prev_busy = busy
     return out
@@ -304,7 +309,7 @@ def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "h
     disturbed = disturbed_windows(ev)
     if d["outcome"] == FAIL_ and any(disturbed):
         # Decided again on the windows that measured the DRAM held: a FAIL must stand without the others.
-        counted = [r for r in ev["timeline"] if r.get("phase") == "hold" and r.get("in_band") is not None]
+        counted = [r for r in ev["timeline"] if _counted(r)]
         quiet = [r for r, x in zip(counted, disturbed) if not x]
         out = sum(1 for r, x in zip(counted, disturbed) if x and not r["in_band"])
         parts = []

@@ -103,6 +103,19 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t > 0 else tail
 
 
+def _invert(cdf: Callable[[float], float], p: float, lo: float, hi: float) -> float:
+    """The x in [lo, hi] where the increasing function ``cdf`` reaches ``p``, by bisection to the last bit."""
+    for _ in range(_BISECT):
+        mid = (lo + hi) / 2.0
+        if mid in (lo, hi):
+            break
+        if cdf(mid) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
 def t_ppf(p: float, df: float) -> float:
     """Student's t quantile (bisection on :func:`t_cdf`)."""
     if not 0.0 < p < 1.0:
@@ -113,15 +126,7 @@ def t_ppf(p: float, df: float) -> float:
     while t_cdf(hi, df) < p:
         hi *= 2.0
     lo = 0.0
-    for _ in range(_BISECT):
-        mid = (lo + hi) / 2.0
-        if mid in (lo, hi):
-            break
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2.0
+    return _invert(lambda x: t_cdf(x, df), p, lo, hi)
 
 
 def norm_ppf(p: float) -> float:
@@ -129,15 +134,7 @@ def norm_ppf(p: float) -> float:
     if not 0.0 < p < 1.0:
         raise ValueError(f"normal quantile of {p}: p must lie in (0, 1)")
     lo, hi = -40.0, 40.0
-    for _ in range(_BISECT):
-        mid = (lo + hi) / 2.0
-        if mid in (lo, hi):
-            break
-        if 0.5 * math.erfc(-mid / math.sqrt(2.0)) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2.0
+    return _invert(lambda x: 0.5 * math.erfc(-x / math.sqrt(2.0)), p, lo, hi)
 
 
 def gammainc(a: float, x: float) -> float:
@@ -180,15 +177,7 @@ def gamma_ppf(q: float, a: float) -> float:
     lo, hi = 0.0, max(1.0, a)
     while gammainc(a, hi) < q:
         hi *= 2.0
-    for _ in range(_BISECT):
-        mid = (lo + hi) / 2.0
-        if mid in (lo, hi):
-            break
-        if gammainc(a, mid) < q:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2.0
+    return _invert(lambda x: gammainc(a, x), q, lo, hi)
 
 
 def binom_cdf(k: int, n: int, p: float) -> float:
@@ -203,15 +192,7 @@ def binom_cdf(k: int, n: int, p: float) -> float:
 def beta_ppf(q: float, a: float, b: float) -> float:
     """The quantile of the Beta(a, b) distribution (bisection on :func:`betainc`)."""
     lo, hi = 0.0, 1.0
-    for _ in range(_BISECT):
-        mid = (lo + hi) / 2.0
-        if mid in (lo, hi):
-            break
-        if betainc(a, b, mid) < q:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2.0
+    return _invert(lambda x: betainc(a, b, x), q, lo, hi)
 
 
 # --------------------------------------------------------------------------
