@@ -7,6 +7,7 @@ install and start it.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import re
@@ -15,6 +16,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -497,13 +499,17 @@ def slurm_env():
 
 @pytest.fixture
 def cluster(slurm_env):
-    """The local cluster with n1..n3 idle (a node an earlier test killed or drained is brought back first)."""
-    states = _all_idle(slurm_env)
-    if not all(states.get(n) == "idle" for n in NODES):
-        pytest.skip(f"local Slurm nodes not idle ({states}); restart them: bash tools/slurm/local-cluster.sh stop "
-                    "&& bash tools/slurm/local-cluster.sh start")
-    yield slurm_env
-    _all_idle(slurm_env)
+    """The local cluster with n1..n3 idle (a node an earlier test killed or drained is brought back first), held
+    by one test at a time: under xdist the tests that drain nodes, install a prolog or run fleet jobs would
+    otherwise see each other's jobs and node states."""
+    with open(Path(tempfile.gettempdir()) / "sits-tests-slurm.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        states = _all_idle(slurm_env)
+        if not all(states.get(n) == "idle" for n in NODES):
+            pytest.skip(f"local Slurm nodes not idle ({states}); restart them: bash tools/slurm/local-cluster.sh "
+                        "stop && bash tools/slurm/local-cluster.sh start")
+        yield slurm_env
+        _all_idle(slurm_env)
 
 
 HARNESS = '''
@@ -748,21 +754,21 @@ def test_health_as_slurm_prolog(cluster, tmp_path):
     script = prolog_d / f"sits-test-{os.getpid()}"
     log = tmp_path / "prolog.log"
 
-    def install(platform: str) -> None:
+    def install(platform: str, watchdog: int) -> None:
         script.write_text(f"#!/bin/sh\n[ \"$SLURMD_NODENAME\" = n3 ] || exit 0\n"
                           f"exec {sys.executable} -m pytest_sits.cli health --mode=prolog --platform={platform} "
-                          f"--watchdog=3 >>{log} 2>&1\n")
+                          f"--watchdog={watchdog} >>{log} 2>&1\n")
         script.chmod(0o755)
     try:
-        install("sim:h100+probe-hang")
+        install("sim:h100+probe-hang", 3)
         ran = subprocess.run(["srun", "--nodelist=n3", "--nodes=1", "true"], env=cluster, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, timeout=120)
         assert ran.returncode == 0, ran.stdout + log.read_text()
         assert _state(cluster, "n3")[0] == "idle"
-        install("sim:h100+xid-79")
+        install("sim:h100+xid-79", 100)   # a busy CI machine must not turn the FAIL into a hung test
         failed = subprocess.run(["srun", "--nodelist=n3", "--nodes=1", "--immediate=30", "true"], env=cluster,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-        assert failed.returncode != 0
+        assert failed.returncode != 0, failed.stdout + log.read_text()
         state, reason = _state(cluster, "n3")
         assert state.startswith("drain") and "prolog" in reason.lower(), (state, reason)
         assert "slurmd drains n3: sits health: DEP-XID FAIL" in log.read_text()
