@@ -13,7 +13,7 @@ import pytest
 
 from pytest_sits.checks.interval import quantile_tail
 
-from pytest_sits.checks.inference import (check_coldstart, check_frag, check_latency, check_power, check_ppl,
+from pytest_sits.checks.inference import (check_coldstart, check_frag, check_latency, check_power, latency_point_decision, check_ppl,
                                         check_sample, check_sla, tenant_sla)
 from pytest_sits.conditions.inference import (acquire_coldstart, acquire_frag, acquire_ppl, acquire_sample_skew,
                                               acquire_sla, acquire_sweep, efficiency, energy_between, per_tenant,
@@ -77,6 +77,51 @@ def test_latency_ceiling_by_query_and_by_token():
     assert v.status == PASS and v.measured == pytest.approx(3000)
     assert check_latency({"sweep": [point(0.9)]}, {"max_latency_us": 320, "at_load_max": 0.7}, "g").status == \
         INCONCLUSIVE
+
+
+def _runs(*p99s, looks=1):
+    """A point run once per P99 given (the sequential rule's record of it)."""
+    return {"latency_runs": [{"p99_latency_s": x, "p99_token_latency_s": x / 10, "queries": 400} for x in p99s],
+            "latency_sequential": {"looks": looks, "trials": len(p99s)}, "planned_s": 30.0}
+
+
+def test_latency_of_a_repeated_point_is_decided_on_its_runs():
+    th = {"max_latency_us": 18_300, "at_load_max": 0.7}
+    ok = {"sweep": [point(0.2, p99=0.004, **_runs(0.0040, 0.0042)), point(0.6, p99=0.009, **_runs(0.009, 0.0095))]}
+    v = check_latency(ok, th, "g")
+    assert v.status == PASS and "t-interval over the point's runs, 2 runs" in v.reason and "runs' P99s" in v.method
+    bad = {"sweep": [point(0.2, p99=0.004, **_runs(0.004, 0.0041)), point(0.6, p99=0.030, **_runs(0.030, 0.031))]}
+    v = check_latency(bad, th, "g")
+    assert v.status == FAIL and "30,500 µs" in v.reason
+    # the runs straddle the ceiling: one run's tight binomial interval would have decided either way
+    straddle = {"sweep": [point(0.6, p99=0.012, **_runs(0.012, 0.024, 0.016, 0.021, looks=3))]}
+    v = check_latency(straddle, th, "g")
+    assert v.status == INCONCLUSIVE and "more runs would decide" in v.reason and "98.3% t-interval" in v.reason
+    # a latency's interval never goes below zero
+    wide = latency_point_decision(point(0.6, **_runs(0.001, 0.012)), th)
+    assert wide["low"] == 0.0 and wide["outcome"] == "undecided"
+
+
+def test_sim_sweep_repeats_a_point_until_its_latency_decides(tmp_path):
+    prof = resolve("h100")
+    th = prof.thresholds("PLP-LATENCY")
+    cfg = sweep_config({r: prof.thresholds(r) for r in ("PLP-PPL", "PLP-LATENCY", "PLP-SAMPLE")})
+    ev = acquire_sweep(SimInferenceRig(prof, [], H100_GPU), cfg, tmp_path / "ok")
+    assert all(2 <= len(p["latency_runs"]) <= 4 for p in ev["sweep"])
+    assert all(p["latency_sequential"]["stopped"] == "decided" for p in ev["sweep"])
+    assert check_latency(ev, th, "g").status == PASS
+    # a device whose P99 at 80% load sits on the ceiling, above it in some runs and below in others: the runs
+    # disagree by more than any one run's interval says, so the point is undecided after its cap, never FAILed
+    ev = acquire_sweep(SimInferenceRig(prof, ["latency-marginal"], H100_GPU), cfg, tmp_path / "marginal")
+    top = ev["sweep"][-1]
+    p99s = [r["p99_token_latency_s"] for r in top["latency_runs"]]
+    assert len(p99s) == 4 and min(p99s) < th["max_latency_us"] / 1e6 < max(p99s), p99s
+    v = check_latency(ev, th, "g")
+    assert v.status == INCONCLUSIVE and "4 runs" in v.reason, v.reason
+    # twenty times slower: the first look's two runs already FAIL it
+    ev = acquire_sweep(SimInferenceRig(prof, ["latency-high"], H100_GPU), cfg, tmp_path / "slow")
+    assert check_latency(ev, th, "g").status == FAIL
+    assert any(len(p["latency_runs"]) == 2 and p["latency_sequential"]["stopped"] == "decided" for p in ev["sweep"])
 
 
 def test_ppl_fails_when_a_window_exceeds_the_theoretical_peak_and_warns_on_a_measured_one():

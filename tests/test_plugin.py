@@ -218,8 +218,11 @@ def test_warn_and_inconclusive_outcomes(pytester, report_of):
     pytester.makepyfile(test_w=SITS_TESTS.format(rid="INV-DEVICES", n=1, status="WARN"),
                         test_i=SITS_TESTS.format(rid="MEM-CAPACITY", n=1, status="INCONCLUSIVE"))
     result = pytester.runpytest("-rs")
-    result.assert_outcomes(passed=1, skipped=1, warnings=1)
-    result.stdout.fnmatch_lines(["*MEM-CAPACITY INCONCLUSIVE*"])
+    # pytest's own warning count is left out: the plugin files a WARN verdict's SitsWarning under an "ignore"
+    # filter (the summary lists it), and how an in-process run counts it depends on the tests run before it
+    outcomes = result.parseoutcomes()
+    assert (outcomes.get("passed"), outcomes.get("skipped"), outcomes.get("failed", 0)) == (1, 1, 0), outcomes
+    result.stdout.fnmatch_lines(["*INV-DEVICES*1 WARN: case 0*", "*MEM-CAPACITY INCONCLUSIVE*"])
     assert report_of(pytester.path)["summary"]["result"] == "UNDECIDED"
 
 

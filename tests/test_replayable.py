@@ -486,6 +486,14 @@ def point2(qps, rho, power, p99_s, n=2000, blocks_rel=0.005):
 SWEEP2 = [point2(10.0, 0.4, 450.0, 0.002), point2(20.0, 0.65, 560.0, 0.004), point2(30.0, 0.95, 690.0, 0.020)]
 
 
+def runs3(sweep, *p99s):
+    """Version 3's sweep: each point run once per P99 factor given (the point's own P99 times it)."""
+    return [dict(p, latency_runs=[{"p99_latency_s": p["p99_latency_s"] * f, "queries": p["queries"]} for f in p99s],
+                 latency_sequential={"looks": 1 + max(0, len(p99s) - 2), "trials": len(p99s),
+                                     "plan": {"initial": 2, "step": 1, "cap": 4, "deadline": None}},
+                 planned_s=p["duration_s"]) for p in sweep]
+
+
 def sla3(**change):
     lat = list(np.random.default_rng(9).uniform(0.005, 0.0505, 5000))
     tenant = {"name": "chat", "p99_latency_s": 0.05, "latency": {"p99_s": 0.05, "tail": quantile_tail(lat, 0.99)},
@@ -617,6 +625,10 @@ NOISE_SAMPLES = {
         ("over-3ms-max-held", lambda: (dict(plp_latency(3000, [dict(p, max_qps_around=[100.0, 101.0],
                                                                       reference_moved=0.01) for p in SWEEP2])[0],
                                             max={"qps": 100.0}),) + plp_latency(3000)[1:], FAIL),
+        # version 3: each point run until decided, on the mean of its runs' P99s
+        ("runs-under-5ms", lambda: plp_latency(5000, runs3(SWEEP2, 1.0, 1.02)), PASS),
+        ("runs-over-3ms", lambda: plp_latency(3000, runs3(SWEEP2, 1.0, 1.02)), FAIL),
+        ("runs-straddle-4ms", lambda: plp_latency(4000, runs3(SWEEP2, 0.7, 1.3, 0.9, 1.2)), INCONCLUSIVE),
     ],
     "SVC-SLA": [
         ("within", lambda: sla3(), PASS),
@@ -862,6 +874,14 @@ LEGACY_SAMPLES = {
         ("over-500w", lambda: plp_power(500), FAIL),
         ("no-ceiling", lambda: plp_power(None), WARN),
         ("no-reading", lambda: plp_power(600, [dict(p, power_w=None) for p in SWEEP]), SKIP),
+    ],
+    ("PLP-LATENCY", 2): [
+        ("under-5ms", lambda: plp_latency(5000, SWEEP2), PASS),
+        ("over-3ms", lambda: plp_latency(3000, SWEEP2), FAIL),
+        ("on-4ms", lambda: plp_latency(4000, SWEEP2), INCONCLUSIVE),
+        ("over-3ms-max-moved", lambda: (dict(plp_latency(3000, [dict(p, max_qps_around=[100.0, 88.0],
+                                                                       reference_moved=0.12) for p in SWEEP2])[0],
+                                             max={"qps": 100.0}),) + plp_latency(3000)[1:], INCONCLUSIVE),
     ],
     ("PLP-LATENCY", 1): [
         ("under-5ms", lambda: plp_latency(5000), PASS),

@@ -27,6 +27,10 @@ RHO_TOLERANCE = 0.05
 #: A sweep point whose maximum throughput, measured again before and after it, moved by more than this share of the
 #: maximum its load level was planned from ran at a load other than planned: its latency cannot FAIL the device.
 LOAD_REF_TOLERANCE = 0.03
+#: How PLP-LATENCY decides a point it ran more than once (the multi-run interval serving benchmarks report).
+RUNS_METHOD = "t-interval over the point's runs"
+#: The runs of a sweep point PLP-LATENCY decides on: two, then one more per look while its interval is undecided.
+LATENCY_RUNS = {"initial": 2, "step": 1, "cap": 4, "looks": 3}
 
 def _load_tolerance(ev: Dict[str, Any], p: Dict[str, Any]) -> float:
     """How far a sweep point's maximum may move before its load is not the planned one: LOAD_REF_TOLERANCE, or the
@@ -633,32 +637,42 @@ def check_power(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict
                    f"({listing}){_sim(ev)}", **common)
 
 
-def latency_decisions(points: List[Dict[str, Any]], th: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Per judged point: the P99 latency (per query, or per output token) with its order-statistic interval, against
-    ``max_latency_us``."""
+def latency_point_decision(p: Dict[str, Any], th: Dict[str, Any], looks: Optional[int] = None) -> Dict[str, Any]:
+    """One point's P99 latency (per query, or per output token) against ``max_latency_us``: with two runs or more
+    (``latency_runs``), the mean of the runs' P99s and its t-interval (each look at its share of the error rate);
+    with one run, its binomial order-statistic interval (``latency_tail``)."""
     token = th.get("metric", "query") == "token"
     ceiling = th.get("max_latency_us")
-    out = []
-    for p in points:
-        tail = p.get("token_latency_tail" if token else "latency_tail")
-        key = "p99_token_latency_s" if token else "p99_latency_s"
-        thr = float(ceiling) / 1e6 if ceiling is not None else None
-        if tail:
-            d = percentile_decision(tail, thr, AT_MOST, show=_us, what=f"P99 at {p['target_qps']:.4g} QPS",
-                                    seconds_per_sample=_per_query(p))
-        else:
-            d = decide(exact(p.get(key)), thr, AT_MOST, show=_us)
-        d.update(target_qps=p["target_qps"], rho=p["rho"])
-        out.append(d)
-    return out
+    key = "p99_token_latency_s" if token else "p99_latency_s"
+    thr = float(ceiling) / 1e6 if ceiling is not None else None
+    runs = [r for r in p.get("latency_runs") or [] if isinstance(r, dict) and r.get(key) is not None]
+    tail = p.get("token_latency_tail" if token else "latency_tail")
+    if len(runs) >= 2:
+        looks = looks or int((p.get("latency_sequential") or {}).get("looks") or 1)
+        stat = mean_interval([float(r[key]) for r in runs], level(looks), method=RUNS_METHOD, floor=0.0)
+        d = decide(stat, thr, AT_MOST, show=_us, what=f"P99 at {p['target_qps']:.4g} QPS",
+                   seconds_per_trial=p.get("planned_s"))
+    elif tail:
+        d = percentile_decision(tail, thr, AT_MOST, show=_us, what=f"P99 at {p['target_qps']:.4g} QPS",
+                                seconds_per_sample=_per_query(p))
+    else:
+        d = decide(exact(p.get(key)), thr, AT_MOST, show=_us)
+    d.update(target_qps=p["target_qps"], rho=p.get("rho"))
+    return d
 
 
-@check("PLP-LATENCY", version=2)
-def check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+def latency_decisions(points: List[Dict[str, Any]], th: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per judged point: :func:`latency_point_decision`."""
+    return [latency_point_decision(p, th) for p in points]
+
+
+def _check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     """Per sweep point with ρ at or below ``at_load_max``: the P99 latency (per query, or per output token with
-    ``metric: token``) with its binomial order-statistic interval over the point's queries, against
-    ``max_latency_us``: PASS when every interval's high end is within, FAIL when one's low end is above, else
-    INCONCLUSIVE (with the queries, and seconds at that load, that would decide)."""
+    ``metric: token``) against ``max_latency_us``, with the t-interval over the point's runs where it ran more than
+    once (version 3's evidence: the sweep repeats each point until this rule decides), else with its binomial
+    order-statistic interval over the point's queries: PASS when every interval's high end is within, FAIL when
+    one's low end is above, else INCONCLUSIVE (with the runs, or queries, and seconds at that load, that would
+    decide).  Version 2's evidence (one run per point) decides as version 2 did."""
     req = "PLP-LATENCY"
     at = float(th.get("at_load_max", 0.70))
     metric = th.get("metric", "query")
@@ -670,6 +684,14 @@ def check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdi
               "divided by the query's output tokens), with its binomial order-statistic interval, at the points whose "
               "ρ is at or below the bound")
     key = "p99_token_latency_s" if metric == "token" else "p99_latency_s"
+    repeated = [p for p in ev["sweep"] if len(p.get("latency_runs") or []) >= 2]
+    if repeated:
+        rp = dict(LATENCY_RUNS, **((repeated[0].get("latency_sequential") or {}).get("plan") or {}))
+        method += (f"; a point run more than once (the sequential rule: {rp['initial']} runs, then "
+                   f"{rp['step']} more per look while undecided, at most {rp['cap']}) is decided "
+                   "on the mean of its runs' P99s with the t-interval over the runs, each look at its share of the "
+                   "error rate: a run's P99 moves from run to run more than its order-statistic interval says, as "
+                   "queries queue behind each other")
     judged = _judged(ev["sweep"], at)
     if not judged:
         lo = min((p["rho"] for p in ev["sweep"] if p.get("rho") is not None), default=None)
@@ -712,8 +734,15 @@ def check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdi
     if d["outcome"] == PASS_:
         return Verdict(req, PASS, f"{what} at most {_us(worst['estimate'])} over {len(judged)} point(s) with ρ <= "
                        f"{at:g} ({listing}){_sim(ev)}", **common)
-    return Verdict(req, INCONCLUSIVE, f"at {d['target_qps']:.4g} QPS: {undecided_text(d, _us, 'queries')} "
+    unit = "runs" if d.get("method") == RUNS_METHOD else "queries"
+    return Verdict(req, INCONCLUSIVE, f"at {d['target_qps']:.4g} QPS: {undecided_text(d, _us, unit)} "
                    f"({listing}){_sim(ev)}", **common)
+
+
+#: Version 3 repeats each point until the rule decides; version 2's reports (one run per point) replay with the
+#: same function, whose decision on a point without ``latency_runs`` is version 2's.
+check_latency = check("PLP-LATENCY", version=3)(_check_latency)
+check_latency_v2 = check("PLP-LATENCY", version=2, legacy=True)(_check_latency)
 
 
 def sla_decisions(t: Dict[str, Any], sla: Dict[str, Any], span_s: Optional[float]) -> List[Dict[str, Any]]:

@@ -21,6 +21,9 @@ Methods, each named in the verdicts it decides:
   batch-means method for autocorrelated series: a hold's 100 ms windows, an engine's steps);
 * ``binomial order statistics``: the distribution-free interval of a percentile (the rule LoadGen's early
   stopping applies to P99 latency): the ranks whose binomial probability brackets the percentile;
+* ``t-interval over the point's runs``: Student's t on the mean of a statistic over repeated runs (a sweep
+  point's P99, run again until decided: the multi-run interval serving benchmarks report, for a figure whose
+  spread between runs one run's own interval does not show);
 * ``Clopper-Pearson``: the exact binomial interval of a proportion (an error rate);
 * ``bootstrap percentile``: for statistics with no closed form (a coefficient of variation), resampled with a
   fixed seed and this module's own generator, so a replay draws the same resamples on any machine;
@@ -209,8 +212,9 @@ def _clean(values: Iterable[Any]) -> List[float]:
 
 
 def mean_interval(samples: Sequence[float], confidence: float = CONFIDENCE,
-                  method: str = "t-interval") -> Dict[str, Any]:
-    """The mean of independent trials and its Student-t interval."""
+                  method: str = "t-interval", floor: Optional[float] = None) -> Dict[str, Any]:
+    """The mean of independent trials and its Student-t interval (its low end at least ``floor``, for a figure
+    that cannot go below it: a latency is not negative)."""
     xs = _clean(samples)
     n = len(xs)
     out: Dict[str, Any] = {"method": method, "confidence": round(confidence, 6), "trials": n,
@@ -223,7 +227,7 @@ def mean_interval(samples: Sequence[float], confidence: float = CONFIDENCE,
         return out  # one trial: no interval (not decidable by this rule)
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
     half = t_ppf(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
-    out.update(low=mean - half, high=mean + half, sd=sd)
+    out.update(low=mean - half if floor is None else max(floor, mean - half), high=mean + half, sd=sd)
     return out
 
 
@@ -598,6 +602,8 @@ def describe(d: Dict[str, Any], show: Callable[[float], str] = number) -> str:
     unit = "samples" if d.get("method") in ("binomial order statistics", "Clopper-Pearson") else "trials"
     if d.get("method") == "t-interval over batch means":
         unit = "batches"
+    if str(d.get("method") or "").endswith("runs"):
+        unit = "runs"
     if d.get("method") == "exact":
         return f"{est} (exact)" if d.get("estimate") is not None else "not measured"
     return f"{est} [{lo}, {hi}] ({pct} {d.get('method')}, {d.get('trials')} {unit})"

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..checks.inference import FRAG_LOADED_SHARE
+from ..checks.inference import FRAG_LOADED_SHARE, LATENCY_RUNS
 from ..checks.interval import min_samples, quantile_tail
 from ..inference import loadgen_missing, torch_missing
 from .sampler import Sample3D, join, percentile, rho_at, skew
@@ -193,6 +193,19 @@ def _sum_sources(samples: Dict[str, Any], names: List[str], t0: int, t1: int) ->
             "readings": sum(p["readings"] for p in parts)}
 
 
+def run_latency(raw: Dict[str, Any]) -> Dict[str, Any]:
+    """One Server run's latency figures (a sweep point's, and each repeated run's): P99 per query (LoadGen's figure
+    where it gave one, else the per-query log's) and per output token, the queries and errors."""
+    q = raw["queries"]
+    ok = [x for x in q if x[4] is None]
+    lat = [(x[1] - x[0]) / 1e9 for x in ok]
+    tok_lat = [(x[1] - x[0]) / 1e9 / x[2] for x in ok if x[2]]
+    lg = raw.get("loadgen") or {}
+    return {"p99_latency_s": lg.get("p99_latency_s") if lg.get("p99_latency_s") is not None else percentile(lat, 0.99),
+            "p99_token_latency_s": percentile(tok_lat, 0.99), "queries": len(q), "errors": len(q) - len(ok),
+            "error_rate": round((len(q) - len(ok)) / len(q), 6) if q else 1.0}
+
+
 def summarise_point(raw: Dict[str, Any], peak_flops_s: Optional[float], config: Dict[str, Any],
                     primary: List[str]) -> Dict[str, Any]:
     """One sweep point from one Server run: the shape the report analytics read, plus details."""
@@ -211,21 +224,22 @@ def summarise_point(raw: Dict[str, Any], peak_flops_s: Optional[float], config: 
     power = _sum_sources(samples, primary, t0, t1) if samples and primary else {
         "power_w": None, "energy_j": None, "method": "no power source"}
     steps = sorted((w[1] - w[0]) / 1e6 for w in raw["work"] if t0 <= w[0] <= t1)
+    figures = run_latency(raw)
     point = {
         "target_qps": float(raw.get("target_qps") or 0.0),
         "rho": round(sum(rho) / len(rho), 6) if rho else None,
         "power_w": round(power["power_w"], 4) if power["power_w"] is not None else None,
         "p50_latency_s": lg.get("p50_latency_s") if lg.get("p50_latency_s") is not None else percentile(lat, 0.5),
-        "p99_latency_s": lg.get("p99_latency_s") if lg.get("p99_latency_s") is not None else percentile(lat, 0.99),
+        "p99_latency_s": figures["p99_latency_s"],
         "throughput_qps": round(len(ok) / span, 4),
         "tokens_per_s": round(sum(x[2] for x in ok) / span, 4),
-        "error_rate": round((len(q) - len(ok)) / len(q), 6) if q else 1.0,
+        "error_rate": figures["error_rate"],
         "energy_j": round(power["energy_j"], 6) if power.get("energy_j") is not None else None,
         # details beyond the analytics' shape
         "rho_p99": round(percentile(rho, 0.99), 6) if rho else None,
         "rho_max": round(max(rho), 6) if rho else None,
-        "p99_token_latency_s": percentile(tok_lat, 0.99),
-        "queries": len(q), "errors": len(q) - len(ok), "duration_s": round(span, 4),
+        "p99_token_latency_s": figures["p99_token_latency_s"],
+        "queries": figures["queries"], "errors": figures["errors"], "duration_s": round(span, 4),
         "output_tokens": sum(x[2] for x in ok),
         "step_ms_p50": round(percentile(steps, 0.5), 4) if steps else None,
         # what the checks need for their intervals: the largest latencies (P99's order statistics), ρ's, and the
@@ -329,12 +343,14 @@ def _clamp_config(config: Dict[str, Any]) -> Dict[str, Any]:
     return c
 
 
-def acquire_sweep(rig: Any, config: Dict[str, Any], logdir: Path, progress: Optional[Any] = None) -> Dict[str, Any]:
+def acquire_sweep(rig: Any, config: Dict[str, Any], logdir: Path, progress: Optional[Any] = None,
+                  plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
     """Run the sweep; the evidence every PLP-* check reads (``{"unavailable": ...}`` when it cannot run).
-    ``progress`` gets a line per load level and every few seconds of a level."""
+    ``progress`` gets a line per load level and every few seconds of a level; ``plan``: PLP-LATENCY's runs of each
+    point (default :data:`~pytest_sits.checks.inference.LATENCY_RUNS`, no deadline)."""
     c = _clamp_config(config)
     if rig.simulated:
-        return _sweep(rig, c, Path(logdir), rig.sim.power_sources(), rig.sim.primary(), rig.sim.runner(c))
+        return _sweep(rig, c, Path(logdir), rig.sim.power_sources(), rig.sim.primary(), rig.sim.runner(c), plan)
     why = rig.missing() or loadgen_missing()
     if why:  # the device is there; this installation cannot load it: not measured (never "not applicable")
         return {"unavailable": why}
@@ -346,7 +362,7 @@ def acquire_sweep(rig: Any, config: Dict[str, Any], logdir: Path, progress: Opti
     try:
         with engine:
             return _sweep(rig, c, Path(logdir), (sources, missing), rig.primary(sources),
-                          LiveRunner(engine, c, Path(logdir), sources, progress))
+                          LiveRunner(engine, c, Path(logdir), sources, progress), plan)
     finally:
         for s in sources:
             s.close()
@@ -401,7 +417,7 @@ class LiveRunner:
 
 
 def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], List[str]], primary: List[str],
-           runner: Any) -> Dict[str, Any]:
+           runner: Any, plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
     sources, missing = found
     logdir.mkdir(parents=True, exist_ok=True)
     guess = runner.calibrate()
@@ -435,6 +451,8 @@ def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], Li
         p = summarise_point(raw, peak["flops_per_s"], c, primary)
         p["fraction_of_max"] = f
         p["planned_s"] = round(duration, 3)
+        if (c.get("latency_thresholds") or {}).get("max_latency_us") is not None:
+            _repeat_point(runner, p, raw, f, qps, duration, c, plan)
         if c.get("recheck_max", True):
             # The load levels are fractions of the maximum measured before the sweep: measured again after each
             # point, so a device whose speed moved under the sweep is told from one that is slow at that load.
@@ -469,6 +487,39 @@ def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], Li
     }
     ev.update(efficiency(points, power_reason))
     return ev
+
+
+def _repeat_point(runner: Any, p: Dict[str, Any], first: Dict[str, Any], f: float, qps: float, duration: float,
+                  c: Dict[str, Any], plan: Optional[TrialPlan] = None) -> None:
+    """Repeat a sweep point's Server run until PLP-LATENCY's rule decides on the mean of the runs' P99s (the
+    sequential rule, capped by :data:`LATENCY_RUNS`).  A run's P99 moves from run to run far more than its own
+    order-statistic interval says (queries queue behind each other: their latencies are not independent), so the
+    runs are the trials.  The point's other figures (ρ, power, the first run's latencies) stay its first run's."""
+    from ..checks.inference import latency_point_decision
+
+    runs = [dict(run_latency(first), seconds=round(duration, 3))]
+    plan = plan or TrialPlan.default("PLP-LATENCY", minimum=2, seconds_per_trial=duration, **LATENCY_RUNS)
+
+    def look(k: int, index: int) -> List[Dict[str, Any]]:
+        out = []
+        for i in range(k):
+            if index + i == 0:
+                out.append(runs[0])
+                continue
+            raw = runner.run("Server", f"server-{f:g}-run{index + i + 1}", duration_s=duration, target_qps=qps,
+                             latency_target_s=c.get("latency_target_s", 1.0))
+            runs.append(dict(run_latency(raw), seconds=round(duration, 3)))
+            out.append(runs[-1])
+        return out
+
+    def judge(trials: List[Dict[str, Any]], looks: int) -> str:
+        p["latency_runs"] = list(runs)
+        return next_step(latency_point_decision(p, c["latency_thresholds"], looks))
+
+    out = sequential(look, judge, plan)
+    p["latency_runs"] = runs
+    p["latency_sequential"] = dict({k: v for k, v in out["sequential"].items() if k != "plan"},
+                                   plan={k: getattr(plan, k) for k in ("initial", "step", "cap", "deadline")})
 
 
 def _offline_qps(off: Dict[str, Any]) -> float:
@@ -1026,7 +1077,9 @@ def sweep_config(th: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
     return {"model": ppl.get("model", {}), "workload": ppl.get("workload", {}), "peak_tflops": ppl.get("peak_tflops"),
             "window_ms": ppl.get("window_ms", 10), "period_ms": smp.get("period_ms", 10),
             "sweep_fractions": lat.get("sweep_fractions", [0.2, 0.4, 0.6, 0.8]), "point_s": lat.get("point_s", 5),
-            "min_queries": min_samples(0.99) + 10 if lat.get("max_latency_us") is not None else None}
+            "min_queries": min_samples(0.99) + 10 if lat.get("max_latency_us") is not None else None,
+            # what PLP-LATENCY decides a point with: its runs are repeated until that rule decides
+            "latency_thresholds": {k: lat.get(k) for k in ("max_latency_us", "metric", "at_load_max")}}
 
 
 # --------------------------------------------------------------------------
@@ -1047,6 +1100,8 @@ class Inference:
         self.run_id = run_id
         #: Called with a line of progress during the runs (``sits_progress``); None: silent.
         self.progress: Optional[Any] = None
+        #: PLP-LATENCY's runs of each sweep point (the run's plan and budget); None: the default, no deadline
+        self.latency_plan: Optional[TrialPlan] = None
 
     def _once(self, key: str, fn: Any) -> Any:
         """Run ``fn`` once per session and device.  Under xdist the workers share the log folder: the first
@@ -1083,7 +1138,8 @@ class Inference:
 
     def sweep(self) -> Dict[str, Any]:
         cfg = sweep_config({r: self.th(r) for r in ("PLP-PPL", "PLP-LATENCY", "PLP-SAMPLE")})
-        return self._once("sweep", lambda: acquire_sweep(self.rig, cfg, self.logdir / "sweep", self.progress))
+        return self._once("sweep", lambda: acquire_sweep(self.rig, cfg, self.logdir / "sweep", self.progress,
+                                                         self.latency_plan))
 
     def sla(self) -> Dict[str, Any]:
         cfg = dict(self.th("SVC-SLA"), model=self.th("PLP-PPL").get("model", {}))

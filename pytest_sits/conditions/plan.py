@@ -37,7 +37,13 @@ TRIALS: Dict[str, Dict[str, Any]] = {
     "CRG-SYNC": {"initial": 5, "step": 5, "cap": 15, "minimum": 3, "trial": "one all-reduce"},
     "EQ-THROUGHPUT": {"initial": 25, "step": 0, "cap": 25, "minimum": 10, "trial": "one benchmark round"},
     "SVC-COLDSTART": {"initial": 3, "step": 2, "cap": 5, "minimum": 2, "trial": "one cold start"},
+    # where the profile sets a latency ceiling (else one run per point, nothing to decide)
+    "PLP-LATENCY": {"initial": 2, "step": 1, "cap": 4, "minimum": 2, "trial": "one Server run of every sweep point"},
 }
+
+def _fractions(th: Dict[str, Any]) -> int:
+    return len(th.get("sweep_fractions") or [0.2, 0.4, 0.6, 0.8])
+
 
 #: Per requirement: the subject kind (``per``), seconds per subject (``fixed``), per trial (``trial``), per look
 #: (``look``) and once a run (``once``).  Estimates for an 8-GPU node (see the module's docstring); callables take
@@ -62,11 +68,13 @@ COSTS: Dict[str, Cost] = {
     "THERM-GPU-STEADY": {"per": "acc", "fixed": lambda th: 300.0 + th.get("window_s", 120)},
     "THERM-CPU-STEADY": {"per": "package", "fixed": lambda th: 120.0 + th.get("window_s", 120)},
     # the sweep serves PLP-SAMPLE/PPL/POWER/LATENCY: model and LoadGen start, Offline and SingleStream (half a
-    # point each), one point per load level
-    # and the maximum measured again after each point (an Offline run of half a point, at least 2 s)
+    # point each), the maximum measured again after each point (an Offline run of half a point, at least 2 s),
+    # and each point's Server runs: one without a latency ceiling, else PLP-LATENCY's trials (a trial: one run of
+    # every point)
     "PLP-LATENCY": {"per": "acc", "fixed": lambda th: 8.0 + th.get("point_s", 5)
-                    * (1 + len(th.get("sweep_fractions") or [0.2, 0.4, 0.6, 0.8]))
-                    + max(2.0, th.get("point_s", 5) / 2) * len(th.get("sweep_fractions") or [0.2, 0.4, 0.6, 0.8])},
+                    * (1 + (0 if th.get("max_latency_us") is not None else _fractions(th)))
+                    + max(2.0, th.get("point_s", 5) / 2) * _fractions(th),
+                    "trial": lambda th: th.get("point_s", 5) * _fractions(th)},
     "PLP-SAMPLE": {"per": "acc", "fixed": 0.1}, "PLP-PPL": {"per": "acc", "fixed": 0.1},
     "PLP-POWER": {"per": "acc", "fixed": 0.1},
     "EQ-PRECISION": {"per": "host", "fixed": 21.0},  # 36 operator/dtype pairs on each device, torch loaded
@@ -108,7 +116,8 @@ class Row:
         per = self._fixed() + looks * float(self.cost.get("look", 0.0))
         if self.trials is not None:
             n = self.trials["initial"] if trials is None else trials
-            per += n * float(self.cost.get("trial", 0.0))
+            trial = self.cost.get("trial", 0.0)
+            per += n * float(trial(self.thresholds) if callable(trial) else trial)
         if not self.subjects:
             return 0.0
         return per * math.ceil(self.subjects / max(1, self.parallel)) + float(self.cost.get("once", 0.0))
@@ -143,7 +152,7 @@ class Plan:
             trials: Optional[Dict[str, int]] = None
             if rid == "MEM-BW-HOLD":
                 trials = _hold_trials(th)
-            elif rid in TRIALS:
+            elif rid in TRIALS and not (rid == "PLP-LATENCY" and th.get("max_latency_us") is None):
                 t = TRIALS[rid]
                 trials = {k: int(t[k]) for k in ("initial", "step", "cap", "minimum")}
                 if rid == "CRG-SYNC":
@@ -213,6 +222,8 @@ class Plan:
             d = TRIALS.get(requirement) or {"initial": 5, "step": 5, "cap": 15, "minimum": 3}
             t = {k: int(d[k] or 1) for k in ("initial", "step", "cap", "minimum")}
         cost = (row.cost if row is not None else {}).get("trial", 1.0)
+        if callable(cost):
+            cost = cost(row.thresholds)
         return TrialPlan(requirement, initial=t["initial"], step=t["step"], cap=max(t["cap"], t["initial"]),
                          minimum=t["minimum"], seconds_per_trial=float(cost), deadline=self.deadline(),
                          note=self.note if self.budget_min is not None else None)

@@ -286,4 +286,5 @@ def sits_inference(sits_accelerator: Optional[Dict[str, Any]], sits_run: SitsRun
                               sits_run.inference_options(), sits_inference_logs, sits_inference_cache,
                               run_id=f"{sits_run.started_at!r}" if sits_run.report_dir is not None else None)
     inference.progress = sits_progress
+    inference.latency_plan = sits_run.plan().trials_for("PLP-LATENCY")
     return inference

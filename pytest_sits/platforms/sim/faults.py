@@ -36,6 +36,8 @@ FAULTS: Dict[str, str] = {
     "crg-slow": "GEMM at 30% of the simulated figure, device-to-device copies and all-reduce at 2%",
     "power-high": "the simulated device draws 125% of its TDP under load",
     "latency-high": "every simulated engine step is 20 times slower",
+    "latency-marginal": "every simulated engine step is twice as slow: the P99 per token at 80% of the maximum sits "
+                        "on the h100 profile's ceiling, above or below it from run to run",
     "sensor-lag": "the simulated power sensor's values are 5 sampling periods old",
     "sensor-dropout": "the simulated power sensor stops answering 40% into each run",
     "frag-high": "the simulated KV allocator leaves 12% of its slots (and 9% of reserved memory) unused",
