@@ -182,6 +182,29 @@ def test_a_report_whose_thresholds_were_loosened_fails_replay_without_a_profile(
     assert text.count("THRESHOLDS  #") == 16 and "MEM-BW-EFFICIENCY" in text and "first difference: min_efficiency" in text
 
 
+def test_a_verdict_of_an_earlier_check_version_is_checked_against_the_profile_too(pytester, conformance_args):
+    """A report this version wrote before a check's version was bumped (PLP-LATENCY 2, given the profile's
+    thresholds as they stand) replays clean; the same verdict with a loosened ceiling is a finding.  Only a version
+    given thresholds derived per subject (EQ-PRECISION 1) cannot be checked against the profile."""
+    from pytest_sits.checks import LEGACY
+    from pytest_sits.report.model import plain, revive
+
+    report = _run(pytester, conformance_args, "--sits-platform=sim:h100", "--sits-level=standard")
+    idx = [i for i, v in enumerate(report["verdicts"]) if v["requirement"] == "PLP-LATENCY"]
+    assert idx
+    for i in idx:
+        v = report["verdicts"][i]
+        v["check"]["version"] = 2
+        now = LEGACY[("PLP-LATENCY", 2)].fn(revive(v["evidence"]), revive(v["thresholds"]), v["subject"])
+        report["verdicts"][i] = dict(v, **plain(now.to_json()))
+    out = replay_report(report)
+    assert out["differs"] == [] and out["thresholds"] == [], out["thresholds"]
+    report["verdicts"][idx[0]]["thresholds"]["max_latency_us"] = 99_000
+    out = replay_report(report)
+    assert [f["index"] for f in out["thresholds"]] == [idx[0]] and "max_latency_us" in out["thresholds"][0]["why"]
+    assert LEGACY[("EQ-PRECISION", 1)].derived_thresholds and not LEGACY[("PLP-LATENCY", 2)].derived_thresholds
+
+
 def test_a_profile_section_that_differs_from_its_bundled_profile_is_a_finding(pytester, conformance_args):
     report = _run(pytester, conformance_args, "--sits-platform=sim:h100")
     assert report["profile"]["bundled"] is True

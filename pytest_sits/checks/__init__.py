@@ -35,6 +35,9 @@ class Check:
     requirement: str
     version: int
     fn: CheckFn
+    #: The thresholds it was given were derived per subject (an operator's tolerance), not the profile's for its
+    #: requirement as they stand: replay cannot check them against a profile, nor take them from one.
+    derived_thresholds: bool = False
 
 
 #: Every registered check, by name.
@@ -46,11 +49,12 @@ LEGACY: Dict[Tuple[str, int], Check] = {}
 
 
 def check(name: str, *, requirement: Optional[str] = None, version: int = 1,
-          legacy: bool = False) -> Callable[[Any], CheckFn]:
+          legacy: bool = False, derived_thresholds: bool = False) -> Callable[[Any], CheckFn]:
     """Register ``fn`` as the check ``name`` for ``requirement`` (default: ``name``).
 
     Bump ``version`` whenever the rule changes what it decides, or what it is given: replay names a verdict
     decided by another version of its check, unless that version is kept with ``legacy=True`` (replay only).
+    ``derived_thresholds``: the check was given thresholds derived per subject, not the profile's as they stand.
     """
     req = requirement or name
 
@@ -77,11 +81,11 @@ def check(name: str, *, requirement: Optional[str] = None, version: int = 1,
             return v
 
         if legacy:
-            LEGACY[(name, version)] = Check(name, req, version, run)
+            LEGACY[(name, version)] = Check(name, req, version, run, derived_thresholds)
             return run
         if name in REGISTRY and REGISTRY[name].fn.__qualname__ != fn.__qualname__:
             raise ValueError(f"two checks registered as {name!r}")
-        REGISTRY[name] = Check(name, req, version, run)
+        REGISTRY[name] = Check(name, req, version, run, derived_thresholds)
         return run
 
     return deco

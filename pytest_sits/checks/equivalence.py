@@ -79,7 +79,7 @@ def check_precision(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
     return _precision(evidence, resolve_tolerance(evidence["operator"], thresholds), subject)
 
 
-@check("EQ-PRECISION", version=1, legacy=True)
+@check("EQ-PRECISION", version=1, legacy=True, derived_thresholds=True)
 def check_precision_v1(evidence: Dict[str, Any], tol: Dict[str, Any], subject: str = "") -> Verdict:
     """Version 1 (reports of pytest-sits 0.1): the same rule, given the operator's resolved tolerance as its
     thresholds.  Kept so that older reports replay."""
@@ -198,7 +198,8 @@ def check_golden_coverage(evidence: Dict[str, Any], thresholds: Dict[str, Any], 
                    "another operator list)", measured=len(here) - len(missing), subject="golden set", evidence=ev)
 
 
-@check("EQ-PRECISION/golden-coverage", requirement="EQ-PRECISION", version=1, legacy=True)
+@check("EQ-PRECISION/golden-coverage", requirement="EQ-PRECISION", version=1, legacy=True,
+       derived_thresholds=True)
 def check_golden_coverage_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "golden set"
                              ) -> Verdict:
     """Version 1 (reports of pytest-sits 0.1): the same rule, given no thresholds.  Kept so that older reports

@@ -41,7 +41,7 @@ def replay_verdict(stored: Dict[str, Any], profile: Any = None,
     if entry is None:
         return {"why": f"decided by version {chk.get('version')} of check {chk['name']!r}; this suite has version "
                        f"{current.version}"}
-    if entry is not current and profile is not None:
+    if entry.derived_thresholds and profile is not None:
         return {"why": f"decided by version {entry.version} of check {chk['name']!r}, which was given thresholds "
                        "derived per subject: it replays only with its stored thresholds (without --profile)"}
     evidence = stored.get("evidence")
@@ -108,7 +108,7 @@ def threshold_findings(report: Dict[str, Any]) -> Dict[str, List[Dict[str, Any]]
         if entry is None or not isinstance(req, str):
             continue  # listed as not replayable already
         where = {"index": i, "requirement": req, "subject": v.get("subject")}
-        if entry is not REGISTRY.get(entry.name):
+        if entry.derived_thresholds:
             item = dict(where, field="thresholds",
                         why=f"decided by version {entry.version} of check {entry.name!r}, given thresholds derived per "
                             "subject: they cannot be checked against the profile")
