@@ -769,7 +769,8 @@ def test_health_as_slurm_prolog(cluster, tmp_path):
         failed = subprocess.run(["srun", "--nodelist=n3", "--nodes=1", "--immediate=30", "true"], env=cluster,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
         assert failed.returncode != 0, failed.stdout + log.read_text()
-        state, reason = _state(cluster, "n3")
+        # the failed job completes before slurmd's drain shows (over 30 s on a busy 2-CPU machine)
+        state, reason = _state(cluster, "n3", settle=180)
         assert state.startswith("drain") and "prolog" in reason.lower(), (state, reason)
         assert "slurmd drains n3: sits health: DEP-XID FAIL" in log.read_text()
     finally:
