@@ -13,9 +13,9 @@ import math
 from typing import Any, Dict, List, Optional
 
 from . import check
-from .interval import (AT_LEAST, AT_MOST, FAIL_, PASS_, UNDECIDED, batch_means, combine, decide, describe, exact,
-                       level, mean_interval, percentile_decision, proportion_interval, rate_interval, rule_text,
-                       undecided_text)
+from .interval import (AT_LEAST, AT_MOST, FAIL_, PASS_, RUNS_METHOD, UNDECIDED, batch_means, combine, decide,
+                       describe, exact, level, mean_interval, percentile_decision, proportion_interval, rate_interval,
+                       rule_text, undecided_text)
 from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict, number
 
 #: Above this share of failed sensor reads in a judged interval, power is not decided.
@@ -27,10 +27,10 @@ RHO_TOLERANCE = 0.05
 #: A sweep point whose maximum throughput, measured again before and after it, moved by more than this share of the
 #: maximum its load level was planned from ran at a load other than planned: its latency cannot FAIL the device.
 LOAD_REF_TOLERANCE = 0.03
-#: How PLP-LATENCY decides a point it ran more than once (the multi-run interval serving benchmarks report).
-RUNS_METHOD = "t-interval over the point's runs"
-#: The runs of a sweep point PLP-LATENCY decides on: two, then one more per look while its interval is undecided.
-LATENCY_RUNS = {"initial": 2, "step": 1, "cap": 4, "looks": 3}
+#: The runs of a sweep point PLP-LATENCY decides on: two, then one more per look while its interval is undecided
+#: (the sweep's default plan, and the run's plan before a budget cuts it).
+LATENCY_RUNS = {"initial": 2, "step": 1, "cap": 4, "minimum": 2, "looks": 3}
+
 
 def _load_tolerance(ev: Dict[str, Any], p: Dict[str, Any]) -> float:
     """How far a sweep point's maximum may move before its load is not the planned one: LOAD_REF_TOLERANCE, or the

@@ -53,6 +53,8 @@ MOVE_TOLERANCE = 0.05
 _BISECT = 200
 
 AT_LEAST, AT_MOST = "at_least", "at_most"
+#: The method of a statistic measured by repeated runs (a sweep point's P99, one value per run).
+RUNS_METHOD = "t-interval over the point's runs"
 PASS_, FAIL_, UNDECIDED = "pass", "fail", "undecided"
 
 
@@ -602,7 +604,7 @@ def describe(d: Dict[str, Any], show: Callable[[float], str] = number) -> str:
     unit = "samples" if d.get("method") in ("binomial order statistics", "Clopper-Pearson") else "trials"
     if d.get("method") == "t-interval over batch means":
         unit = "batches"
-    if str(d.get("method") or "").endswith("runs"):
+    if d.get("method") == RUNS_METHOD:
         unit = "runs"
     if d.get("method") == "exact":
         return f"{est} (exact)" if d.get("estimate") is not None else "not measured"

@@ -423,8 +423,7 @@ def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], Li
     guess = runner.calibrate()
     off = runner.run("Offline", "offline", duration_s=max(2.0, c["point_s"] / 2), expected_qps=guess)
     ok = [q for q in off["queries"] if q[4] is None]
-    span = max(1e-9, (max((q[1] for q in off["queries"]), default=off["t1_ns"])
-                      - min((q[0] for q in off["queries"]), default=off["t0_ns"])) / 1e9)
+    span = _span(off)
     max_qps = _offline_qps(off)
     mean_flops = sum(w[3] for w in off["work"]) / span if off["work"] else None
     t_lo = min((q[0] for q in off["queries"]), default=off["t0_ns"])
@@ -498,7 +497,8 @@ def _repeat_point(runner: Any, p: Dict[str, Any], first: Dict[str, Any], f: floa
     from ..checks.inference import latency_point_decision
 
     runs = [dict(run_latency(first), seconds=round(duration, 3))]
-    plan = plan or TrialPlan.default("PLP-LATENCY", minimum=2, seconds_per_trial=duration, **LATENCY_RUNS)
+    plan = plan or TrialPlan.default("PLP-LATENCY", seconds_per_trial=duration, **LATENCY_RUNS)
+    p["latency_runs"] = runs  # the list the looks append to: the rule judges the point with every run so far
 
     def look(k: int, index: int) -> List[Dict[str, Any]]:
         out = []
@@ -513,22 +513,23 @@ def _repeat_point(runner: Any, p: Dict[str, Any], first: Dict[str, Any], f: floa
         return out
 
     def judge(trials: List[Dict[str, Any]], looks: int) -> str:
-        p["latency_runs"] = list(runs)
         return next_step(latency_point_decision(p, c["latency_thresholds"], looks))
 
     out = sequential(look, judge, plan)
-    p["latency_runs"] = runs
     p["latency_sequential"] = dict({k: v for k, v in out["sequential"].items() if k != "plan"},
                                    plan={k: getattr(plan, k) for k in ("initial", "step", "cap", "deadline")})
 
 
+def _span(run: Dict[str, Any]) -> float:
+    """Seconds from a run's first query issued to its last completed (the run's bounds without queries)."""
+    q = run["queries"]
+    return max(1e-9, (max((x[1] for x in q), default=run["t1_ns"]) - min((x[0] for x in q), default=run["t0_ns"])) / 1e9)
+
+
 def _offline_qps(off: Dict[str, Any]) -> float:
     """The throughput of an Offline run (LoadGen's figure where it gave one, else completed queries over the span)."""
-    ok = [q for q in off["queries"] if q[4] is None]
-    span = max(1e-9, (max((q[1] for q in off["queries"]), default=off["t1_ns"])
-                      - min((q[0] for q in off["queries"]), default=off["t0_ns"])) / 1e9)
     lg = off.get("loadgen") or {}
-    return float(lg.get("throughput_qps") or len(ok) / span)
+    return float(lg.get("throughput_qps") or sum(1 for q in off["queries"] if q[4] is None) / _span(off))
 
 
 def _lg_brief(run: Dict[str, Any]) -> Optional[Dict[str, Any]]:

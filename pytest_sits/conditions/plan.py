@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
 from ..catalogue import CATALOGUE, level_rank
+from ..checks.inference import LATENCY_RUNS
 from .trials import TrialPlan
 
 #: Requirements whose acquire functions repeat until decided: (initial, step, cap, minimum) trials, and what one
@@ -38,7 +39,8 @@ TRIALS: Dict[str, Dict[str, Any]] = {
     "EQ-THROUGHPUT": {"initial": 25, "step": 0, "cap": 25, "minimum": 10, "trial": "one benchmark round"},
     "SVC-COLDSTART": {"initial": 3, "step": 2, "cap": 5, "minimum": 2, "trial": "one cold start"},
     # where the profile sets a latency ceiling (else one run per point, nothing to decide)
-    "PLP-LATENCY": {"initial": 2, "step": 1, "cap": 4, "minimum": 2, "trial": "one Server run of every sweep point"},
+    "PLP-LATENCY": dict({k: LATENCY_RUNS[k] for k in ("initial", "step", "cap", "minimum")},
+                        trial="one Server run of every sweep point"),
 }
 
 def _fractions(th: Dict[str, Any]) -> int:
