@@ -541,7 +541,7 @@ class Profile:
         """Everything the profile demands of a requirement, as its check receives it: the thresholds, plus
         the profile facts the check compares against (expected devices, datasheet figures)."""
         th = self.thresholds(req_id)
-        facts = CHECK_FACTS.get(req_id)
+        facts = CATALOGUE[req_id].facts
         return dict(th, **facts(self)) if facts else th
 
     @property
@@ -554,16 +554,6 @@ class Profile:
     def to_json(self) -> Dict[str, Any]:
         return {"name": self.name, "path": self.path, "chain": self.chain, "how": self.how,
                 "why": self.why, "bundled": self.bundled, "data": self.data}
-
-
-#: Profile facts a check compares against, by requirement (added to its thresholds).
-CHECK_FACTS: Dict[str, Any] = {
-    "INV-DEVICES": lambda p: {"expected": p.expected()},
-    "MEM-BW-EFFICIENCY": lambda p: {"datasheet_gbps": p.hardware.get("memory_bandwidth_gbps")},
-    "LINK-NVLINK-MESH": lambda p: {"link_type": p.hardware.get("peer_link", {}).get("type")},
-    "DEP-POWERCAP": lambda p: {"tdp_w": p.hardware.get("tdp_w")},
-    "CRG-NODE": lambda p: {"datasheet_tflops": p.hardware.get("fp16_dense_tflops")},
-}
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,49 @@
+"""The SITS2026 requirement catalogue: every requirement the suite knows, each declared once.
+
+One :func:`~pytest_sits.catalogue.base.declare` call per requirement, in the module of its family (the file stem
+it has in every layer: ``checks/<family>.py``, ``conditions/<family>.py``, ``conformance/test_<family>.py``),
+holds its ID, title, source section, level, subject kind, threshold keys with their schemas, defaults and
+comments, the plan's time cost and trial plan, the platforms that can decide it, the profile facts its check
+compares against, and the sim faults that must make it fail.  ``profiles/base.yaml``, the profile schema, the
+plan, ``sits requirements`` and the reference pages are generated from these declarations or checked against
+them (``base.py`` says how).
+
+``implemented`` is honest: a requirement whose conformance test does not exist yet is listed in every report as
+NOT_IMPLEMENTED, never as passed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from .base import (BOOL, BYTES, CATALOGUE, CEILING, CELSIUS, COUNT, INT0, INT1, INT_CEILING, LEVELS, NONNEG, NUM,
+                   NUM01, PLATFORMS, POS, SECONDS, STR, TIMEOUT_S, Cost, DeclarationError, Requirement, Threshold,
+                   Trials, declare, level_rank)
+
+# The families, in the order reports and `sits requirements` list them.
+from . import inventory, topology, bandwidth, thermal, inference, equivalence, security, crg, health  # noqa: E402,F401
+
+__all__ = ["BOOL", "BYTES", "CATALOGUE", "CEILING", "CELSIUS", "COUNT", "INT0", "INT1", "INT_CEILING", "LEVELS",
+           "NONNEG", "NUM", "NUM01", "PLATFORMS", "POS", "SECONDS", "STR", "TIMEOUT_S", "Cost", "DeclarationError",
+           "Requirement", "Threshold", "Trials", "declare", "level_rank", "THRESHOLD_REQUIREMENTS",
+           "threshold_schema", "defaults"]
+
+THRESHOLD_REQUIREMENTS: List[str] = list(CATALOGUE)
+
+
+def defaults() -> Dict[str, Dict[str, Any]]:
+    """Every requirement's default thresholds: the ``thresholds:`` section of ``profiles/base.yaml``."""
+    return {rid: req.defaults() for rid, req in CATALOGUE.items()}
+
+
+def threshold_schema() -> Dict[str, Any]:
+    """JSON schema of the ``thresholds:`` section of a profile."""
+    props = {}
+    for req in CATALOGUE.values():
+        props[req.id] = {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": dict(req.thresholds),
+            "description": f"{req.title} ({req.source})",
+        }
+    return {"type": "object", "additionalProperties": False, "properties": props}

@@ -1,0 +1,213 @@
+"""What one requirement declaration holds, and the one call that declares it.
+
+Imitates pytest's ``Parser.addini(name, help, type, default)``: :func:`declare` states everything the suite
+knows of a requirement in one place, and everything else is generated from it or checked against it:
+
+* ``profiles/base.yaml`` (the defaults, with their comments) and the profile schema's ``thresholds`` section
+  are generated (``python tools/docs_reference.py``; ``--check`` in the tests);
+* the run's plan reads the time ``cost`` and the ``trials`` (there is no fallback: an undeclared cost is an
+  error at import, not "half a second");
+* ``sits requirements`` and the generated requirement reference list the ``platforms`` that can decide it;
+* the tests run every declared sim ``fault`` and require the requirement to FAIL on it, and require a passing
+  and a failing sample of its check (tests/samples.py).
+
+A requirement missing any part is refused here, at import, naming the part; the parts that live elsewhere
+(the check, the conformance test, the samples) are held to the declaration by tests/test_declarations.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple, Union
+
+LEVELS: Tuple[str, ...] = ("quick", "standard", "full")
+#: Where evidence comes from (DESIGN.md §3): the machine itself, a capture of it, texts people submit, a simulation.
+PLATFORMS: Tuple[str, ...] = ("live", "snapshot", "evidence", "sim")
+#: Subject kinds: what a verdict is about.
+SCOPES: Tuple[str, ...] = ("host", "accelerator", "report")
+#: What the plan counts a cost per: the host, each accelerator, each pair of them, each CPU package.
+PER: Tuple[str, ...] = ("host", "acc", "pair", "package")
+
+# Every number a profile may set has an upper bound, so that no profile the schema accepts can hang or exhaust a
+# run (tests/test_fuzz_profiles.py checks that none is unbounded).  The general types carry a ceiling far above
+# any real figure; counts, durations and sizes, which decide how long a run takes and how much it allocates,
+# carry their own (COUNT, SECONDS, TIMEOUT_S, BYTES).
+CEILING = 1e12
+INT_CEILING = 2**31 - 1
+Schema = Dict[str, Any]
+NUM: Schema = {"type": "number", "minimum": -CEILING, "maximum": CEILING}
+NUM01: Schema = {"type": "number", "minimum": 0, "maximum": 1}
+POS: Schema = {"type": "number", "exclusiveMinimum": 0, "maximum": CEILING}
+NONNEG: Schema = {"type": "number", "minimum": 0, "maximum": CEILING}
+INT0: Schema = {"type": "integer", "minimum": 0, "maximum": INT_CEILING}
+INT1: Schema = {"type": "integer", "minimum": 1, "maximum": INT_CEILING}
+BOOL: Schema = {"type": "boolean"}
+STR: Schema = {"type": "string", "minLength": 1, "maxLength": 1000}
+COUNT: Schema = {"type": "integer", "minimum": 1, "maximum": 1000}             # samples, iterations, repetitions
+SECONDS: Schema = {"type": "number", "exclusiveMinimum": 0, "maximum": 3600}    # a measurement's duration or window
+TIMEOUT_S: Schema = {"type": "number", "exclusiveMinimum": 0, "maximum": 14400}  # how long a condition may settle
+BYTES: Schema = {"type": "integer", "minimum": 1, "maximum": 64 << 30}          # a buffer the suite allocates
+CELSIUS: Schema = {"type": "number", "minimum": -40, "maximum": 150}
+
+
+def nullable(schema: Schema) -> Schema:
+    out = dict(schema)
+    out["type"] = [schema["type"], "null"]
+    return out
+
+
+def bounded(kind: str, lo: float, hi: float, exclusive_lo: bool = False) -> Schema:
+    out: Schema = {"type": kind, "maximum": hi}
+    out["exclusiveMinimum" if exclusive_lo else "minimum"] = lo
+    return out
+
+
+def enum(*values: str) -> Schema:
+    return {"type": "string", "enum": list(values)}
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One threshold key: its JSON schema, its default (the documents' figure, or the suite's where they give
+    none) and the comment that explains it in ``profiles/base.yaml``.  ``items``: comments of a mapping
+    default's keys."""
+
+    schema: Schema
+    default: Any
+    help: str = ""
+    items: Mapping[str, str] = field(default_factory=dict)
+
+
+#: A cost figure: seconds, or a function of the requirement's resolved thresholds.
+Seconds = Union[float, Callable[[Dict[str, Any]], float]]
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What the run's plan estimates for a requirement: seconds per subject (``fixed``), per trial, per look
+    (a sequential look that restarts something), once a run; ``per``: what a subject is (see :data:`PER`).
+    Estimates for an 8-GPU node; conditions/plan.py states how they are used."""
+
+    per: str
+    fixed: Seconds = 0.0
+    trial: Seconds = 0.0
+    look: float = 0.0
+    once: float = 0.0
+
+
+@dataclass(frozen=True)
+class Trials:
+    """The sequential plan of a measured requirement: ``initial`` trials, ``step`` more per look while undecided,
+    at most ``cap``, never fewer than ``minimum`` (a budget cuts towards it); ``trial``: what one trial is.
+    ``derive`` computes the four numbers from the thresholds instead (a hold's seconds, an iteration count);
+    ``when`` says whether the requirement repeats at all under those thresholds."""
+
+    trial: str
+    initial: int = 0
+    step: int = 0
+    cap: int = 0
+    minimum: int = 0
+    derive: Optional[Callable[[Dict[str, Any]], Dict[str, int]]] = None
+    when: Optional[Callable[[Dict[str, Any]], bool]] = None
+
+    def numbers(self, th: Dict[str, Any]) -> Optional[Dict[str, int]]:
+        """initial/step/cap/minimum under these thresholds, or None where the requirement does not repeat."""
+        if self.when is not None and not self.when(th):
+            return None
+        if self.derive is not None:
+            return dict(self.derive(th))
+        return {"initial": self.initial, "step": self.step, "cap": self.cap, "minimum": self.minimum}
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One SITS2026 requirement (or suite extension), declared once by :func:`declare`."""
+
+    id: str
+    title: str
+    source: str
+    level: str
+    scope: str
+    threshold_keys: Mapping[str, Threshold]
+    cost: Cost
+    trials: Optional[Trials]
+    platforms: FrozenSet[str]
+    faults: Tuple[str, ...]
+    no_fault: Optional[str] = None
+    #: Threshold overrides its faults are shown under (a sim:h100 run extended with them), where the defaults
+    #: cannot fail on any simulated machine (SEC-FIRMWARE without a site's allow-list only WARNs).
+    fault_thresholds: Mapping[str, Any] = field(default_factory=dict)
+    facts: Optional[Callable[[Any], Dict[str, Any]]] = None
+    note: str = ""
+    implemented: bool = True
+    extension: bool = False
+
+    @property
+    def thresholds(self) -> Dict[str, Schema]:
+        """The JSON schema of each threshold key (what the profile schema's section holds)."""
+        return {k: t.schema for k, t in self.threshold_keys.items()}
+
+    def defaults(self) -> Dict[str, Any]:
+        return {k: t.default for k, t in self.threshold_keys.items()}
+
+    #: The file stem of its family in every layer (checks/<family>.py, conditions/<family>.py, ...).
+    family: str = ""
+
+
+#: Every requirement, in declaration order (families in the order ``catalogue/__init__`` imports them).
+CATALOGUE: Dict[str, Requirement] = {}
+
+
+class DeclarationError(ValueError):
+    """A requirement declared with a part missing or wrong: raised at import, naming the part."""
+
+
+def declare(id: str, title: str, source: str, *, level: str, scope: str, family: str,
+            thresholds: Mapping[str, Threshold], cost: Cost, platforms: Tuple[str, ...],
+            faults: Tuple[str, ...] = (), no_fault: Optional[str] = None,
+            fault_thresholds: Optional[Mapping[str, Any]] = None, trials: Optional[Trials] = None,
+            facts: Optional[Callable[[Any], Dict[str, Any]]] = None, note: str = "", extension: bool = False,
+            implemented: bool = True) -> Requirement:
+    """Declare one requirement: everything the suite knows of it, in one call.
+
+    ``faults``: the sim faults (``sim:PROFILE+fault``) that must make it FAIL; ``no_fault`` says why there is
+    none instead (a report-only requirement).  ``platforms``: those that can decide it (the others record it as
+    not measured).  ``facts``: profile facts its check compares against, added to its thresholds.
+    """
+    def bad(part: str, why: str) -> DeclarationError:
+        return DeclarationError(f"requirement {id}: {part}: {why}")
+
+    if id in CATALOGUE:
+        raise bad("id", "declared twice")
+    if not title or not source:
+        raise bad("title" if not title else "source", "missing")
+    if level not in LEVELS:
+        raise bad("level", f"{level!r} is not one of {', '.join(LEVELS)}")
+    if scope not in SCOPES:
+        raise bad("scope", f"{scope!r} is not one of {', '.join(SCOPES)}")
+    if not family:
+        raise bad("family", "missing")
+    for key, t in thresholds.items():
+        if not isinstance(t, Threshold):
+            raise bad(f"threshold {key}", "declare it as Threshold(schema, default, help)")
+        if not t.help and not isinstance(t.default, dict):
+            raise bad(f"threshold {key}", "no help text (it is the comment of profiles/base.yaml)")
+    if cost.per not in PER:
+        raise bad("cost", f"per={cost.per!r} is not one of {', '.join(PER)}")
+    if not platforms or set(platforms) - set(PLATFORMS):
+        raise bad("platforms", f"{platforms!r}: name some of {', '.join(PLATFORMS)}")
+    unknown = set(fault_thresholds or {}) - set(thresholds)
+    if unknown:
+        raise bad("fault_thresholds", f"{', '.join(sorted(unknown))} is not one of its thresholds")
+    if implemented and not faults and not no_fault:
+        raise bad("faults", "no sim fault makes it fail; name one, or say why none can (no_fault=...)")
+    req = Requirement(id=id, title=title, source=source, level=level, scope=scope, threshold_keys=dict(thresholds),
+                      cost=cost, trials=trials, platforms=frozenset(platforms), faults=tuple(faults),
+                      no_fault=no_fault, fault_thresholds=dict(fault_thresholds or {}), facts=facts, note=note, implemented=implemented, extension=extension,
+                      family=family)
+    CATALOGUE[id] = req
+    return req
+
+
+def level_rank(level: str) -> int:
+    return LEVELS.index(level)
