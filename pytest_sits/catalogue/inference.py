@@ -127,7 +127,7 @@ declare(
                               "short completions: B's 120 ms is a request's budget, which holds a few tokens"),
     },
     cost=Cost("acc", fixed=lambda th: 5.0 + th["duration_s"]),
-    platforms=("live", "sim"), faults=("sla-miss",))
+    platforms=("live", "sim"), faults=("sla-miss", "ttft-high", "tpot-high"))
 
 declare(
     "SVC-FRAG", "Device-memory fragmentation under paged KV cache", "B §3.2; A §1",
@@ -154,4 +154,4 @@ declare(
     },
     cost=Cost("acc", trial=10.0),
     trials=Trials("one cold start", initial=3, step=2, cap=5, minimum=2),
-    platforms=("live", "sim"), faults=("coldstart-slow",))
+    platforms=("live", "sim"), faults=("coldstart-slow",), fault_thresholds={"max_s": 60})
