@@ -23,7 +23,7 @@ declare(
     },
     cost=Cost("host", fixed=8.0, trial=1.0),  # the STREAM peak and its re-measurements
     trials=Trials("one second of hold (windows decided in batch means)", derive=_hold_trials),
-    platforms=("live", "sim"), faults=("membw-hold-weak",))
+    platforms=("live", "sim"), faults=("hold-weak",))
 
 declare(
     "MEM-BW-EFFICIENCY", "Device memory bandwidth as a share of the datasheet peak", "A §2.2",

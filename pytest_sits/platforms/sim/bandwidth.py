@@ -5,7 +5,9 @@ controller (the live :class:`~pytest_sits.conditions.hold.DutyController`, throu
 rule) keeps the windows in band; fault ``drift`` makes the capacity wander (a trend of 0.5 to 1% per simulated
 second, up or down, with a random walk on top, bounded to -35%/+20%: other work ramping up or down on the
 machine), so a peak measured before the hold is no longer the machine's peak during it: the hold's
-re-measurements see it move, and the verdict is INCONCLUSIVE, never FAIL.
+re-measurements see it move, and the verdict is INCONCLUSIVE, never FAIL.  Fault ``hold-weak`` is DRAM that
+cannot be held: STREAM still reaches the plant's capacity, but the injectors' traffic tops out at
+:data:`WEAK_INJECTION` of it (a memory controller that throttles sustained background traffic), below the band.
 
 The hold runs in simulated time: ``wait`` advances the plant window by window, so a 30 s hold takes
 milliseconds.  Everything it produces is labelled simulated.
@@ -22,6 +24,10 @@ from ...conditions.hold import BandwidthHold
 #: The simulated node's STREAM bandwidth (GB/s) when the plant holds still; per kernel, as STREAM counts them.
 NODE_GBPS = 150.0
 KERNEL_SHARE = {"copy": 1.0, "scale": 1.0, "add": 1.04, "triad": 1.04}
+#: The share of the plant's capacity the injectors reach: a healthy plant nearly all of it, fault ``hold-weak``
+#: less than the band's lower edge.
+INJECTION = 0.98
+WEAK_INJECTION = 0.75
 
 
 class SimDram:
@@ -31,6 +37,7 @@ class SimDram:
 
     def __init__(self, faults: List[str], seed: Optional[int] = None):
         self.drifting = "drift" in faults
+        self.injection = WEAK_INJECTION if "hold-weak" in faults else INJECTION
         self.rng = random.Random(seed if seed is not None else (random.SystemRandom().getrandbits(64)
                                                                  if self.drifting else 2026))
         self.t = 0.0
@@ -119,12 +126,13 @@ class SimHold(BandwidthHold):
 
     def wait(self, seconds: float) -> None:
         """Advance the plant, one window at a time: the injectors deliver what is commanded, at most what the
-        DRAM has left (a little under its capacity), with 1% of noise per window."""
+        DRAM lets them (a little under its capacity; fault ``hold-weak``: under the band), with 1% of noise per
+        window."""
         self._pending += seconds
         while self._pending >= self.window_s - 1e-12:
             self._pending -= self.window_s
             commanded = self.controller.duty * self.peak_gbps
-            delivered = min(commanded, 0.98 * self.plant.capacity()) * (1.0 + self.plant.rng.gauss(0.0, 0.01))
+            delivered = min(commanded, self.plant.injection * self.plant.capacity()) * (1.0 + self.plant.rng.gauss(0.0, 0.01))
             self.plant.advance(self.window_s)
             self.record_window(self.plant.t, self.window_s, max(0.0, delivered) * self.window_s * 1e9, None)
 

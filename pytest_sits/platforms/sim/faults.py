@@ -21,6 +21,8 @@ FAULTS: Dict[str, str] = {
     "membw-low": "device memory copies reach 40% of the datasheet bandwidth",
     "membw-slow": "device memory copies reach 80% of the datasheet bandwidth: above the bundled profiles' floors, "
                   "below the 90% of a healthy simulated node (a slow node of a fleet)",
+    "hold-weak": "the host DRAM cannot be held in the band: STREAM reaches its peak, but the bandwidth injectors' "
+                 "traffic tops out at 75% of it (MEM-BW-HOLD)",
     "thermal-hot": "cooling too weak: even idle, the simulated temperature settles above the band",
     "thermal-drift": "inlet temperature keeps rising: the simulated temperature never settles",
     "sensor-na": "the simulated temperature sensors return N/A after 100 s",
