@@ -115,3 +115,13 @@ def test_declared_trials_are_what_the_plan_hands_the_acquire_functions():
         got = plan.trials_for(req.id)
         assert (got.initial, got.step, got.cap, got.minimum) == tuple(
             want[k] for k in ("initial", "step", "cap", "minimum")), req.id
+
+
+def test_sits_requirements_shows_a_declaration_whole(capsys):
+    from pytest_sits.cli import main
+
+    assert main(["requirements", "--id=DEP-THROTTLE"]) == 0
+    out = capsys.readouterr().out
+    assert "decided on live,evidence,sim" in out and "throttle-power-brake" in out and "max_fault_share: 0.0" in out
+    assert main(["requirements", "--id=DEP-ECX"]) == 4
+    assert "did you mean DEP-ECC?" in capsys.readouterr().err
