@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_sits.catalogue import CATALOGUE
+
 from pytest_sits.checks.health import check_ecc, check_pcie_errors, check_throttle, check_xid
 from pytest_sits.checks.inventory import check_devices
 from pytest_sits.checks.topology import check_peer_mesh
@@ -432,6 +434,9 @@ def test_pytest_on_an_h100_folder_writes_a_full_report_whose_scope_names_the_gap
     assert {"INV-DEVICES", "TOPO-PCIE-DIRECT", "TOPO-PCIE-LINK", "LINK-NVLINK-MESH", "DEP-DRIVER", "DEP-ECC",
             "DEP-THROTTLE", "DEP-POWERCAP", "MEM-CAPACITY"} <= set(scope["decided"])
     assert report["summary"]["result"] == "NON_CONFORMANT"  # the GPUs sit behind PEX switches, one brakes
+    wrong = {v["requirement"] for v in report["verdicts"] if v["status"] in {PASS, FAIL, "WARN", "INCONCLUSIVE"}
+             and not CATALOGUE[v["requirement"]].decides_on("evidence")}
+    assert wrong == set(), f"decided from texts, but their declarations do not name the evidence platform: {wrong}"
     v = report["verdicts"]
     assert {s["status"] for s in by(v, "TOPO-PCIE-DIRECT").values()} == {FAIL}
     assert by(v, "DEP-THROTTLE")["0000:bd:00.0"]["status"] == FAIL

@@ -39,7 +39,20 @@ def _run(pytester, conformance_args, *args):
     return json.loads((pytester.path / "sits-report" / "sits-report.json").read_text())
 
 
+#: Statuses that say something was decided on the platform's evidence.
+DECIDED = {"PASS", "FAIL", "WARN", "INCONCLUSIVE"}
+
+
+def assert_decided_where_declared(report):
+    """No requirement is decided on a platform its declaration does not name (pytest_sits/catalogue/)."""
+    kind = report["platform"]["kind"]
+    wrong = sorted({v["requirement"] for v in report["verdicts"]
+                    if v["status"] in DECIDED and not CATALOGUE[v["requirement"]].decides_on(kind)})
+    assert wrong == [], f"decided on platform {kind}, which their declarations do not name: {wrong}"
+
+
 def _assert_all_reproduced(report):
+    assert_decided_where_declared(report)
     out = replay_report(report)
     assert out["total"] == len(report["verdicts"]) > 0
     assert out["differs"] == [], out["differs"][:3]

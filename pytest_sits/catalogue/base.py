@@ -147,6 +147,10 @@ class Requirement:
         """The JSON schema of each threshold key (what the profile schema's section holds)."""
         return {k: t.schema for k, t in self.threshold_keys.items()}
 
+    def decides_on(self, platform_kind: str) -> bool:
+        """Whether a platform of this kind can decide it (elsewhere its verdict says it was not measured)."""
+        return platform_kind in self.platforms
+
     def defaults(self) -> Dict[str, Any]:
         return {k: t.default for k, t in self.threshold_keys.items()}
 
