@@ -24,6 +24,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..checks.crg import busbw, percentiles
+from ..probes.nvml import nvlink_tx_kib
 from .loads import TORCH_MISSING, LoadUnavailable, torch_device_for_bdf
 from .trials import TrialPlan, next_step, sequential
 
@@ -146,39 +147,6 @@ def acquire_node(acc: Dict[str, Any], th: Dict[str, Any], plan: Optional[TrialPl
     return ev
 
 
-def _nvlink_kib(bdf: str) -> Optional[int]:
-    """Sum of NVLink data TX counters (KiB) of the device over its links, or None when NVML has none."""
-    try:
-        import pynvml  # type: ignore
-
-        from ..probes.health import nvml_handle_for_bdf
-    except ImportError:
-        return None
-    field = getattr(pynvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", None)
-    if field is None:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return None
-    try:
-        h = nvml_handle_for_bdf(pynvml, bdf)
-        total, seen = 0, False
-        values = pynvml.nvmlDeviceGetFieldValues(h, [(field, link) for link in range(18)])
-        for v in values:
-            if v.nvmlReturn == pynvml.NVML_SUCCESS:
-                total += int(v.value.ullVal)
-                seen = True
-        return total if seen else None
-    except Exception:
-        return None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
-
-
 def peer_copy(src: Tuple[str, str], dst: Tuple[str, str], nbytes: int, runs: int = 7) -> Dict[str, Any]:
     """Copy ``nbytes`` from device ``src`` to ``dst`` ((bdf, torch device) each); median GB/s, data verified."""
     torch = _torch()
@@ -193,7 +161,7 @@ def peer_copy(src: Tuple[str, str], dst: Tuple[str, str], nbytes: int, runs: int
         y.copy_(x)
         _sync(torch, s)
         _sync(torch, d)
-        before = _nvlink_kib(src[0]) if s.type == "cuda" else None
+        before = nvlink_tx_kib(src[0]) if s.type == "cuda" else None
         rates = []
         for _ in range(runs):
             _sync(torch, s)
@@ -203,7 +171,7 @@ def peer_copy(src: Tuple[str, str], dst: Tuple[str, str], nbytes: int, runs: int
             _sync(torch, d)
             _sync(torch, s)
             rates.append(nbytes / (time.perf_counter() - t0) / 1e9)
-        after = _nvlink_kib(src[0]) if before is not None else None
+        after = nvlink_tx_kib(src[0]) if before is not None else None
         out["nvlink_bytes"] = (after - before) * 1024 if before is not None and after is not None else None
         out["verified"] = bool(torch.equal(y, x.to(d)))
         out["samples_gbps"] = [round(r, 3) for r in rates]
