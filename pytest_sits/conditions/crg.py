@@ -28,8 +28,6 @@ from ..probes.nvml import nvlink_tx_kib
 from .loads import TORCH_MISSING, LoadUnavailable, torch_device_for_bdf
 from .trials import TrialPlan, next_step, sequential
 
-GEMM_DTYPES = ("float16", "bfloat16")
-
 
 def _torch() -> Any:
     try:
@@ -100,7 +98,7 @@ def measure_node(acc: Dict[str, Any], th: Dict[str, Any], gemm: Any, plan: Optio
     from ..checks.crg import node_decisions
     from ..checks.interval import combine
 
-    dtypes = list(th.get("dtypes") or GEMM_DTYPES)
+    dtypes = list(th["dtypes"])
     plan = plan or TrialPlan.default("CRG-NODE")
     results: Dict[str, Dict[str, Any]] = {}
 
@@ -139,7 +137,7 @@ def acquire_node(acc: Dict[str, Any], th: Dict[str, Any], plan: Optional[TrialPl
         device = torch_device_for_bdf(acc["bdf"])
     except LoadUnavailable as exc:
         return {"unavailable": f"{acc['bdf']}: {exc}"}
-    size, iters = int(th.get("size", 8192)), int(th.get("iterations", 20))
+    size, iters = int(th["size"]), int(th["iterations"])
     ev = measure_node(acc, th, lambda d, k: gemm_tflops(device, d, size, iters, repeats=max(2, k)), plan,
                       method=f"torch matmul {size}×{size}×{size}, {iters} per timed loop, 2·n³ flops each; the mean "
                              "of the timed loops per dtype, repeated until decided")
@@ -253,7 +251,7 @@ def acquire_edges(accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Option
     devs, why = _devices(accs)
     if why:  # the devices are there, this installation cannot drive them: not measured, not "not applicable"
         return [({"unavailable": why}, "accelerators")]
-    nbytes = int(th.get("bytes", 1 << 28))
+    nbytes = int(th["bytes"])
     torch_of = dict(devs)
     out = []
     for i, a in enumerate(devs):
@@ -362,7 +360,7 @@ def measure_sync(th: Dict[str, Any], run: Any, plan: Optional[TrialPlan] = None)
     check's rule decides, every iteration's time kept."""
     from ..checks.crg import busbw, sync_decision
 
-    iters = int(th.get("iterations", 5))
+    iters = int(th["iterations"])
     plan = plan or TrialPlan.default("CRG-SYNC", initial=iters, step=iters, cap=3 * iters)
     first: Dict[str, Any] = {}
 
@@ -404,7 +402,7 @@ def acquire_sync(accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, 
         return {"absent": absent}
     try:
         if not accs and not expected_count:
-            return measure_sync(th, lambda k: allreduce("gloo", 2, int(th.get("host_bytes", 32 << 20)), max(2, k)),
+            return measure_sync(th, lambda k: allreduce("gloo", 2, int(th["host_bytes"]), max(2, k)),
                                 plan)
         if len(accs) < 2:
             return {"absent": f"an all-reduce between devices needs 2 accelerators; found {len(accs)}"}
@@ -416,7 +414,7 @@ def acquire_sync(accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, 
         return {"unavailable": str(exc)}
     if not torch.distributed.is_available() or not torch.distributed.is_nccl_available():
         return {"absent": f"torch {torch.__version__} has no NCCL backend"}
-    out = measure_sync(th, lambda k: allreduce("nccl", len(devs), int(th.get("bytes", 1 << 28)), max(2, k),
+    out = measure_sync(th, lambda k: allreduce("nccl", len(devs), int(th["bytes"]), max(2, k),
                                                [d for _, d in devs]), plan)
     out["devices"] = [b for b, _ in devs]
     return out
@@ -486,8 +484,8 @@ def acquire_jitter(acc: Optional[Dict[str, Any]], th: Dict[str, Any], root: Any 
     whose reads resolve the bound, else ``perf_counter_ns``."""
     from ..checks.crg import STEPS_PER_INTERVAL
 
-    n = int(th.get("samples", 2000))
-    bound = float(th.get("max_ns", 2.5))
+    n = int(th["samples"])
+    bound = float(th["max_ns"])
     timer = timer_info()
     f = time.perf_counter_ns
     clocks = hardware_clocks(root)

@@ -307,9 +307,9 @@ def run_window(reader: HealthReader, th: Dict[str, Any], inner_load: Any = None)
     load, XID events watched, AER, replay and ECC counts after, kernel-log XID history.  ``inner_load``: the
     load to run instead of the suite's accelerator load (:class:`InferenceLoad`); a load that says when it is
     done (``running()``) is sampled until it is, with at least the profile's number of samples."""
-    n = int(th.get("samples", 20))
-    interval = float(th.get("interval_s", 0.25))
-    warmup = float(th.get("warmup_s", 1.0))
+    n = int(th["samples"])
+    interval = float(th["interval_s"])
+    warmup = float(th["warmup_s"])
     t0 = time.monotonic()
     with reader:
         aer_before = reader.aer()

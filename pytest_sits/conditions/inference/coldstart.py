@@ -9,8 +9,8 @@ from ..trials import TrialPlan, next_step, sequential
 def acquire_coldstart(rig: Any, config: Dict[str, Any], plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
     """Cold starts (each a fresh interpreter) until SVC-COLDSTART's rule decides; the evidence is the median trial's
     stages with every trial's total (``samples_s``) and stages (``trials``)."""
-    how = {"asis": "none", "evict_files": "files", "drop_all": "all"}.get(config.get("page_cache", "asis"), "none")
-    timeout = min(1800.0, max(5.0, float(config.get("timeout_s", 300))))
+    how = {"asis": "none", "evict_files": "files", "drop_all": "all"}.get(config["page_cache"], "none")
+    timeout = min(1800.0, max(5.0, float(config["timeout_s"])))
     if rig.simulated:
         one = rig.sim.coldstart
     else:
@@ -51,7 +51,7 @@ def coldstart_trials(one: Any, config: Dict[str, Any], plan: Optional[TrialPlan]
         ev = evidence(looks)
         if ev.get("error") or ev.get("unavailable") or len(ev.get("samples_s") or []) < 2:
             return "never"
-        return next_step(check_coldstart(ev, {"max_s": config.get("max_s")}, "").evidence["decision"])
+        return next_step(check_coldstart(ev, {"max_s": config["max_s"]}, "").evidence["decision"])
 
     out = sequential(look, judge, plan)
     ev = evidence(out["sequential"]["looks"])

@@ -20,7 +20,7 @@ def acquire_frag(rig: Any, config: Dict[str, Any], logdir: Path,
         return {"kv-pool": {"unavailable": why}, "allocator": {"unavailable": why}}
     from ...inference.sut import Workload, run_loadgen
 
-    n = int(min(100_000, max(8, config.get("queries", 256))))
+    n = int(min(100_000, max(8, config["queries"])))
     try:
         engine = rig.engine(config["model"])
     except ValueError as exc:
@@ -28,7 +28,7 @@ def acquire_frag(rig: Any, config: Dict[str, Any], logdir: Path,
     before = rig.allocator_stats()
     with engine:
         engine.warmup()
-        wl_spec = dict(config.get("workload") or {}, samples=n)
+        wl_spec = dict(config["workload"], samples=n)
         wl = Workload.build(wl_spec, engine.cfg.vocab, seed=engine.cfg.seed)
         mark = len(engine.pool_trace)
 

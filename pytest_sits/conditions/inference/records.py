@@ -25,10 +25,10 @@ def peak_of(config: Dict[str, Any], hardware: Dict[str, Any], measured_flops_s: 
             device: str) -> Dict[str, Any]:
     """The theoretical peak ρ is taken against: the profile's ``peak_tflops``, else its datasheet
     ``fp16_dense_tflops`` for a half-precision model on an accelerator, else the measured maximum (said so)."""
-    if config.get("peak_tflops"):
+    if config["peak_tflops"]:
         return {"flops_per_s": float(config["peak_tflops"]) * 1e12, "source": "profile PLP-PPL.peak_tflops",
                 "theoretical": True}
-    dtype = (config.get("model") or {}).get("dtype", "float32")
+    dtype = config["model"].get("dtype", "float32")
     if not str(device).startswith("cpu") and hardware.get("fp16_dense_tflops") and dtype in ("float16", "bfloat16"):
         return {"flops_per_s": float(hardware["fp16_dense_tflops"]) * 1e12,
                 "source": "profile hardware.fp16_dense_tflops (datasheet, dense)", "theoretical": True}
@@ -117,8 +117,8 @@ def summarise_point(raw: Dict[str, Any], peak_flops_s: Optional[float], config: 
     tok_lat = [(x[1] - x[0]) / 1e9 / x[2] for x in ok if x[2]]
     lg = raw.get("loadgen") or {}
     samples = raw.get("samples")
-    period_ns = int((samples or {}).get("period_s", config.get("period_ms", 10) / 1e3) * 1e9)
-    rho = rho_series(raw["work"], t0, t1, period_ns, config.get("window_ms", 10), peak_flops_s) if peak_flops_s \
+    period_ns = int((samples or {}).get("period_s", config["period_ms"] / 1e3) * 1e9)
+    rho = rho_series(raw["work"], t0, t1, period_ns, config["window_ms"], peak_flops_s) if peak_flops_s \
         else []
     power = _sum_sources(samples, primary, t0, t1) if samples and primary else {
         "power_w": None, "energy_j": None, "method": "no power source"}

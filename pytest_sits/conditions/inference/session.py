@@ -69,16 +69,16 @@ class Inference:
                                                          self.latency_plan))
 
     def sla(self) -> Dict[str, Any]:
-        cfg = dict(self.th("SVC-SLA"), model=self.th("PLP-PPL").get("model", {}))
+        cfg = dict(self.th("SVC-SLA"), model=self.th("PLP-PPL")["model"])
         return self._once("sla", lambda: acquire_sla(self.rig, cfg, self.logdir / "sla", self.options.get("endpoint"),
                                                      self.options.get("endpoint_key"), self.progress))
 
     def coldstart(self, plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
-        cfg = dict(self.th("SVC-COLDSTART"), model=self.th("PLP-PPL").get("model", {}))
+        cfg = dict(self.th("SVC-COLDSTART"), model=self.th("PLP-PPL")["model"])
         return self._once("coldstart", lambda: acquire_coldstart(self.rig, cfg, plan))
 
     def frag(self) -> Dict[str, Dict[str, Any]]:
-        cfg = dict(self.th("SVC-FRAG"), model=self.th("PLP-PPL").get("model", {}))
+        cfg = dict(self.th("SVC-FRAG"), model=self.th("PLP-PPL")["model"])
         if self.absent:
             return {"kv-pool": {"absent": self.absent}}
         if self.unavailable:

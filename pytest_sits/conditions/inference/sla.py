@@ -21,13 +21,13 @@ def acquire_sla(rig: Any, config: Dict[str, Any], logdir: Path, endpoint: Option
     OpenAI-compatible server, asked a pre-flight first: a bad endpoint is an error in seconds, not a slow
     server)."""
     tenants = _tenants(config)
-    qps = min(MAX_QPS, max(0.1, float(config.get("target_qps", 100))))
-    duration = min(MAX_SLA_S, max(1.0, float(config.get("duration_s", 60))))
-    timeout = min(600.0, max(0.1, float(config.get("timeout_s", 30))))
+    qps = min(MAX_QPS, max(0.1, float(config["target_qps"])))
+    duration = min(MAX_SLA_S, max(1.0, float(config["duration_s"])))
+    timeout = min(600.0, max(0.1, float(config["timeout_s"])))
     logdir = Path(logdir)
     client = None
     if rig.simulated:
-        raw = rig.sim.sla(tenants, qps, duration, config.get("workload"), timeout)
+        raw = rig.sim.sla(tenants, qps, duration, config["workload"], timeout)
         target = f"simulated {rig.subject}"
     else:
         why = loadgen_missing() or (None if endpoint else rig.missing())
@@ -45,8 +45,8 @@ def acquire_sla(rig: Any, config: Dict[str, Any], logdir: Path, endpoint: Option
 
 
 def _tenants(config: Dict[str, Any]) -> List[Dict[str, Any]]:
-    base = {k: config[k] for k in TENANT_KEYS if k in config}
-    tenants = config.get("tenants") or [{"name": "all", "share": 1.0}]
+    base = {k: config[k] for k in TENANT_KEYS}
+    tenants = config["tenants"]
     return [dict(base, **t) for t in tenants][:16]
 
 
@@ -65,7 +65,7 @@ def client_capacity(config: Dict[str, Any], tenants: List[Dict[str, Any]], qps: 
     need = int(math.ceil(qps * worst * CLIENT_HEADROOM))
     rule = (f"offered {qps:g} req/s x the loosest P99 target {worst * 1e3:g} ms x headroom {CLIENT_HEADROOM:g} = "
             f"{need} in flight")
-    if config.get("max_inflight"):
+    if config["max_inflight"]:
         cap = int(config["max_inflight"])
         return {"capacity": cap, "need": need, "source": f"SVC-SLA.max_inflight = {cap} (stated); a server meeting "
                                                          f"the SLA needs {rule}"}
@@ -86,11 +86,11 @@ def _live_sla(rig: Any, config: Dict[str, Any], tenants: List[Dict[str, Any]], q
     target_lat = min(float(t["p99_ms"]) for t in tenants) / 1e3
     label = f"SVC-SLA ({qps:g} req/s offered for {duration:g} s)"
     if endpoint:
-        wl = Workload.build(config.get("workload", {}), 95, tenants, seed=int(config.get("seed", 2026)))
+        wl = Workload.build(config["workload"], 95, tenants, seed=int(config.get("seed", 2026)))
         prompts = [decode_tokens(p) for p in wl.prompts]
         cap = client_capacity(config, tenants, qps)
-        stream = bool(config.get("stream", True))
-        with EndpointClient(endpoint, config.get("model_name"), api=config.get("api", "completions"), stream=stream,
+        stream = bool(config["stream"])
+        with EndpointClient(endpoint, config["model_name"], api=config["api"], stream=stream,
                             deadline_s=timeout, max_inflight=cap["capacity"], api_key=endpoint_key) as client:
             pf = preflight(client, deadline_s=min(5.0, timeout))
             if not pf["ok"]:
@@ -110,7 +110,7 @@ def _live_sla(rig: Any, config: Dict[str, Any], tenants: List[Dict[str, Any]], q
         return raw, f"OpenAI-compatible endpoint {endpoint}", used
     with rig.engine(config["model"]) as engine:
         engine.warmup()
-        wl = Workload.build(config.get("workload", {}), engine.cfg.vocab, tenants, seed=engine.cfg.seed)
+        wl = Workload.build(config["workload"], engine.cfg.vocab, tenants, seed=engine.cfg.seed)
 
         def issue(idx: int, complete: Any) -> None:
             t_issue = time.monotonic_ns()

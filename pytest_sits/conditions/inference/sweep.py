@@ -24,11 +24,11 @@ RHO_RULE = ("ρ of a window = work done in it (FLOPs from the model's shape; eac
 
 def _clamp_config(config: Dict[str, Any]) -> Dict[str, Any]:
     c = dict(config)
-    fr = [float(f) for f in c.get("sweep_fractions", [0.2, 0.4, 0.6, 0.8])][:MAX_POINTS]
+    fr = [float(f) for f in c["sweep_fractions"]][:MAX_POINTS]
     c["sweep_fractions"] = [min(1.5, max(0.01, f)) for f in fr]
-    c["point_s"] = min(MAX_POINT_S, max(1.0, float(c.get("point_s", 5))))
-    c["period_ms"] = min(1000.0, max(1.0, float(c.get("period_ms", 10))))
-    c["window_ms"] = min(10_000.0, max(1.0, float(c.get("window_ms", 10))))
+    c["point_s"] = min(MAX_POINT_S, max(1.0, float(c["point_s"])))
+    c["period_ms"] = min(1000.0, max(1.0, float(c["period_ms"])))
+    c["window_ms"] = min(10_000.0, max(1.0, float(c["window_ms"])))
     return c
 
 
@@ -65,7 +65,7 @@ class LiveRunner:
         from ...inference.sut import Workload
 
         self.engine, self.c, self.logdir, self.sources, self.progress = engine, config, logdir, sources, progress
-        self.workload = Workload.build(config.get("workload", {}), engine.cfg.vocab, seed=engine.cfg.seed)
+        self.workload = Workload.build(config["workload"], engine.cfg.vocab, seed=engine.cfg.seed)
         self.flops_per_query = None
 
     def _issue(self, idx: int, complete: Any) -> None:
@@ -288,10 +288,10 @@ def acquire_ppl(sweep: Dict[str, Any]) -> Dict[str, Any]:
 
 def sweep_config(th: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
     """The sweep's configuration from the thresholds of the requirements it serves."""
-    ppl, lat, smp = th.get("PLP-PPL", {}), th.get("PLP-LATENCY", {}), th.get("PLP-SAMPLE", {})
-    return {"model": ppl.get("model", {}), "workload": ppl.get("workload", {}), "peak_tflops": ppl.get("peak_tflops"),
-            "window_ms": ppl.get("window_ms", 10), "period_ms": smp.get("period_ms", 10),
-            "sweep_fractions": lat.get("sweep_fractions", [0.2, 0.4, 0.6, 0.8]), "point_s": lat.get("point_s", 5),
-            "min_queries": min_samples(0.99) + 10 if lat.get("max_latency_us") is not None else None,
+    ppl, lat, smp = th["PLP-PPL"], th["PLP-LATENCY"], th["PLP-SAMPLE"]
+    return {"model": ppl["model"], "workload": ppl["workload"], "peak_tflops": ppl["peak_tflops"],
+            "window_ms": ppl["window_ms"], "period_ms": smp["period_ms"],
+            "sweep_fractions": lat["sweep_fractions"], "point_s": lat["point_s"],
+            "min_queries": min_samples(0.99) + 10 if lat["max_latency_us"] is not None else None,
             # what PLP-LATENCY decides a point with: its runs are repeated until that rule decides
-            "latency_thresholds": {k: lat.get(k) for k in ("max_latency_us", "metric", "at_load_max")}}
+            "latency_thresholds": {k: lat[k] for k in ("max_latency_us", "metric", "at_load_max")}}
