@@ -315,7 +315,7 @@ def allreduce(backend: str, world: int, nbytes: int, iters: int = 5, devices: Op
     import multiprocessing as mp
 
     _torch()
-    ctx = mp.get_context("spawn" if devices else "fork")
+    ctx: Any = mp.get_context("spawn" if devices else "fork")
     queue = ctx.Queue()
     out: Dict[str, Any] = {"backend": backend, "world_size": world, "bytes": nbytes, "iterations": iters,
                            "participants": "GPUs" if devices else "processes on the CPU",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, cast
 
 from ..probes import health as hp
 from ..probes.nvml import NvmlDevice, NvmlEventError
@@ -54,11 +54,12 @@ def acquire_ecc(inventory: Dict[str, Any], acc: Dict[str, Any],
     ev = {"device": acc["bdf"], "source": f["source"], "ecc_mode_current": m.get("ecc_mode_current"),
           "ecc_mode_pending": m.get("ecc_mode_pending"), "counts": counts,
           "errors": relevant_errors(f["errors"], ECC_FIELDS)}
-    after = (window or {}).get("ecc_after")
+    w = window or {}
+    after = w.get("ecc_after")
     if isinstance(after, dict) and any(after.get(k) is not None for k in ECC_COUNTS):
         ev["counts"] = {k: after.get(k) if after.get(k) is not None else counts[k] for k in ECC_COUNTS}
-        ev["during_load"] = {"before": window.get("ecc_before"), "after": after,
-                             "load": (window.get("load") or {}).get("kind"), "reader": window.get("reader")}
+        ev["during_load"] = {"before": w.get("ecc_before"), "after": after,
+                             "load": (w.get("load") or {}).get("kind"), "reader": w.get("reader")}
     return ev
 
 
@@ -386,7 +387,7 @@ class HealthWindows:
                 reader = self.make(self.platform, acc)
                 if getattr(reader, "submitted", False):
                     # Submitted evidence brings its window (what the texts show); nothing runs.
-                    self.cache[bdf] = reader.window()
+                    self.cache[bdf] = cast(Any, reader).window()
                 elif self.inference is not None:
                     self.cache[bdf] = run_window(reader, self.th, InferenceLoad(self.inference(acc)))
                 else:
@@ -416,8 +417,9 @@ def _aer_totals(aer: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 def pcie_errors_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
     if window.get("submitted"):
         return window["pcie_errors"]
-    if _broken(window):
-        return _broken(window)
+    broken = _broken(window)
+    if broken:
+        return broken
     before, after = window["aer_before"], window["aer_after"]
     replay_reason = None
     if window["replay_after"] is None:

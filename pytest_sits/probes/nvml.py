@@ -206,7 +206,8 @@ class NvmlDevice:
 
     def ecc(self) -> Dict[str, Any]:
         """The ECC error counts now (None where ECC is off or unsupported: unread, never a made-up zero)."""
-        nv, out = self.nvml, {}
+        nv = self.nvml
+        out: Dict[str, Optional[int]] = {}
         kinds = {"volatile_uncorrected": ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_VOLATILE_ECC"),
                  "aggregate_uncorrected": ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_AGGREGATE_ECC"),
                  "volatile_corrected": ("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_VOLATILE_ECC"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, cast
 
 from ...checks.interval import quantile_tail
 from ..sampler import join, percentile, rho_at
@@ -120,7 +120,7 @@ def summarise_point(raw: Dict[str, Any], peak_flops_s: Optional[float], config: 
     period_ns = int((samples or {}).get("period_s", config["period_ms"] / 1e3) * 1e9)
     rho = rho_series(raw["work"], t0, t1, period_ns, config["window_ms"], peak_flops_s) if peak_flops_s \
         else []
-    power = _sum_sources(samples, primary, t0, t1) if samples and primary else {
+    power: Dict[str, Any] = _sum_sources(samples, primary, t0, t1) if samples and primary else {
         "power_w": None, "energy_j": None, "method": "no power source"}
     steps = sorted((w[1] - w[0]) / 1e6 for w in raw["work"] if t0 <= w[0] <= t1)
     figures = run_latency(raw)
@@ -135,12 +135,12 @@ def summarise_point(raw: Dict[str, Any], peak_flops_s: Optional[float], config: 
         "error_rate": figures["error_rate"],
         "energy_j": round(power["energy_j"], 6) if power.get("energy_j") is not None else None,
         # details beyond the analytics' shape
-        "rho_p99": round(percentile(rho, 0.99), 6) if rho else None,
+        "rho_p99": round(cast(float, percentile(rho, 0.99)), 6) if rho else None,
         "rho_max": round(max(rho), 6) if rho else None,
         "p99_token_latency_s": figures["p99_token_latency_s"],
         "queries": figures["queries"], "errors": figures["errors"], "duration_s": round(span, 4),
         "output_tokens": sum(x[2] for x in ok),
-        "step_ms_p50": round(percentile(steps, 0.5), 4) if steps else None,
+        "step_ms_p50": round(cast(float, percentile(steps, 0.5)), 4) if steps else None,
         # what the checks need for their intervals: the largest latencies (P99's order statistics), ρ's, and the
         # point's power over ten blocks of its time (batch means)
         "latency_tail": quantile_tail(lat, 0.99), "token_latency_tail": quantile_tail(tok_lat, 0.99),
@@ -160,7 +160,7 @@ def summarise_point(raw: Dict[str, Any], peak_flops_s: Optional[float], config: 
         if pw and all(pw):
             m = min(map(len, pw))
             point["power_1s_windows_w"] = [round(sum(p[i] for p in pw), 4) for i in range(m)][:: max(1, m // 200)]
-            point["power_p99_1s_w"] = round(percentile([sum(p[i] for p in pw) for i in range(m)], 0.99), 4)
+            point["power_p99_1s_w"] = round(cast(float, percentile([sum(p[i] for p in pw) for i in range(m)], 0.99)), 4)
         point["power_by_source"] = {n: _round(energy_between(s["readings"], t0, t1))
                                     for n, s in samples["sources"].items()}
         blocks = [power_blocks(samples["sources"][n]["readings"], t0, t1) for n in primary if n in samples["sources"]]
@@ -196,7 +196,7 @@ def efficiency(points: List[Dict[str, Any]], power_reason: Optional[str]) -> Dic
     (the sweep's token rate over the P99 of its 1 s sliding power windows)."""
     tokens = sum(p.get("output_tokens", 0) for p in points)
     seconds = sum(p.get("duration_s", 0) for p in points)
-    energies = [p.get("energy_j") for p in points]
+    energies: List[Any] = [p.get("energy_j") for p in points]
     out: Dict[str, Any] = {
         "tokens_per_joule": None, "tokens_per_watt_p99": None,
         "definition": "tokens_per_joule = output tokens / energy from counters, over every sweep point; "

@@ -8,7 +8,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 from ...checks.interval import quantile_tail
 from ...inference import loadgen_missing
@@ -193,7 +193,7 @@ def summarise_sla(raw: Dict[str, Any], tenants: List[Dict[str, Any]], qps: float
         censored_lat = lat + [timeout] * timeouts  # a request past its deadline counts, at the deadline
         ttft, tpot, itl = [], [], []
         good = 0
-        sla = {key: t.get(key) for key in TENANT_KEYS}
+        sla: Dict[str, Any] = {key: t.get(key) for key in TENANT_KEYS}
         for x in ok:
             d = x[5] if len(x) > 5 and isinstance(x[5], dict) else {}
             first, done, chunks = d.get("first_ns"), d.get("done_ns"), d.get("chunks") or []
@@ -270,7 +270,7 @@ def _client_evidence(c: Dict[str, Any], queue_waits: List[float]) -> Dict[str, A
     limited = saturated and c["capacity"] < c["need"]
     if limited:
         why = (f"the client was the limit: all {c['capacity']} of its request slots were busy and {len(waited)} "
-               f"requests waited in its queue (P99 {percentile(queue_waits, 0.99) * 1e3:.3g} ms), and a server "
+               f"requests waited in its queue (P99 {cast(float, percentile(queue_waits, 0.99)) * 1e3:.3g} ms), and a server "
                f"meeting the SLA needs {c['need']} in flight: the latencies measure the client, not the server")
     elif saturated:
         why = (f"all {c['capacity']} request slots were busy and {len(waited)} requests waited in the client's "

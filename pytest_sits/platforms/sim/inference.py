@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 import random
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, cast
 
 T0_NS = 1_000_000_000_000
 
@@ -158,7 +158,7 @@ class SimInference:
         for p in powers:
             acc += p * period_s
             energy.append(acc)
-        readings = []
+        readings: List[Dict[str, Any]] = []
         for k, t in enumerate(ticks):
             if drop_from is not None and t >= drop_from:
                 readings.append({"t_ns": t + 20_000, "read_ns": 40_000, "sensor_t_ns": None, "power_w": None,
@@ -300,14 +300,16 @@ class SimRunner:
         sim = self.sim
         t0 = sim.now
         if scenario == "SingleStream":
-            queries, work, t = [], [], t0
+            queries: List[Any] = []
+            work: List[Any] = []
+            t = t0
             while t < t0 + int(duration_s * 1e9) and len(queries) < 100_000:
                 a = sim.arrivals("Server", 1e-9, 1.0, mix=self.mix)[:1] or [(t, 64, 16, 0)]
                 q, w, t = sim.serve([(t,) + a[0][1:]], t)
                 queries += q
                 work += w
         else:
-            qps = target_qps if scenario == "Server" else (expected_qps or 100.0) * 1.1
+            qps = cast(float, target_qps) if scenario == "Server" else (expected_qps or 100.0) * 1.1
             arr = sim.arrivals(scenario, duration_s, qps, mix=self.mix)
             queries, work, t = sim.serve(arr, t0)
         sim.now = t + 1
