@@ -68,8 +68,10 @@ def main() -> None:
         from pytest_sits.profiles import resolve
 
         prof = resolve(a.model)
-        ev = acquire_sweep(InferenceRig("cpu", "cpu"), {"model": prof.thresholds("PLP-PPL")["model"],
-                                                        "workload": prof.thresholds("PLP-PPL")["workload"],
+        ppl = prof.thresholds("PLP-PPL")
+        ev = acquire_sweep(InferenceRig("cpu", "cpu"), {"model": ppl["model"], "workload": ppl["workload"],
+                                                        "peak_tflops": ppl["peak_tflops"], "window_ms": ppl["window_ms"],
+                                                        "period_ms": prof.thresholds("PLP-SAMPLE")["period_ms"],
                                                         "sweep_fractions": [0.5], "point_s": 2}, tmp / "model")
         model_max = ev["max"]["qps"]
     print(f"LoadGen ceiling (within 5% of target): {lg_ceiling:g} QPS; plain Python loop: {py_ceiling:g} QPS")

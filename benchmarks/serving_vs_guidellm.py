@@ -33,10 +33,11 @@ from typing import Any, Dict, List, Optional
 
 def suite(url: str, rate: float, duration: float, tokens: int, logdir: Path) -> Dict[str, Any]:
     from pytest_sits.conditions.inference import InferenceRig, acquire_sla
+    from pytest_sits.profiles import resolve
 
-    cfg = {"p99_ms": 60_000, "min_rps": 0.1, "max_error_rate": 0.5, "target_qps": rate, "duration_s": duration,
-           "timeout_s": 60, "tenants": [{"name": "bench", "share": 1.0}],
-           "workload": {"samples": 256, "prompt_tokens": [64, 64], "output_tokens": [tokens, tokens]}}
+    cfg = dict(resolve("base").thresholds("SVC-SLA"), p99_ms=60_000, min_rps=0.1, max_error_rate=0.5,
+               target_qps=rate, duration_s=duration, timeout_s=60, tenants=[{"name": "bench", "share": 1.0}],
+               workload={"samples": 256, "prompt_tokens": [64, 64], "output_tokens": [tokens, tokens]})
     ev = acquire_sla(InferenceRig("cpu", "cpu"), cfg, logdir, endpoint=url)
     if ev.get("error"):
         raise SystemExit(f"the suite's run failed: {ev['error']}")

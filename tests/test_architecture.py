@@ -45,6 +45,8 @@ def test_layer_contracts_hold():
     ("report/render.py", "import pytest as _violation  # noqa: F401"),
     ("files.py", "from . import verdict as _violation  # noqa: F401"),
     ("commands/compare.py", "from ..plugin import recorder as _violation  # noqa: F401"),
+    ("conditions/health.py", "import pynvml as _violation  # noqa: F401"),
+    ("platforms/live.py", "import amdsmi as _violation  # noqa: F401"),
 ])
 def test_layer_contracts_fail_on_a_violation(tmp_path, module, line):
     shutil.copytree(ROOT / "pytest_sits", tmp_path / "pytest_sits",
@@ -104,6 +106,18 @@ def test_contracts_cover_every_top_level_module():
            if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())) and p.stem not in data}
     missing = sorted(f"pytest_sits.{m}" for m in top if f"pytest_sits.{m}" not in named)
     assert not missing, f"add to the layers contract in pyproject.toml (and docs/architecture.md): {missing}"
+
+
+def test_only_the_probes_may_import_the_management_libraries():
+    """The contract that keeps pynvml and amdsmi in the probes names every other top-level module and package."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    vendor = next(c for c in contracts if c["type"] == "forbidden" and "pynvml" in c["forbidden_modules"])
+    assert sorted(vendor["forbidden_modules"]) == ["amdsmi", "pynvml"]
+    others = {m for row in _contract_layers() for m in row} - {"pytest_sits.probes"}
+    assert sorted(others - set(vendor["source_modules"])) == []
+    assert "pytest_sits.probes" not in vendor["source_modules"]
 
 
 def test_top_level_holds_at_most_eight_modules():

@@ -13,6 +13,8 @@ from pytest_sits.profiles import resolve
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
 H100 = resolve("h100")
+#: Complete thresholds (every key the requirement declares), as a resolved profile hands them over.
+TH = {r: H100.check_thresholds(r) for r in ("CRG-NODE", "CRG-EDGE", "CRG-SYNC", "CRG-JITTER")}
 NODE = {"results": [{"dtype": "float16", "tflops": 702.0, "samples_tflops": [701.0, 702.0, 703.5, 702.0, 700.9],
                      "verified": True},
                     {"dtype": "bfloat16", "tflops": 688.5, "samples_tflops": [688.5, 687.0, 689.9, 688.0, 688.6],
@@ -115,7 +117,7 @@ def test_a_ptp_clock_of_this_machine_is_read_or_its_absence_recorded(tmp_path):
     (tmp_path / "sys/class/ptp/ptp7/clock_name").write_text("fake nic\n")
     [clock] = hardware_clocks(tmp_path)
     assert clock["device"] == "/dev/ptp7" and clock["name"] == "fake nic" and "error" in clock  # no /dev/ptp7 here
-    ev = acquire_jitter(None, {"samples": 50, "max_ns": 2.5}, tmp_path)
+    ev = acquire_jitter(None, dict(TH["CRG-JITTER"], samples=50, max_ns=2.5), tmp_path)
     assert ev["timer"]["clock"] == "time.perf_counter_ns" and ev["hardware_clocks"][0]["device"] == "/dev/ptp7"
     assert check_jitter(ev, {"max_ns": 2.5}, "host").status == SKIP
 
@@ -141,15 +143,15 @@ def test_sim_figures_pass_the_bundled_bounds_and_fail_with_crg_slow(profile):
 
 def test_edges_and_sync_skip_with_one_device_and_say_why():
     one = [{"bdf": "0000:17:00.0"}]
-    (ev, subject), = acquire_edges(one, {"bytes": 1 << 20})
+    (ev, subject), = acquire_edges(one, dict(TH["CRG-EDGE"], bytes=1 << 20))
     assert check_edge(ev, {"min_gbps": 300}, subject).status == SKIP and "found 1" in ev["absent"]
-    ev = acquire_sync(one, 8, {})
+    ev = acquire_sync(one, 8, TH["CRG-SYNC"])
     assert check_sync(ev, {"min_tbps": 0.3}, "accelerators").status == SKIP
 
 
 def test_no_cuda_device_is_a_skip_with_the_reason():
     accs = [{"bdf": "0000:17:00.0"}, {"bdf": "0000:18:00.0"}]
-    (ev, _), = acquire_edges(accs, {"bytes": 1 << 20})
+    (ev, _), = acquire_edges(accs, dict(TH["CRG-EDGE"], bytes=1 << 20))
     # The devices are there; this installation cannot drive them: not measured (PARTIAL), not "not applicable".
     assert "unavailable" in ev and "0000:17:00.0" in ev["unavailable"]
 
@@ -160,18 +162,18 @@ def test_snapshot_like_platform_measures_nothing():
         def host_measurement_reason(self):
             return "a snapshot holds captured files, not a machine to measure"
     crg = Crg(Frozen())
-    assert "snapshot" in crg.jitter(None, {})["unavailable"]
-    assert "snapshot" in crg.sync([], 0, {})["unavailable"]
-    assert "snapshot" in crg.node({"bdf": "0000:17:00.0"}, {})["unavailable"]
-    (ev, _), = crg.edges([], {})
+    assert "snapshot" in crg.jitter(None, TH["CRG-JITTER"])["unavailable"]
+    assert "snapshot" in crg.sync([], 0, TH["CRG-SYNC"])["unavailable"]
+    assert "snapshot" in crg.node({"bdf": "0000:17:00.0"}, TH["CRG-NODE"])["unavailable"]
+    (ev, _), = crg.edges([], TH["CRG-EDGE"])
     assert "snapshot" in ev["unavailable"]
     # an absence the caller established stays an absence
-    assert crg.sync([], 8, {}, absent="profile expects 8 × H100; found none")["absent"].startswith("profile")
+    assert crg.sync([], 8, TH["CRG-SYNC"], absent="profile expects 8 × H100; found none")["absent"].startswith("profile")
 
 
 def test_gloo_allreduce_between_two_processes_runs_for_real():
     pytest.importorskip("torch", reason="the gloo all-reduce needs torch")
-    ev = acquire_sync([], 0, {"host_bytes": 4 << 20, "iterations": 3})
+    ev = acquire_sync([], 0, dict(TH["CRG-SYNC"], host_bytes=4 << 20, iterations=3))
     assert ev["backend"] == "gloo" and ev["world_size"] == 2 and ev["verified"], ev
     assert ev["busbw_gbps"] > 0 and len(ev["samples_s"]) == 3
     assert check_sync(ev, {"min_tbps": None}, "host").status == WARN
@@ -192,6 +194,6 @@ def test_gemm_on_cpu_is_verified():
 
 def test_sim_platform_jitter_is_labelled_and_report_only():
     plat = from_spec("sim:h100")
-    ev = SimCrg(plat.profile, plat.faults).jitter(None, {})
+    ev = SimCrg(plat.profile, plat.faults).jitter(None, plat.profile.check_thresholds("CRG-JITTER"))
     v = check_jitter(ev, plat.profile.check_thresholds("CRG-JITTER"), "host")
     assert ev["simulated"] and v.status == SKIP and "simulated" in v.method and "report only" in v.reason

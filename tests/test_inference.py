@@ -316,8 +316,9 @@ def test_sim_sla_frag_coldstart_pass_and_fail(tmp_path):
     frag = acquire_frag(bad, prof.thresholds("SVC-FRAG"), tmp_path)
     assert {check_frag(e, {"max_fraction": 0.03}, k).status for k, e in frag.items()} == {FAIL}
     _, slow, _ = _sim(["coldstart-slow"])
-    assert check_coldstart(acquire_coldstart(rig, {}), {"max_s": 60}, "c").status == PASS
-    assert check_coldstart(acquire_coldstart(slow, {}), {"max_s": 60}, "c").status == FAIL
+    cs = prof.thresholds("SVC-COLDSTART")
+    assert check_coldstart(acquire_coldstart(rig, cs), {"max_s": 60}, "c").status == PASS
+    assert check_coldstart(acquire_coldstart(slow, cs), {"max_s": 60}, "c").status == FAIL
 
 
 # -- sampler, windows, skew ------------------------------------------------------------------------------------

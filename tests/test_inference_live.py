@@ -14,11 +14,14 @@ from pytest_sits.checks.interval import min_samples  # noqa: E402
 from pytest_sits.inference.endpoint import CompletionsClient, EndpointClient, EndpointError  # noqa: E402
 from pytest_sits.inference.servers import LoopbackServer  # noqa: E402
 from pytest_sits.inference.model import Engine, ModelConfig, TinyDecoder, KVBlockPool  # noqa: E402
+from pytest_sits.profiles import resolve  # noqa: E402
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN  # noqa: E402
 
 TINY = {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "max_seq_tokens": 256, "pool_blocks": 256,
         "max_batch": 16, "threads": 1}
 SHORT = {"samples": 256, "prompt_tokens": [8, 16], "output_tokens": [1, 3]}
+#: The defaults of every threshold (profiles/base.yaml); each test overrides what it is about.
+BASE = resolve("base")
 
 
 def needs_loadgen():
@@ -106,8 +109,9 @@ def test_endpoint_client_classifies_errors_and_streams_the_engine(stream):
 
 def _sla_cfg(**kw):
     # 70 QPS for 10.5 s: ~735 queries, above the 662 LoadGen's early stopping needs for a P99
-    cfg = {"p99_ms": 500, "min_rps": 50, "max_error_rate": 0.003, "tenants": [{"name": "chat", "share": 1.0}],
-           "target_qps": 70, "duration_s": 10.5, "timeout_s": 5, "workload": SHORT, "model": TINY}
+    cfg = dict(BASE.thresholds("SVC-SLA"), p99_ms=500, min_rps=50, max_error_rate=0.003,
+               tenants=[{"name": "chat", "share": 1.0}], target_qps=70, duration_s=10.5, timeout_s=5, workload=SHORT,
+               model=TINY)
     cfg.update(kw)
     return cfg
 
@@ -163,7 +167,8 @@ def test_sla_on_the_built_in_model_counts_engine_errors(tmp_path):
 
 
 def test_coldstart_in_a_fresh_interpreter():
-    ev = acquire_coldstart(InferenceRig("cpu", "cpu"), {"model": TINY, "page_cache": "asis"})
+    ev = acquire_coldstart(InferenceRig("cpu", "cpu"),
+                           dict(BASE.thresholds("SVC-COLDSTART"), model=TINY, page_cache="asis"))
     assert [s["stage"] for s in ev["stages"]] == ["interpreter", "torch_import", "device_context", "weights",
                                                   "kv_prealloc", "first_token"]
     assert all(s["seconds"] >= 0 for s in ev["stages"])
@@ -180,7 +185,8 @@ def test_coldstart_in_a_fresh_interpreter():
 
 def test_kv_fragmentation_under_a_mixed_length_workload(tmp_path):
     needs_loadgen()
-    cfg = {"model": TINY, "queries": 48, "workload": {"prompt_tokens": [8, 120], "output_tokens": [2, 12]}}
+    cfg = dict(BASE.thresholds("SVC-FRAG"), model=TINY, queries=48,
+               workload={"prompt_tokens": [8, 120], "output_tokens": [2, 12]})
     ev = acquire_frag(InferenceRig("cpu", "cpu"), cfg, tmp_path)
     pool = ev["kv-pool"]
     assert pool["queries"] == 48 and pool["errors"] == 0
@@ -195,8 +201,8 @@ def test_live_sweep_on_the_cpu(tmp_path):
     needs_loadgen()
     # with a latency ceiling judged below, each point lasts long enough for the queries that bound its P99 from
     # above (as sweep_config asks when the profile sets PLP-LATENCY.max_latency_us)
-    cfg = {"model": TINY, "workload": SHORT, "sweep_fractions": [0.3, 0.6], "point_s": 1.5, "window_ms": 10,
-           "period_ms": 10, "min_queries": min_samples(0.99) + 10}
+    cfg = {"model": TINY, "workload": SHORT, "peak_tflops": None, "sweep_fractions": [0.3, 0.6], "point_s": 1.5,
+           "window_ms": 10, "period_ms": 10, "min_queries": min_samples(0.99) + 10}
     ev = acquire_sweep(InferenceRig("cpu", "cpu"), cfg, tmp_path)
     assert [p["fraction_of_max"] for p in ev["sweep"]] == [0.3, 0.6]
     assert all(p["queries"] >= min_samples(0.99) for p in ev["sweep"]), [p["queries"] for p in ev["sweep"]]

@@ -15,6 +15,7 @@ from pytest_sits.conditions.inference import (InferenceRig, _itl, acquire_sla, c
                                               summarise_sla)
 from pytest_sits.inference.endpoint import EndpointClient, _count_tokens, preflight
 from pytest_sits.inference.servers import ScriptedServer
+from pytest_sits.profiles import resolve
 from pytest_sits.verdict import ERROR, FAIL, INCONCLUSIVE, PASS
 
 TTFT, ITL, N = 0.3, 0.03, 8
@@ -25,9 +26,10 @@ def needs_loadgen():
 
 
 def _cfg(**kw):
-    cfg = {"p99_ms": 2000, "min_rps": 1, "max_error_rate": 0.01, "tenants": [{"name": "chat", "share": 1.0}],
-           "target_qps": 5, "duration_s": 3, "timeout_s": 5,
-           "workload": {"samples": 64, "prompt_tokens": [8, 16], "output_tokens": [N, N]}}
+    # the defaults of every SVC-SLA threshold (profiles/base.yaml), overridden by what the tests are about
+    cfg = dict(resolve("base").thresholds("SVC-SLA"), p99_ms=2000, min_rps=1, max_error_rate=0.01,
+               tenants=[{"name": "chat", "share": 1.0}], target_qps=5, duration_s=3, timeout_s=5,
+               workload={"samples": 64, "prompt_tokens": [8, 16], "output_tokens": [N, N]})
     cfg.update(kw)
     return cfg
 
@@ -199,11 +201,11 @@ def test_a_timeout_enters_the_percentiles_censored_at_the_deadline():
 
 def test_client_capacity_is_sized_from_the_sla_or_stated():
     tenants = [{"name": "a", "p99_ms": 1000}, {"name": "b", "p99_ms": 250}]
-    auto = client_capacity({}, tenants, 100.0)
+    auto = client_capacity(_cfg(), tenants, 100.0)
     assert auto["capacity"] == auto["need"] == 200 and "sized from the SLA" in auto["source"]
-    stated = client_capacity({"max_inflight": 64}, tenants, 100.0)
+    stated = client_capacity(_cfg(max_inflight=64), tenants, 100.0)
     assert stated["capacity"] == 64 and stated["need"] == 200 and "stated" in stated["source"]
-    assert client_capacity({}, tenants, 10_000.0)["capacity"] == 512  # the client's ceiling, said so
+    assert client_capacity(_cfg(), tenants, 10_000.0)["capacity"] == 512  # the client's ceiling, said so
 
 
 def test_a_run_limited_by_the_client_is_inconclusive_and_one_sized_from_the_sla_is_not(tmp_path):

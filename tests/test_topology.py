@@ -248,7 +248,8 @@ def test_a_bridged_pcie_card_gets_only_the_links_its_profile_claims():
                         plat.profile.check_thresholds("LINK-NVLINK-MESH"), "accelerators")
     assert v.status == WARN and v.measured == "4/28 pairs"
     accs = inv["accelerators"]
-    edges = {s: ev["gbps_median"] for ev, s in SimCrg(plat.profile, []).edges(accs, {}, None)}
+    th_edge = plat.profile.check_thresholds("CRG-EDGE")
+    edges = {s: ev["gbps_median"] for ev, s in SimCrg(plat.profile, []).edges(accs, th_edge, None)}
     bridged, unbridged = edges[f"{accs[0]['bdf']}<->{accs[1]['bdf']}"], edges[f"{accs[0]['bdf']}<->{accs[2]['bdf']}"]
     assert bridged > 200 > unbridged
     mesh = from_spec("sim:h100").inventory()["management"]["nvml"]["p2p_nvlink"]

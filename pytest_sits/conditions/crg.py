@@ -24,10 +24,9 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..checks.crg import busbw, percentiles
+from ..probes.nvml import nvlink_tx_kib
 from .loads import TORCH_MISSING, LoadUnavailable, torch_device_for_bdf
 from .trials import TrialPlan, next_step, sequential
-
-GEMM_DTYPES = ("float16", "bfloat16")
 
 
 def _torch() -> Any:
@@ -99,7 +98,7 @@ def measure_node(acc: Dict[str, Any], th: Dict[str, Any], gemm: Any, plan: Optio
     from ..checks.crg import node_decisions
     from ..checks.interval import combine
 
-    dtypes = list(th.get("dtypes") or GEMM_DTYPES)
+    dtypes = list(th["dtypes"])
     plan = plan or TrialPlan.default("CRG-NODE")
     results: Dict[str, Dict[str, Any]] = {}
 
@@ -138,45 +137,12 @@ def acquire_node(acc: Dict[str, Any], th: Dict[str, Any], plan: Optional[TrialPl
         device = torch_device_for_bdf(acc["bdf"])
     except LoadUnavailable as exc:
         return {"unavailable": f"{acc['bdf']}: {exc}"}
-    size, iters = int(th.get("size", 8192)), int(th.get("iterations", 20))
+    size, iters = int(th["size"]), int(th["iterations"])
     ev = measure_node(acc, th, lambda d, k: gemm_tflops(device, d, size, iters, repeats=max(2, k)), plan,
                       method=f"torch matmul {size}×{size}×{size}, {iters} per timed loop, 2·n³ flops each; the mean "
                              "of the timed loops per dtype, repeated until decided")
     ev["torch_device"] = device
     return ev
-
-
-def _nvlink_kib(bdf: str) -> Optional[int]:
-    """Sum of NVLink data TX counters (KiB) of the device over its links, or None when NVML has none."""
-    try:
-        import pynvml  # type: ignore
-
-        from ..probes.health import nvml_handle_for_bdf
-    except ImportError:
-        return None
-    field = getattr(pynvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", None)
-    if field is None:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return None
-    try:
-        h = nvml_handle_for_bdf(pynvml, bdf)
-        total, seen = 0, False
-        values = pynvml.nvmlDeviceGetFieldValues(h, [(field, link) for link in range(18)])
-        for v in values:
-            if v.nvmlReturn == pynvml.NVML_SUCCESS:
-                total += int(v.value.ullVal)
-                seen = True
-        return total if seen else None
-    except Exception:
-        return None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def peer_copy(src: Tuple[str, str], dst: Tuple[str, str], nbytes: int, runs: int = 7) -> Dict[str, Any]:
@@ -193,7 +159,7 @@ def peer_copy(src: Tuple[str, str], dst: Tuple[str, str], nbytes: int, runs: int
         y.copy_(x)
         _sync(torch, s)
         _sync(torch, d)
-        before = _nvlink_kib(src[0]) if s.type == "cuda" else None
+        before = nvlink_tx_kib(src[0]) if s.type == "cuda" else None
         rates = []
         for _ in range(runs):
             _sync(torch, s)
@@ -203,7 +169,7 @@ def peer_copy(src: Tuple[str, str], dst: Tuple[str, str], nbytes: int, runs: int
             _sync(torch, d)
             _sync(torch, s)
             rates.append(nbytes / (time.perf_counter() - t0) / 1e9)
-        after = _nvlink_kib(src[0]) if before is not None else None
+        after = nvlink_tx_kib(src[0]) if before is not None else None
         out["nvlink_bytes"] = (after - before) * 1024 if before is not None and after is not None else None
         out["verified"] = bool(torch.equal(y, x.to(d)))
         out["samples_gbps"] = [round(r, 3) for r in rates]
@@ -285,7 +251,7 @@ def acquire_edges(accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Option
     devs, why = _devices(accs)
     if why:  # the devices are there, this installation cannot drive them: not measured, not "not applicable"
         return [({"unavailable": why}, "accelerators")]
-    nbytes = int(th.get("bytes", 1 << 28))
+    nbytes = int(th["bytes"])
     torch_of = dict(devs)
     out = []
     for i, a in enumerate(devs):
@@ -349,7 +315,7 @@ def allreduce(backend: str, world: int, nbytes: int, iters: int = 5, devices: Op
     import multiprocessing as mp
 
     _torch()
-    ctx = mp.get_context("spawn" if devices else "fork")
+    ctx: Any = mp.get_context("spawn" if devices else "fork")
     queue = ctx.Queue()
     out: Dict[str, Any] = {"backend": backend, "world_size": world, "bytes": nbytes, "iterations": iters,
                            "participants": "GPUs" if devices else "processes on the CPU",
@@ -394,7 +360,7 @@ def measure_sync(th: Dict[str, Any], run: Any, plan: Optional[TrialPlan] = None)
     check's rule decides, every iteration's time kept."""
     from ..checks.crg import busbw, sync_decision
 
-    iters = int(th.get("iterations", 5))
+    iters = int(th["iterations"])
     plan = plan or TrialPlan.default("CRG-SYNC", initial=iters, step=iters, cap=3 * iters)
     first: Dict[str, Any] = {}
 
@@ -436,7 +402,7 @@ def acquire_sync(accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, 
         return {"absent": absent}
     try:
         if not accs and not expected_count:
-            return measure_sync(th, lambda k: allreduce("gloo", 2, int(th.get("host_bytes", 32 << 20)), max(2, k)),
+            return measure_sync(th, lambda k: allreduce("gloo", 2, int(th["host_bytes"]), max(2, k)),
                                 plan)
         if len(accs) < 2:
             return {"absent": f"an all-reduce between devices needs 2 accelerators; found {len(accs)}"}
@@ -448,7 +414,7 @@ def acquire_sync(accs: List[Dict[str, Any]], expected_count: int, th: Dict[str, 
         return {"unavailable": str(exc)}
     if not torch.distributed.is_available() or not torch.distributed.is_nccl_available():
         return {"absent": f"torch {torch.__version__} has no NCCL backend"}
-    out = measure_sync(th, lambda k: allreduce("nccl", len(devs), int(th.get("bytes", 1 << 28)), max(2, k),
+    out = measure_sync(th, lambda k: allreduce("nccl", len(devs), int(th["bytes"]), max(2, k),
                                                [d for _, d in devs]), plan)
     out["devices"] = [b for b, _ in devs]
     return out
@@ -518,8 +484,8 @@ def acquire_jitter(acc: Optional[Dict[str, Any]], th: Dict[str, Any], root: Any 
     whose reads resolve the bound, else ``perf_counter_ns``."""
     from ..checks.crg import STEPS_PER_INTERVAL
 
-    n = int(th.get("samples", 2000))
-    bound = float(th.get("max_ns", 2.5))
+    n = int(th["samples"])
+    bound = float(th["max_ns"])
     timer = timer_info()
     f = time.perf_counter_ns
     clocks = hardware_clocks(root)

@@ -16,9 +16,9 @@ from typing import Any, Callable, Dict, List
 
 
 
-def _timer(torch: Any, device: Any) -> Callable[[Callable[[], None]], float]:
+def _timer(torch: Any, device: Any) -> Callable[[Callable[[], Any]], float]:
     if device.type == "cuda":
-        def run(fn: Callable[[], None]) -> float:
+        def run(fn: Callable[[], Any]) -> float:
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
@@ -28,7 +28,7 @@ def _timer(torch: Any, device: Any) -> Callable[[Callable[[], None]], float]:
             return start.elapsed_time(end) / 1000.0
         return run
 
-    def run_cpu(fn: Callable[[], None]) -> float:
+    def run_cpu(fn: Callable[[], Any]) -> float:
         t0 = time.perf_counter()
         fn()
         return time.perf_counter() - t0
@@ -46,8 +46,8 @@ def device_memory_bandwidth(device: str, nbytes: int = 1 << 30, runs: int = 7) -
 
     dev = torch.device(device)
     n = nbytes // 4
-    src = torch.arange(n, dtype=torch.int32, device=dev)
-    dst = torch.empty_like(src)
+    src: Any = torch.arange(n, dtype=torch.int32, device=dev)
+    dst: Any = torch.empty_like(src)
     timer = _timer(torch, dev)
     dst.copy_(src)  # warm-up
     times = [timer(lambda: dst.copy_(src)) for _ in range(runs)]
@@ -68,9 +68,9 @@ def host_device_bandwidth(device: str, nbytes: int = 256 << 20, runs: int = 7) -
     dev = torch.device(device)
     n = nbytes // 4
     pinned = dev.type == "cuda"
-    host = torch.arange(n, dtype=torch.int32).pin_memory() if pinned else torch.arange(n, dtype=torch.int32)
-    back = torch.empty(n, dtype=torch.int32, pin_memory=pinned)
-    on_dev = torch.empty(n, dtype=torch.int32, device=dev)
+    host: Any = torch.arange(n, dtype=torch.int32).pin_memory() if pinned else torch.arange(n, dtype=torch.int32)
+    back: Any = torch.empty(n, dtype=torch.int32, pin_memory=pinned)
+    on_dev: Any = torch.empty(n, dtype=torch.int32, device=dev)
     timer = _timer(torch, dev)
     on_dev.copy_(host, non_blocking=pinned)
     h2d = [timer(lambda: on_dev.copy_(host, non_blocking=pinned)) for _ in range(runs)]

@@ -81,7 +81,11 @@ def acquire_precision(env: Dict[str, Any], op_name: str, dtype: str,
             out.append(({"absent": str(exc)}, where))
             unsupported.append(f"{dev['device']}: {exc}")
             continue
-        expected = golden_out if golden_out is not None else reference_output(op, exact, run["output_dtype"])
+        if golden_out is not None:
+            expected = golden_out
+        else:
+            assert exact is not None  # computed above whenever there is no golden output
+            expected = reference_output(op, exact, run["output_dtype"])
         actual, shift = comparable(run["output"], run["output_dtype"])
         want, _ = comparable(expected, run["output_dtype"])
         result = compare(actual, want, rtol=tol["rtol"], atol=tol["atol"], probabilities=op.probabilities,

@@ -16,9 +16,11 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, cast
 
 from ..probes import health as hp
+from ..probes.nvml import NvmlDevice, NvmlEventError
+from ..probes.nvml import importable as nvml_importable
 from .inventory import NVIDIA, management_facts, not_in_texts, relevant_errors, submitted
 from .loads import LoadUnavailable
 
@@ -52,11 +54,12 @@ def acquire_ecc(inventory: Dict[str, Any], acc: Dict[str, Any],
     ev = {"device": acc["bdf"], "source": f["source"], "ecc_mode_current": m.get("ecc_mode_current"),
           "ecc_mode_pending": m.get("ecc_mode_pending"), "counts": counts,
           "errors": relevant_errors(f["errors"], ECC_FIELDS)}
-    after = (window or {}).get("ecc_after")
+    w = window or {}
+    after = w.get("ecc_after")
     if isinstance(after, dict) and any(after.get(k) is not None for k in ECC_COUNTS):
         ev["counts"] = {k: after.get(k) if after.get(k) is not None else counts[k] for k in ECC_COUNTS}
-        ev["during_load"] = {"before": window.get("ecc_before"), "after": after,
-                             "load": (window.get("load") or {}).get("kind"), "reader": window.get("reader")}
+        ev["during_load"] = {"before": w.get("ecc_before"), "after": after,
+                             "load": (w.get("load") or {}).get("kind"), "reader": w.get("reader")}
     return ev
 
 
@@ -183,54 +186,22 @@ class LiveNvmlReader(HealthReader):
     kind = "NVML"
 
     def __enter__(self) -> "LiveNvmlReader":
-        import pynvml  # type: ignore
-
-        self.nvml = pynvml
-        pynvml.nvmlInit()
-        try:
-            self.handle = hp.nvml_handle_for_bdf(pynvml, self.acc["bdf"])
-        except Exception:
-            pynvml.nvmlShutdown()
-            raise
+        self.device = NvmlDevice(self.acc["bdf"]).__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        try:
-            self.nvml.nvmlShutdown()
-        except Exception:
-            pass
+        self.device.__exit__(*exc)
 
     def fields(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {"error": None}
-        errors: List[Dict[str, Any]] = []
-        from ..probes.nvml import field_reader
-
-        get = field_reader(errors)
-        get(out, "clock_event_reasons", lambda: hp.clock_event_reasons(self.nvml, self.handle))
-        get(out, "pcie_replay_counter", lambda: int(self.nvml.nvmlDeviceGetPcieReplayCounter(self.handle)))
-        if errors:
-            out["error"] = "; ".join(f"{e['field']}: {e['error']}" for e in errors)
-        return out
+        return self.device.fields()
 
     def ecc(self) -> Dict[str, Any]:
-        nv, out = self.nvml, {}
-        kinds = {"volatile_uncorrected": ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_VOLATILE_ECC"),
-                 "aggregate_uncorrected": ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_AGGREGATE_ECC"),
-                 "volatile_corrected": ("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_VOLATILE_ECC"),
-                 "aggregate_corrected": ("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_AGGREGATE_ECC")}
-        for key, (etype, counter) in kinds.items():
-            try:
-                out[key] = int(nv.nvmlDeviceGetTotalEccErrors(self.handle, getattr(nv, etype), getattr(nv, counter)))
-            except Exception:  # ECC off or not supported: unread, never a made-up zero
-                out[key] = None
-        return out
+        return self.device.ecc()
 
     @contextmanager
     def xid_watch(self) -> Iterator[XidWatch]:
-        nv = self.nvml
         try:
-            evset = nv.nvmlEventSetCreate()
-            nv.nvmlDeviceRegisterEvents(self.handle, nv.nvmlEventTypeXidCriticalError, evset)
+            events = self.device.xid_events()
         except Exception as exc:
             yield XidWatch(None, f"NVML XID events cannot be registered: {exc}")
             return
@@ -240,13 +211,13 @@ class LiveNvmlReader(HealthReader):
         def poll() -> None:
             while not stop.is_set():
                 try:
-                    data = nv.nvmlEventSetWait_v2(evset, 200)
-                except nv.NVMLError as exc:
-                    if getattr(exc, "value", None) == getattr(nv, "NVML_ERROR_TIMEOUT", -1):
-                        continue
+                    xid = events.wait(200)
+                except NvmlEventError as exc:
                     watch.reason = f"event wait failed: {exc}"
                     return
-                watch.events.append({"xid": int(data.eventData), "t": round(time.monotonic() - watch.started, 3)})
+                if xid is None:
+                    continue
+                watch.events.append({"xid": xid, "t": round(time.monotonic() - watch.started, 3)})
 
         t = threading.Thread(target=poll, name="sits-xid-watch", daemon=True)
         t.start()
@@ -256,21 +227,14 @@ class LiveNvmlReader(HealthReader):
             stop.set()
             t.join(timeout=5)
             watch.window_s = round(time.monotonic() - watch.started, 3)
-            try:
-                nv.nvmlEventSetFree(evset)
-            except Exception:
-                pass
+            events.free()
 
 
 def reader_for(platform: Any, acc: Dict[str, Any]) -> HealthReader:
     """The reader of a live or snapshot platform (the sim platform brings its own)."""
-    if platform.kind == "live" and str(acc.get("pci_id", "")).startswith(NVIDIA) and acc.get("management"):
-        try:
-            import pynvml  # type: ignore  # noqa: F401
-
-            return LiveNvmlReader(platform, acc)
-        except ImportError:
-            pass
+    if platform.kind == "live" and str(acc.get("pci_id", "")).startswith(NVIDIA) and acc.get("management") \
+            and nvml_importable():
+        return LiveNvmlReader(platform, acc)
     return HealthReader(platform, acc)
 
 
@@ -344,9 +308,9 @@ def run_window(reader: HealthReader, th: Dict[str, Any], inner_load: Any = None)
     load, XID events watched, AER, replay and ECC counts after, kernel-log XID history.  ``inner_load``: the
     load to run instead of the suite's accelerator load (:class:`InferenceLoad`); a load that says when it is
     done (``running()``) is sampled until it is, with at least the profile's number of samples."""
-    n = int(th.get("samples", 20))
-    interval = float(th.get("interval_s", 0.25))
-    warmup = float(th.get("warmup_s", 1.0))
+    n = int(th["samples"])
+    interval = float(th["interval_s"])
+    warmup = float(th["warmup_s"])
     t0 = time.monotonic()
     with reader:
         aer_before = reader.aer()
@@ -423,7 +387,7 @@ class HealthWindows:
                 reader = self.make(self.platform, acc)
                 if getattr(reader, "submitted", False):
                     # Submitted evidence brings its window (what the texts show); nothing runs.
-                    self.cache[bdf] = reader.window()
+                    self.cache[bdf] = cast(Any, reader).window()
                 elif self.inference is not None:
                     self.cache[bdf] = run_window(reader, self.th, InferenceLoad(self.inference(acc)))
                 else:
@@ -453,8 +417,9 @@ def _aer_totals(aer: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 def pcie_errors_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
     if window.get("submitted"):
         return window["pcie_errors"]
-    if _broken(window):
-        return _broken(window)
+    broken = _broken(window)
+    if broken:
+        return broken
     before, after = window["aer_before"], window["aer_after"]
     replay_reason = None
     if window["replay_after"] is None:

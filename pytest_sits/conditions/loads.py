@@ -141,8 +141,8 @@ class TorchMatmulLoad(DutyCycleLoad):
         def ctx() -> Any:
             dt = getattr(torch, self.dtype)
             dev = torch.device(self.device)
-            a = torch.randn(self.size, self.size, device=dev, dtype=dt)
-            b = torch.randn(self.size, self.size, device=dev, dtype=dt)
+            a: Any = torch.randn(self.size, self.size, device=dev, dtype=dt)
+            b: Any = torch.randn(self.size, self.size, device=dev, dtype=dt)
 
             def step() -> None:
                 a @ b

@@ -200,6 +200,7 @@ def stream_peak(*, threads: int, cpus: List[int], node: Optional[int] = None,
     want = expected_values(ntimes)
     worst = 0.0
     for ch in chunks:
+        assert ch is not None  # every thread filled its part (a failed thread returned above)
         for name in ("a", "b", "c"):
             arr = ch[name]
             err = float(np.max(np.abs(arr - want[name]))) / abs(want[name])

@@ -140,6 +140,7 @@ def live_gpu_rig(acc: Dict[str, Any]) -> LiveRig:
 
     mgmt = acc.get("management") or {}
     vendor = acc["pci_id"].split(":")[0]
+    make_sensor: Callable[[], Any]
     if vendor == "10de":
         if "index" not in mgmt:
             raise ThermalUnavailable(f"{acc['bdf']}: the GPU temperature cannot be read: NVML gave no facts for "

@@ -69,7 +69,7 @@ def acquire_numa_binding(platform: Any, inventory: Dict[str, Any],
     nodes = inventory["numa"]
     if submitted(inventory) is not None:  # texts can show a device's node, never a binding
         node = acc.get("numa_node") if acc is not None else None
-        where = (f"the texts put {acc['bdf']} on NUMA node {node}" if node is not None else
+        where = (f"the texts put {acc['bdf']} on NUMA node {node}" if node is not None and acc is not None else
                  (f"no submitted text gives the NUMA node of {acc['bdf']}" if acc is not None else
                   f"the texts show NUMA node(s) {', '.join(str(n['node']) for n in nodes) or 'none'}"))
         return [({"unavailable": f"{where}; a binding of load and memory to it cannot be tried on submitted texts"},

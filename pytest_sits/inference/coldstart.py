@@ -94,7 +94,7 @@ def page_cache_residency(files: List[Path]) -> Dict[str, Any]:
         return {"measured": False, "reason": f"mincore unavailable: {exc}"}
     page = mmap.PAGESIZE
     total = resident = 0
-    per_file = []
+    per_file: List[Dict[str, Any]] = []
     for f in files:
         try:
             size = f.stat().st_size
@@ -155,7 +155,8 @@ def measure(model: Dict[str, Any], device: str = "cpu", evict_how: str = "none",
     """Start a fresh interpreter and time its stages; the evidence of SVC-COLDSTART."""
     files = torch_library_files()
     eviction = evict(evict_how, files) if evict_how != "none" else {"requested": "none", "applied": False}
-    before = page_cache_residency(files) if files else {"measured": False, "reason": "torch's libraries not found"}
+    before: Dict[str, Any] = (page_cache_residency(files) if files
+                              else {"measured": False, "reason": "torch's libraries not found"})
     cfg = json.dumps({"device": device, "model": model, "prompt_tokens": prompt_tokens})
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[2])

@@ -160,7 +160,8 @@ def _connection_classes() -> Tuple[type, type]:
         handle: Optional[_Handle] = None
 
         def connect(self) -> None:
-            self.sock = socket.create_connection((self.host, self.port), self.timeout, self.source_address)
+            self.sock = socket.create_connection((self.host, self.port), self.timeout,
+                                                 self.source_address)  # type: ignore[attr-defined]
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.handle is not None:
                 self.handle.attach(self.sock)
@@ -367,8 +368,8 @@ class EndpointClient:
             return _fail(f.kind, f.message, rec)
         except Exception as exc:
             self._drop()
-            f = _classify(exc, handle)
-            return _fail(f.kind, f.message, rec)
+            failure = _classify(exc, handle)
+            return _fail(failure.kind, failure.message, rec)
         finally:
             handle.finish()
             with self._lock:
@@ -448,11 +449,13 @@ class EndpointClient:
                 if not isinstance(ch, dict):
                     raise _Failure("protocol", f"a stream chunk's choice is not an object: {_printable(payload)}")
                 if self.api == "chat":
-                    delta = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+                    d = ch.get("delta")
+                    delta = d if isinstance(d, dict) else {}
                     text = "".join(v for v in (delta.get("content"), delta.get("reasoning_content"))
                                    if isinstance(v, str))
                 else:
-                    text = ch.get("text") if isinstance(ch.get("text"), str) else ""
+                    t = ch.get("text")
+                    text = t if isinstance(t, str) else ""
                 finish = ch.get("finish_reason") or finish
             if text:
                 chunks.append([now, len(text), cum])

@@ -22,7 +22,7 @@ import math
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, cast
 
 #: Hard limits, so that an absurd profile value cannot exhaust memory or hang a run.
 MAX_D_MODEL = 16384
@@ -372,7 +372,7 @@ class Engine:
                             self._lock.wait(0.05)
                         if self._stop:
                             return
-                        admit = []
+                        admit: List[Request] = []
                         while self._pending and len(self._active) + len(admit) < self.cfg.max_batch:
                             r = self._pending[0]
                             if not self.pool.can_admit(len(r.prompt) + r.max_new):
@@ -419,14 +419,15 @@ class Engine:
 
     def _decode(self, running: List[Request]) -> None:
         t0 = time.monotonic_ns()
-        positions = [len(r.prompt) + len(r.output) - 1 for r in running]
+        outputs = [cast(List[int], r.output) for r in running]  # prefilled: each has its first token
+        positions = [len(r.prompt) + len(o) - 1 for r, o in zip(running, outputs)]
         slots = [self.pool.grow(r.id, 1)[0] for r in running]
         tables = [self.pool.tables[r.id] for r in running]
-        out = self.model.decode(self.pool, [r.output[-1] for r in running], positions, slots, tables)
+        out = self.model.decode(self.pool, [o[-1] for o in outputs], positions, slots, tables)
         self._sync()
         t1 = time.monotonic_ns()
-        for r, tok in zip(running, out):
-            r.output.append(tok)
+        for r, o, tok in zip(running, outputs, out):
+            o.append(tok)
             if r.on_token:
                 r.on_token(r, tok)
         self._record(t0, t1, len(running), sum(self.cfg.flops_decode(p + 1) for p in positions), "decode")

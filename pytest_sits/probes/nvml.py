@@ -10,7 +10,7 @@ does not lose the others.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from . import health
 from .pcie import normalise_bus_id
@@ -126,3 +126,130 @@ def _p2p(pynvml: Any, count: int, errors: List[Dict[str, Any]]) -> List[List[Any
             except Exception as exc:
                 errors.append({"field": f"p2p[{i}][{j}]", "error": str(exc)})
     return matrix
+
+
+def importable() -> bool:
+    """Whether ``pynvml`` imports (the ``nvidia-ml-py`` package is installed)."""
+    try:
+        import pynvml  # type: ignore  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class NvmlEventError(Exception):
+    """Waiting for an NVML event failed (other than by timing out); the message is NVML's."""
+
+
+class NvmlXidEvents:
+    """The XID critical-error events of one device, registered with NVML (raises when they cannot be)."""
+
+    def __init__(self, pynvml: Any, handle: Any):
+        self.nv = pynvml
+        self.evset = pynvml.nvmlEventSetCreate()
+        pynvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, self.evset)
+
+    def wait(self, timeout_ms: int) -> Optional[int]:
+        """The next event's XID, or None when none came within ``timeout_ms``; :class:`NvmlEventError` when the
+        wait failed."""
+        nv = self.nv
+        try:
+            data = nv.nvmlEventSetWait_v2(self.evset, timeout_ms)
+        except nv.NVMLError as exc:
+            if getattr(exc, "value", None) == getattr(nv, "NVML_ERROR_TIMEOUT", -1):
+                return None
+            raise NvmlEventError(str(exc)) from exc
+        return int(data.eventData)
+
+    def free(self) -> None:
+        try:
+            self.nv.nvmlEventSetFree(self.evset)
+        except Exception:
+            pass
+
+
+class NvmlDevice:
+    """One device through NVML for a window of readings: NVML is initialised and the device's handle found on
+    enter, NVML shut down on exit.  Each reading returns plain evidence."""
+
+    def __init__(self, bdf: str):
+        self.bdf = bdf
+
+    def __enter__(self) -> "NvmlDevice":
+        import pynvml  # type: ignore
+
+        self.nvml = pynvml
+        pynvml.nvmlInit()
+        try:
+            self.handle = health.nvml_handle_for_bdf(pynvml, self.bdf)
+        except Exception:
+            pynvml.nvmlShutdown()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+    def fields(self) -> Dict[str, Any]:
+        """The clock-event reasons and the PCIe replay counter now (None when unread, the reason in ``error``)."""
+        out: Dict[str, Any] = {"error": None}
+        errors: List[Dict[str, Any]] = []
+        get = field_reader(errors)
+        get(out, "clock_event_reasons", lambda: health.clock_event_reasons(self.nvml, self.handle))
+        get(out, "pcie_replay_counter", lambda: int(self.nvml.nvmlDeviceGetPcieReplayCounter(self.handle)))
+        if errors:
+            out["error"] = "; ".join(f"{e['field']}: {e['error']}" for e in errors)
+        return out
+
+    def ecc(self) -> Dict[str, Any]:
+        """The ECC error counts now (None where ECC is off or unsupported: unread, never a made-up zero)."""
+        nv = self.nvml
+        out: Dict[str, Optional[int]] = {}
+        kinds = {"volatile_uncorrected": ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_VOLATILE_ECC"),
+                 "aggregate_uncorrected": ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_AGGREGATE_ECC"),
+                 "volatile_corrected": ("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_VOLATILE_ECC"),
+                 "aggregate_corrected": ("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_AGGREGATE_ECC")}
+        for key, (etype, counter) in kinds.items():
+            try:
+                out[key] = int(nv.nvmlDeviceGetTotalEccErrors(self.handle, getattr(nv, etype), getattr(nv, counter)))
+            except Exception:  # ECC off or not supported: unread, never a made-up zero
+                out[key] = None
+        return out
+
+    def xid_events(self) -> NvmlXidEvents:
+        """The device's XID events, registered now (raises when NVML cannot register them)."""
+        return NvmlXidEvents(self.nvml, self.handle)
+
+
+def nvlink_tx_kib(bdf: str) -> Optional[int]:
+    """Sum of NVLink data TX counters (KiB) of the device over its links, or None when NVML has none."""
+    try:
+        import pynvml  # type: ignore
+    except ImportError:
+        return None
+    field = getattr(pynvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", None)
+    if field is None:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        h = health.nvml_handle_for_bdf(pynvml, bdf)
+        total, seen = 0, False
+        values = pynvml.nvmlDeviceGetFieldValues(h, [(field, link) for link in range(18)])
+        for v in values:
+            if v.nvmlReturn == pynvml.NVML_SUCCESS:
+                total += int(v.value.ullVal)
+                seen = True
+        return total if seen else None
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass

@@ -37,9 +37,9 @@ class SimCrg:
         def gemm(dtype: str, n: int) -> Dict[str, Any]:
             samples = self._samples(float(peak) * share.get(dtype, 0.68) * k, n, 4)
             return {"dtype": dtype, "tflops": sorted(samples)[n // 2], "samples_tflops": samples,
-                    "size": int(th.get("size", 8192)), "iterations": int(th.get("iterations", 20)), "repeats": n,
+                    "size": int(th["size"]), "iterations": int(th["iterations"]), "repeats": n,
                     "verified": True}
-        ev = measure_node(acc, dict(th, dtypes=list(th.get("dtypes") or share)), gemm, plan,
+        ev = measure_node(acc, th, gemm, plan,
                           method=f"simulated: {', '.join(f'{s:.0%}' for s in share.values())} of the datasheet's "
                                  f"{peak} dense FP16 TFLOPS" + (" × 0.3 (fault crg-slow)" if self.slow else "")
                                  + self._moving())
@@ -71,7 +71,7 @@ class SimCrg:
             return [({"absent": f"a device-to-device edge needs 2 accelerators; found {len(accs)}"}, "accelerators")]
         out = []
         peer = (self.profile.hardware.get("peer_link") or {}).get("type") != "none"
-        nbytes = int(th.get("bytes", 1 << 28))
+        nbytes = int(th["bytes"])
         for i, a in enumerate(accs):
             for j, b in enumerate(accs[i + 1:], start=i + 1):
                 g = round(self._edge_gbps(i, j), 2)
@@ -105,7 +105,7 @@ class SimCrg:
                                         int(self.profile.hardware.get("pcie_width", 16))) * 0.7
         bus = round(bus * (0.02 if self.slow else 1.0), 3)
         n = len(accs)
-        nbytes = int(th.get("bytes", 1 << 28))
+        nbytes = int(th["bytes"])
         alg = bus * n / (2 * (n - 1))
 
         def run(k: int) -> Dict[str, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 import random
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, cast
 
 T0_NS = 1_000_000_000_000
 
@@ -50,7 +50,7 @@ class SimInference:
         ppl = profile.thresholds("PLP-PPL")
         from ...inference.model import ModelConfig
 
-        self.cfg = ModelConfig.from_thresholds(ppl.get("model", {}))
+        self.cfg = ModelConfig.from_thresholds(ppl["model"])
         self.max_batch = self.cfg.max_batch
         # one decode step at batch 1: at 80% of its maximum the simulated H100 serves a token in about 9 ms at P99,
         # half the h100 profile's 18.3 ms ceiling (a healthy device; fault latency-high: twenty times slower)
@@ -158,7 +158,7 @@ class SimInference:
         for p in powers:
             acc += p * period_s
             energy.append(acc)
-        readings = []
+        readings: List[Dict[str, Any]] = []
         for k, t in enumerate(ticks):
             if drop_from is not None and t >= drop_from:
                 readings.append({"t_ns": t + 20_000, "read_ns": 40_000, "sensor_t_ns": None, "power_w": None,
@@ -207,7 +207,7 @@ class SimInference:
                                        len(edges) - 1)) for j, a in enumerate(arr)]
         delay = {}
         if "sla-miss" in self.faults:
-            delay[0] = 3.0 * float(tenants[0].get("p99_ms", 120)) / 1e3
+            delay[0] = 3.0 * float(tenants[0]["p99_ms"]) / 1e3
         queries, work, end = self.serve(arr, self.now, delay, detail=True)
         for q in queries:  # the stream as a client sees it: first token, then the rest evenly to the end
             first = q[5]["first_ns"]
@@ -274,7 +274,7 @@ class SimRunner:
 
     def __init__(self, sim: SimInference, config: Dict[str, Any]):
         self.sim, self.c = sim, config
-        wl = config.get("workload") or {}
+        wl = config["workload"]
         self.mix = (tuple(wl.get("prompt_tokens", [32, 128])), tuple(wl.get("output_tokens", [8, 32])))
 
     def calibrate(self) -> float:
@@ -300,18 +300,20 @@ class SimRunner:
         sim = self.sim
         t0 = sim.now
         if scenario == "SingleStream":
-            queries, work, t = [], [], t0
+            queries: List[Any] = []
+            work: List[Any] = []
+            t = t0
             while t < t0 + int(duration_s * 1e9) and len(queries) < 100_000:
                 a = sim.arrivals("Server", 1e-9, 1.0, mix=self.mix)[:1] or [(t, 64, 16, 0)]
                 q, w, t = sim.serve([(t,) + a[0][1:]], t)
                 queries += q
                 work += w
         else:
-            qps = target_qps if scenario == "Server" else (expected_qps or 100.0) * 1.1
+            qps = cast(float, target_qps) if scenario == "Server" else (expected_qps or 100.0) * 1.1
             arr = sim.arrivals(scenario, duration_s, qps, mix=self.mix)
             queries, work, t = sim.serve(arr, t0)
         sim.now = t + 1
-        samples = sim.sample(work, t0, t, self.c.get("period_ms", 10) / 1e3)
+        samples = sim.sample(work, t0, t, self.c["period_ms"] / 1e3)
         return {"scenario": scenario, "queries": queries, "work": work, "samples": samples, "t0_ns": t0, "t1_ns": t,
                 "loadgen": None, "simulated": True}
 

@@ -1,0 +1,99 @@
+"""One device's inference runs in a session (what the fixture hands to the conformance tests)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from ..trials import TrialPlan
+from .coldstart import acquire_coldstart
+from .frag import acquire_frag
+from .rig import InferenceUnavailable
+from .sla import acquire_sla
+from .sweep import acquire_sweep, sweep_config
+
+class Inference:
+    """The inference-under-load runs of one device: each acquire runs once per session (the sweep serves the
+    four PLP-* requirements) under an exclusive lock on the device, so xdist workers never load it twice."""
+
+    def __init__(self, rig: Any, profile: Any, options: Dict[str, Any], logdir: Path, cache: Dict[str, Any],
+                 absent: Optional[str] = None, run_id: Optional[str] = None, unavailable: Optional[str] = None):
+        self.rig, self.profile, self.options, self.cache, self.absent = rig, profile, options, cache, absent
+        #: Why this platform cannot run the workload at all (a snapshot): not measured, never "not applicable".
+        self.unavailable = unavailable
+        self.subject = rig.subject if rig is not None else "accelerators"
+        self.logdir = Path(logdir) / self.subject.replace(":", "-").replace("/", "-")
+        self.run_id = run_id
+        #: Called with a line of progress during the runs (``sits_progress``); None: silent.
+        self.progress: Optional[Any] = None
+        #: PLP-LATENCY's runs of each sweep point (the run's plan and budget); None: the default, no deadline
+        self.latency_plan: Optional[TrialPlan] = None
+
+    def _once(self, key: str, fn: Any) -> Any:
+        """Run ``fn`` once per session and device.  Under xdist the workers share the log folder: the first
+        to take the device's lock runs it and leaves the evidence there (tagged with the run), the others
+        read it back instead of loading the device again."""
+        if self.absent:
+            return {"absent": self.absent}
+        if self.unavailable:
+            return {"unavailable": self.unavailable}
+        k = f"{self.subject}/{key}"
+        if k not in self.cache:
+            from ..locks import exclusive
+
+            shared = self.logdir / f"{key}.evidence.json"
+            with exclusive(f"device-{self.subject}", purpose=f"inference {key}"):
+                self.cache[k] = self._shared(shared) or fn()
+                if self.run_id is not None and not self.cache[k].get("absent"):
+                    from ...files import atomic_write
+
+                    atomic_write(shared, json.dumps({"run": self.run_id, "evidence": self.cache[k]}, default=str))
+        return self.cache[k]
+
+    def _shared(self, path: Path) -> Optional[Dict[str, Any]]:
+        if self.run_id is None or not path.is_file() or path.is_symlink():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data.get("evidence") if data.get("run") == self.run_id else None
+
+    def th(self, req: str) -> Dict[str, Any]:
+        return self.profile.thresholds(req)
+
+    def sweep(self) -> Dict[str, Any]:
+        cfg = sweep_config({r: self.th(r) for r in ("PLP-PPL", "PLP-LATENCY", "PLP-SAMPLE")})
+        return self._once("sweep", lambda: acquire_sweep(self.rig, cfg, self.logdir / "sweep", self.progress,
+                                                         self.latency_plan))
+
+    def sla(self) -> Dict[str, Any]:
+        cfg = dict(self.th("SVC-SLA"), model=self.th("PLP-PPL")["model"])
+        return self._once("sla", lambda: acquire_sla(self.rig, cfg, self.logdir / "sla", self.options.get("endpoint"),
+                                                     self.options.get("endpoint_key"), self.progress))
+
+    def coldstart(self, plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
+        cfg = dict(self.th("SVC-COLDSTART"), model=self.th("PLP-PPL")["model"])
+        return self._once("coldstart", lambda: acquire_coldstart(self.rig, cfg, plan))
+
+    def frag(self) -> Dict[str, Dict[str, Any]]:
+        cfg = dict(self.th("SVC-FRAG"), model=self.th("PLP-PPL")["model"])
+        if self.absent:
+            return {"kv-pool": {"absent": self.absent}}
+        if self.unavailable:
+            return {"kv-pool": {"unavailable": self.unavailable}}
+        return self._once("frag", lambda: acquire_frag(self.rig, cfg, self.logdir / "frag", self.progress))
+
+
+def inference_for(platform: Any, profile: Any, acc: Optional[Dict[str, Any]], expected_absent: Optional[str],
+                  options: Dict[str, Any], logdir: Path, cache: Dict[str, Any],
+                  run_id: Optional[str] = None) -> Inference:
+    """The runs for ``acc``; with no accelerator, the CPU when the profile expects none, else absent."""
+    if acc is None and expected_absent:
+        return Inference(None, profile, options, logdir, cache, absent=expected_absent)
+    try:
+        rig = platform.inference_rig(acc, profile, options)
+    except InferenceUnavailable as exc:
+        return Inference(None, profile, options, logdir, cache, unavailable=str(exc))
+    return Inference(rig, profile, options, logdir, cache, run_id=run_id)
