@@ -207,8 +207,8 @@ def declare(id: str, title: str, source: str, *, level: str, scope: str, family:
         raise bad("faults", "no sim fault makes it fail; name one, or say why none can (no_fault=...)")
     req = Requirement(id=id, title=title, source=source, level=level, scope=scope, threshold_keys=dict(thresholds),
                       cost=cost, trials=trials, platforms=frozenset(platforms), faults=tuple(faults),
-                      no_fault=no_fault, fault_thresholds=dict(fault_thresholds or {}), facts=facts, note=note, implemented=implemented, extension=extension,
-                      family=family)
+                      no_fault=no_fault, fault_thresholds=dict(fault_thresholds or {}), facts=facts, note=note,
+                      implemented=implemented, extension=extension, family=family)
     CATALOGUE[id] = req
     return req
 
