@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
-from .catalogue import CATALOGUE, threshold_schema
+from .catalogue import CATALOGUE, CONDITIONS, condition_schema, threshold_schema
 
 BUNDLED_DIR_PACKAGE = "pytest_sits.bundled"
 PCI_ID_PATTERN = "^[0-9a-f]{4}:[0-9a-f]{4}$"
@@ -110,6 +110,7 @@ def profile_schema() -> Dict[str, Any]:
                 },
             },
             "thresholds": threshold_schema(),
+            "conditions": condition_schema(),
             "site": _site_schema(),
             "fleet_baseline": _fleet_baseline_schema(),
             "waivers": {
@@ -442,6 +443,12 @@ def _schema_errors(data: Any, file: str, lines: Dict[Tuple, int]) -> None:
             hint = _suggest(extra, CATALOGUE) or "see `sits requirements` for the known IDs"
             raise ProfileError(f"unknown requirement ID {_show(extra)} in thresholds", file, line,
                                f"{hint} Requirement IDs are written exactly as in the catalogue.")
+        moved = [c for c in CONDITIONS.values() if len(path) == 2 and path[0] == "thresholds"
+                 and path[1] in c.serves and extra in c.settings]
+        if moved:
+            raise ProfileError(f"unknown key {_show(extra)} in {where}: it sizes a condition {path[1]} is measured "
+                               f"under, with settings of its own", file, line,
+                               f"write it as conditions: {moved[0].name}: {extra}: ...")
         hint = _suggest(extra, allowed)
         raise ProfileError(f"unknown key {_show(extra)} in {where}", file, line,
                            (hint + " " if hint else "") + f"allowed keys: {', '.join(allowed)}")
@@ -510,6 +517,13 @@ class Profile:
         if req_id not in CATALOGUE:
             raise KeyError(f"unknown requirement ID {req_id!r}")
         return copy.deepcopy(self.data.get("thresholds", {}).get(req_id, {}))
+
+    def condition(self, name: str) -> Dict[str, Any]:
+        """The settings of a condition several requirements are measured under (``conditions:``, e.g. the
+        health window), resolved: the profile's values over the defaults."""
+        if name not in CONDITIONS:
+            raise KeyError(f"unknown condition {name!r}")
+        return copy.deepcopy(self.data["conditions"][name])
 
     def fleet_band(self, req_id: str, subject: str, unit: Optional[str]) -> Optional[Dict[str, Any]]:
         """The fleet's band for one measured value (``fleet_baseline`` of ``sits baseline``), or None."""
@@ -883,6 +897,7 @@ def resolve(spec: str, how: str = "option", why: str = "") -> Profile:
     merged.pop("extends", None)
     merged.pop("aliases", None)
     missing = [rid for rid in CATALOGUE if rid not in merged.get("thresholds", {})]
+    missing += [f"conditions.{c}" for c in CONDITIONS if c not in merged.get("conditions", {})]
     if missing:  # only possible when a chain does not reach the bundled base
         raise ProfileError(f"resolved profile has no defaults for {', '.join(missing)}", str(path),
                            fix="extend the bundled `base` profile")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sits.catalogue import CATALOGUE, LEVELS, PLATFORMS, defaults
+from pytest_sits.catalogue import CATALOGUE, CONDITIONS, LEVELS, PLATFORMS, condition_defaults, defaults
 from pytest_sits.catalogue.base import Cost, DeclarationError, Threshold, declare
 from pytest_sits.checks import load_all
 from pytest_sits.conditions.plan import Plan
@@ -65,6 +65,17 @@ def test_the_base_profile_is_the_declared_defaults():
     base = resolve("base")
     for rid, want in defaults().items():
         assert base.thresholds(rid) == want, rid
+    for name, want in condition_defaults().items():
+        assert base.condition(name) == want, name
+
+
+def test_the_health_window_has_its_own_settings():
+    """The window that DEP-ECC, DEP-THROTTLE, DEP-PCIE-ERRORS and DEP-XID are judged over is sized by its own
+    settings (``conditions: health_window``), not by one of the requirements' thresholds."""
+    base = resolve("base")
+    assert set(base.condition("health_window")) == {"samples", "interval_s", "warmup_s"}
+    assert not set(base.thresholds("DEP-THROTTLE")) & {"samples", "interval_s", "warmup_s"}
+    assert {"DEP-ECC", "DEP-THROTTLE", "DEP-PCIE-ERRORS", "DEP-XID"} <= set(CONDITIONS["health_window"].serves)
 
 
 @pytest.mark.parametrize("rid", [r.id for r in IMPLEMENTED])
@@ -94,9 +105,13 @@ def test_every_requirement_names_faults_that_exist_or_says_why_none(rid):
 def test_every_requirement_is_planned_from_its_declaration():
     """At level full every implemented requirement has a row whose cost is its declared one (no fallback)."""
     prof = resolve("h100-sxm5")
-    plan = Plan("full", prof.check_thresholds, accelerators=8)
-    assert set(plan.rows) == {r.id for r in IMPLEMENTED}
+    plan = Plan("full", prof, accelerators=8)
+    assert set(plan.rows) == {r.id for r in IMPLEMENTED} | set(CONDITIONS)
+    for name, cond in CONDITIONS.items():
+        assert plan.rows[name].cost is cond.cost and plan.rows[name].thresholds == prof.condition(name)
     for rid, row in plan.rows.items():
+        if rid in CONDITIONS:
+            continue
         assert row.cost is CATALOGUE[rid].cost
         assert (row.trials is None) == (CATALOGUE[rid].trials is None
                                         or CATALOGUE[rid].trials.numbers(row.thresholds) is None), rid
@@ -105,7 +120,7 @@ def test_every_requirement_is_planned_from_its_declaration():
 
 def test_declared_trials_are_what_the_plan_hands_the_acquire_functions():
     prof = resolve("h100-sxm5")
-    plan = Plan("full", prof.check_thresholds, accelerators=8)
+    plan = Plan("full", prof, accelerators=8)
     for req in IMPLEMENTED:
         if req.trials is None:
             with pytest.raises(KeyError, match="not measured in trials"):

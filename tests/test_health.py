@@ -18,6 +18,7 @@ from pytest_sits.verdict import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
 TH = {rid: resolve("h100").check_thresholds(rid) for rid in
       ("DEP-ECC", "DEP-ROWREMAP", "DEP-THROTTLE", "DEP-PERSIST", "DEP-POWERCAP", "DEP-PCIE-ERRORS", "DEP-XID")}
+WINDOW = resolve("h100").condition("health_window")
 D = "0000:17:00.0"
 
 ECC_OK = {"ecc_mode_current": True, "ecc_mode_pending": True, "source": "nvml",
@@ -232,14 +233,14 @@ def test_static_facts_fail_on_their_sim_fault_and_pass_without(fault, acquire, f
 def test_health_window_fails_on_its_sim_fault_and_passes_without(fault, evidence, fn, rid):
     for spec, want in (("sim:h100", PASS), (f"sim:h100+{fault}", FAIL)):
         plat, _, acc = _sim(spec)
-        window = HealthWindows(plat, TH["DEP-THROTTLE"], SimHealthReader)(acc)
+        window = HealthWindows(plat, WINDOW, SimHealthReader)(acc)
         v = fn(evidence(window), TH[rid], acc["bdf"])
         assert v.status == want, (spec, v.reason)
 
 
 def test_health_window_runs_once_per_device_and_idle_never_decides():
     plat, _, acc = _sim("sim:h100+link-idle")  # no load can run
-    windows = HealthWindows(plat, TH["DEP-THROTTLE"], SimHealthReader)
+    windows = HealthWindows(plat, WINDOW, SimHealthReader)
     w = windows(acc)
     assert windows(acc) is w
     v = check_throttle(throttle_evidence(w), TH["DEP-THROTTLE"], acc["bdf"])
@@ -252,7 +253,7 @@ def test_a_broken_reader_is_an_error_with_the_cause():
             raise RuntimeError("sysfs vanished")
 
     plat, _, acc = _sim("sim:h100")
-    w = HealthWindows(plat, TH["DEP-THROTTLE"], Broken)(acc)
+    w = HealthWindows(plat, WINDOW, Broken)(acc)
     v = check_pcie_errors(pcie_errors_evidence(w), TH["DEP-PCIE-ERRORS"], acc["bdf"])
     assert v.status == ERROR and "sysfs vanished" in v.reason
 
@@ -266,7 +267,7 @@ def test_snapshot_reader_reads_captured_facts_without_load(tmp_path):
             from pytest_sits.conditions.loads import LoadUnavailable
             raise LoadUnavailable("a snapshot cannot apply load")
 
-    w = HealthWindows(plat, TH["DEP-THROTTLE"], Frozen)(acc)
+    w = HealthWindows(plat, WINDOW, Frozen)(acc)
     assert len(w["samples"]) == 1 and not w["samples"][0]["under_load"]
     assert w["xid_watch"]["source"] is None and w["aer_after"]["available"]
     assert check_xid(xid_evidence(w), TH["DEP-XID"], acc["bdf"]).status == PASS  # the kernel log covers it

@@ -143,7 +143,7 @@ def test_sequential_stops_when_decided_at_the_cap_or_when_nothing_would_decide()
 
 def _plan(level, budget=None, accs=8, workers=1):
     prof = resolve("h100")
-    return Plan(level, prof.check_thresholds, accs, packages=2, budget_min=budget, workers=workers)
+    return Plan(level, prof, accs, packages=2, budget_min=budget, workers=workers)
 
 
 def test_the_plan_estimates_each_level_and_shrinks_the_trials_to_a_budget():

@@ -153,7 +153,7 @@ def test_the_bundled_base_cannot_be_shadowed(tmp_path):
     import yaml
 
     bundled = yaml.safe_load((profiles.bundled_dir() / "base.yaml").read_text())
-    del bundled["thresholds"]["DEP-THROTTLE"]["samples"]
+    del bundled["conditions"]["health_window"]["samples"]
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(bundled))
     (tmp_path / "lab.yaml").write_text("name: lab\nextends: base.yaml\n")
     for spec in (tmp_path / "lab.yaml", tmp_path / "base.yaml"):
@@ -162,7 +162,7 @@ def test_the_bundled_base_cannot_be_shadowed(tmp_path):
         text = str(exc.value)
         assert re.search(r"/base\.yaml:\d+: ", text) and "outside the bundled profiles" in text and "extends: base" in text
     (tmp_path / "lab2.yaml").write_text("name: lab2\nextends: base\n")  # the bundled name: fine
-    assert profiles.resolve(str(tmp_path / "lab2.yaml")).thresholds("DEP-THROTTLE")["samples"] > 0
+    assert profiles.resolve(str(tmp_path / "lab2.yaml")).condition("health_window")["samples"] > 0
 
 
 @pytest.mark.parametrize("value,ok", [(-(1 << 63), True), ((1 << 63) - 1, True), (1 << 63, False),
@@ -179,3 +179,13 @@ def test_integers_at_the_edges_of_64_bits(tmp_path, value, ok):
         assert "signed 64-bit range" not in text and "site.card_price" in text and "out of range" in text
     else:
         assert "beyond the signed 64-bit range" in text and "write an integer from -9223372036854775808" in text
+
+
+def test_the_health_window_is_set_in_conditions_and_its_old_place_is_refused_with_the_fix(tmp_path, capsys):
+    (tmp_path / "lab.yaml").write_text("name: lab\nextends: h100\nconditions:\n  health_window:\n    samples: 30\n")
+    assert profiles.resolve(str(tmp_path / "lab.yaml")).condition("health_window") == {
+        "samples": 30, "interval_s": 0.25, "warmup_s": 1.0}
+    (tmp_path / "old.yaml").write_text("name: old\nextends: h100\nthresholds:\n  DEP-THROTTLE:\n    samples: 30\n")
+    with pytest.raises(profiles.ProfileError) as exc:
+        profiles.resolve(str(tmp_path / "old.yaml"))
+    assert "old.yaml:5:" in str(exc.value) and "conditions: health_window: samples" in str(exc.value)

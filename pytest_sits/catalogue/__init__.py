@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from .base import (BOOL, BYTES, CATALOGUE, CEILING, CELSIUS, COUNT, INT0, INT1, INT_CEILING, LEVELS, NONNEG, NUM,
+from .base import (BOOL, BYTES, CATALOGUE, CEILING, CONDITIONS, Condition, CELSIUS, COUNT, INT0, INT1, INT_CEILING, LEVELS, NONNEG, NUM,
                    NUM01, PLATFORMS, POS, SECONDS, STR, TIMEOUT_S, Cost, DeclarationError, Requirement, Threshold,
                    Trials, declare, level_rank)
 
@@ -26,7 +26,7 @@ from . import inventory, topology, bandwidth, thermal, inference, equivalence, s
 __all__ = ["BOOL", "BYTES", "CATALOGUE", "CEILING", "CELSIUS", "COUNT", "INT0", "INT1", "INT_CEILING", "LEVELS",
            "NONNEG", "NUM", "NUM01", "PLATFORMS", "POS", "SECONDS", "STR", "TIMEOUT_S", "Cost", "DeclarationError",
            "Requirement", "Threshold", "Trials", "declare", "level_rank", "THRESHOLD_REQUIREMENTS",
-           "threshold_schema", "defaults"]
+           "threshold_schema", "defaults", "CONDITIONS", "Condition", "condition_schema", "condition_defaults"]
 
 THRESHOLD_REQUIREMENTS: List[str] = list(CATALOGUE)
 
@@ -46,4 +46,17 @@ def threshold_schema() -> Dict[str, Any]:
             "properties": dict(req.thresholds),
             "description": f"{req.title} ({req.source})",
         }
+    return {"type": "object", "additionalProperties": False, "properties": props}
+
+
+def condition_defaults() -> Dict[str, Dict[str, Any]]:
+    """Every condition's default settings: the ``conditions:`` section of ``profiles/base.yaml``."""
+    return {name: c.defaults() for name, c in CONDITIONS.items()}
+
+
+def condition_schema() -> Dict[str, Any]:
+    """JSON schema of the ``conditions:`` section of a profile."""
+    props = {name: {"type": "object", "additionalProperties": False,
+                    "properties": {k: t.schema for k, t in c.settings.items()},
+                    "description": f"{c.title} (serves {', '.join(c.serves)})"} for name, c in CONDITIONS.items()}
     return {"type": "object", "additionalProperties": False, "properties": props}

@@ -17,6 +17,7 @@ A requirement missing any part is refused here, at import, naming the part; the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple, Union
 
@@ -160,6 +161,45 @@ class Requirement:
 
 #: Every requirement, in declaration order (families in the order ``catalogue/__init__`` imports them).
 CATALOGUE: Dict[str, Requirement] = {}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A condition several requirements are measured under, with settings of its own (the ``conditions:``
+    section of a profile): what it is, its settings with their defaults, the requirements it serves, and what it
+    costs the plan per subject."""
+
+    name: str
+    title: str
+    settings: Mapping[str, Threshold]
+    serves: Tuple[str, ...]
+    cost: Cost
+
+    def defaults(self) -> Dict[str, Any]:
+        return {k: t.default for k, t in self.settings.items()}
+
+
+#: Every condition with settings of its own, by name.
+CONDITIONS: Dict[str, Condition] = {}
+
+
+def declare_condition(name: str, title: str, *, settings: Mapping[str, Threshold], serves: Tuple[str, ...],
+                      cost: Cost) -> Condition:
+    """Declare a condition shared by several requirements (its settings are read with no fallback, as a
+    requirement's thresholds are)."""
+    if name in CONDITIONS or not re.fullmatch(r"[a-z][a-z0-9_]{1,40}", name):
+        raise DeclarationError(f"condition {name!r}: declared twice, or not a lower-case name")
+    missing = [s for s in serves if s not in CATALOGUE]
+    if missing:
+        raise DeclarationError(f"condition {name}: serves: {', '.join(missing)} not declared (declare them first)")
+    for key, t in settings.items():
+        if not isinstance(t, Threshold) or not t.help:
+            raise DeclarationError(f"condition {name}: setting {key}: declare it as Threshold(schema, default, help)")
+    if cost.per not in PER:
+        raise DeclarationError(f"condition {name}: cost: per={cost.per!r} is not one of {', '.join(PER)}")
+    cond = Condition(name, title, dict(settings), tuple(serves), cost)
+    CONDITIONS[name] = cond
+    return cond
 
 
 class DeclarationError(ValueError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any, List
 
-from .base import CATALOGUE, Threshold
+from .base import CATALOGUE, CONDITIONS, Threshold
 
 HEADER = """\
 # The SITS2026 defaults of every requirement. Every other profile extends this
@@ -46,7 +46,7 @@ def flow(value: Any) -> str:
 
 
 def _comment_block(text: str, indent: str) -> List[str]:
-    return [f"{indent}# {line}" for line in textwrap.wrap(text, WIDTH - len(indent) - 2)]
+    return [f"{indent}# {line}" for line in textwrap.wrap(text, WIDTH - len(indent) - 2, break_on_hyphens=False)]
 
 
 def _keyed(indent: str, key: str, value: str, comment: str) -> List[str]:
@@ -80,5 +80,11 @@ def base_profile_yaml() -> str:
         if req.note:
             lines += _comment_block(req.note, "    ")
         for key, t in req.threshold_keys.items():
+            lines += _threshold(key, t)
+    lines.append("conditions:")
+    for cond in CONDITIONS.values():
+        lines.append(f"  {cond.name}:")
+        lines += _comment_block(f"{cond.title} (serves {', '.join(cond.serves)})", "    ")
+        for key, t in cond.settings.items():
             lines += _threshold(key, t)
     return "\n".join(lines) + "\n"

@@ -1,7 +1,7 @@
 """Deployment health (suite extensions, as DCGM's deployment level and cloud GPU health checks read it):
 DEP-ECC, DEP-ROWREMAP, DEP-THROTTLE, DEP-PERSIST, DEP-POWERCAP, DEP-PCIE-ERRORS, DEP-XID."""
 
-from .base import BOOL, COUNT, INT0, INT1, NUM01, Cost, Threshold, bounded, declare, nullable
+from .base import BOOL, COUNT, INT0, INT1, NUM01, Cost, Threshold, bounded, declare, declare_condition, nullable
 
 _ALL = ("live", "snapshot", "evidence", "sim")
 _WINDOW = ("live", "evidence", "sim")  # judged over the health window (or the period a submitted log covers)
@@ -38,16 +38,12 @@ declare(
     "DEP-THROTTLE", "No HW slowdown, thermal or power-brake clock events under load", "suite extension (health)",
     level="quick", scope="accelerator", family="health", extension=True,
     thresholds={
-        "samples": Threshold(COUNT, 12, "clock-event reasons read 12 times, 0.25 s apart, after 1 s of load"),
-        "interval_s": Threshold(bounded("number", 0, 60, exclusive_lo=True), 0.25, "seconds between readings"),
-        "warmup_s": Threshold(bounded("number", 0, 600), 1.0, "load before the first reading"),
         "max_fault_share": Threshold(NUM01, 0.0, "HW slowdown, HW thermal, HW power brake, SW thermal: none under "
                                                  "load"),
         "max_sw_power_cap_share": Threshold(nullable(NUM01), None, "hitting the power limit under a full GEMM load "
                                                                    "is normal: reported"),
     },
-    # the health window (shared with DEP-PCIE-ERRORS and DEP-XID): a load start, the warm-up, the samples
-    cost=Cost("acc", fixed=lambda th: 0.5 + th["warmup_s"] + th["samples"] * th["interval_s"]),
+    cost=Cost("acc", fixed=0.1),  # its readings are the health window's (declared below)
     platforms=_WINDOW, faults=("throttle-power-brake",))
 
 declare(
@@ -89,3 +85,15 @@ declare(
         "fail_on_history": Threshold(BOOL, False, "critical XIDs since boot but before the run: WARN"),
     },
     cost=Cost("acc", fixed=0.1), platforms=_WINDOW, faults=("xid-79",))
+
+declare_condition(
+    "health_window", "The health window: one loaded period per accelerator, clock-event reasons sampled under the "
+                     "load, AER, replay and ECC counters read before and after, XID events watched",
+    settings={
+        "samples": Threshold(COUNT, 12, "clock-event reasons read 12 times, 0.25 s apart, after 1 s of load"),
+        "interval_s": Threshold(bounded("number", 0, 60, exclusive_lo=True), 0.25, "seconds between readings"),
+        "warmup_s": Threshold(bounded("number", 0, 600), 1.0, "load before the first reading"),
+    },
+    serves=("DEP-ECC", "DEP-THROTTLE", "DEP-PCIE-ERRORS", "DEP-XID"),
+    # a load start, the warm-up, the samples
+    cost=Cost("acc", fixed=lambda th: 0.5 + th["warmup_s"] + th["samples"] * th["interval_s"]))

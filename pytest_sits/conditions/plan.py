@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from ..catalogue import CATALOGUE, level_rank
+from ..catalogue import CATALOGUE, CONDITIONS, level_rank
 from ..catalogue.base import Cost
 from .trials import TrialPlan
 
@@ -64,9 +64,10 @@ class Row:
 class Plan:
     """The trials and the time estimate of one run (its level, its machine's subjects, its budget)."""
 
-    def __init__(self, level: str, thresholds: Callable[[str], Dict[str, Any]], accelerators: int,
+    def __init__(self, level: str, profile: Any, accelerators: int,
                  packages: int = 1, budget_min: Optional[float] = None, started_at: Optional[float] = None,
                  requirements: Optional[List[str]] = None, workers: int = 1):
+        """``profile``: the resolved profile (its ``check_thresholds(ID)`` and ``condition(name)``)."""
         self.level = level
         self.workers = max(1, int(workers or 1))
         self.accelerators = accelerators
@@ -77,8 +78,15 @@ class Plan:
             r.id for r in CATALOGUE.values() if r.implemented and level_rank(r.level) <= level_rank(level)]
         pairs = accelerators * (accelerators - 1) // 2
         self._count = {"host": 1, "acc": max(1, accelerators), "pair": pairs, "package": self.packages}
-        self._thresholds = thresholds
+        self._thresholds: Callable[[str], Dict[str, Any]] = profile.check_thresholds
         self.rows: Dict[str, Row] = {rid: self._row(rid) for rid in wanted}
+        # A condition shared by several requirements (the health window) costs once per subject, when any of
+        # the requirements it serves is planned.
+        for name, cond in CONDITIONS.items():
+            if any(r in self.rows for r in cond.serves):
+                subjects = self._count[cond.cost.per]
+                parallel = min(self.workers, subjects) if cond.cost.per in ("acc", "pair") else 1
+                self.rows[name] = Row(name, subjects, cond.cost, profile.condition(name), None, parallel)
         self.note: Optional[str] = None
         self._fit()
 

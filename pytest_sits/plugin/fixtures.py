@@ -238,7 +238,7 @@ def sits_health_window(sits_platform: Any, sits_profile: Any, sits_run: SitsRun,
             return inference_for(sits_run.platform, sits_run.profile, acc, None, sits_run.inference_options(),
                                  logs, cache,
                                  run_id=f"{sits_run.started_at!r}" if sits_run.report_dir is not None else None)
-    return HealthWindows(sits_platform, sits_profile.thresholds("DEP-THROTTLE"), sits_platform.health_reader(),
+    return HealthWindows(sits_platform, sits_profile.condition("health_window"), sits_platform.health_reader(),
                          inference)
 
 

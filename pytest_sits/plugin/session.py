@@ -166,8 +166,8 @@ class SitsRun:
             inv = self.platform.inventory()
             accs = len(self.expected_accelerators()) if self.profile.expected_count else 0
             packages = int((inv.get("cpu") or {}).get("sockets") or 1)
-            self._plan = Plan(self.level, self.profile.check_thresholds, accs, packages, self.budget_min,
-                              self.started_at, workers=self.workers)
+            self._plan = Plan(self.level, self.profile, accs, packages, self.budget_min, self.started_at,
+                              workers=self.workers)
         return self._plan
 
     def set_inference(self, endpoint: Optional[str], redfish_url: Optional[str],
