@@ -1,5 +1,6 @@
 """Deployment health (suite extensions, as DCGM's deployment level and cloud GPU health checks read it):
-DEP-ECC, DEP-ROWREMAP, DEP-THROTTLE, DEP-PERSIST, DEP-POWERCAP, DEP-PCIE-ERRORS, DEP-XID."""
+DEP-ECC, DEP-ROWREMAP, DEP-THROTTLE, DEP-PERSIST, DEP-POWERCAP, DEP-PCIE-ERRORS, DEP-XID, DEP-NVLINK-ERRORS, and
+the health window several of them are judged over."""
 
 from .base import BOOL, COUNT, INT0, INT1, NUM01, Cost, Threshold, bounded, declare, declare_condition, nullable
 
@@ -86,6 +87,20 @@ declare(
     },
     cost=Cost("acc", fixed=0.1), platforms=_WINDOW, faults=("xid-79",))
 
+declare(
+    "DEP-NVLINK-ERRORS", "No NVLink CRC, replay or recovery error counter grows during the health window",
+    "suite extension (health)", level="quick", scope="accelerator", family="health", extension=True,
+    note="Each active link's data-link error counters (NVML nvmlDeviceGetNvLinkErrorCounter; a submitted "
+         "`nvidia-smi nvlink -e`), read before and after the health window's load. A single reading (submitted "
+         "text, snapshot) shows counts since the counters were last reset: all zero passes, any other count cannot "
+         "tell growth and is INCONCLUSIVE.",
+    thresholds={
+        "max_new_crc": Threshold(nullable(INT0), 0, "CRC errors of flits and of data, over all links"),
+        "max_new_replay": Threshold(nullable(INT0), 0, "replays (a flit resent after its CRC failed)"),
+        "max_new_recovery": Threshold(nullable(INT0), 0, "link recoveries (the link retrained)"),
+    },
+    cost=Cost("acc", fixed=0.1), platforms=_ALL, faults=("nvlink-crc",))
+
 declare_condition(
     "health_window", "The health window: one loaded period per accelerator, clock-event reasons sampled under the "
                      "load, AER, replay and ECC counters read before and after, XID events watched",
@@ -94,6 +109,6 @@ declare_condition(
         "interval_s": Threshold(bounded("number", 0, 60, exclusive_lo=True), 0.25, "seconds between readings"),
         "warmup_s": Threshold(bounded("number", 0, 600), 1.0, "load before the first reading"),
     },
-    serves=("DEP-ECC", "DEP-THROTTLE", "DEP-PCIE-ERRORS", "DEP-XID"),
+    serves=("DEP-ECC", "DEP-THROTTLE", "DEP-PCIE-ERRORS", "DEP-XID", "DEP-NVLINK-ERRORS"),
     # a load start, the warm-up, the samples
     cost=Cost("acc", fixed=lambda th: 0.5 + th["warmup_s"] + th["samples"] * th["interval_s"]))

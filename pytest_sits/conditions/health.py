@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, cast
 from ..probes import health as hp
 from ..probes.nvml import NvmlDevice, NvmlEventError
 from ..probes.nvml import importable as nvml_importable
-from .inventory import NVIDIA, management_facts, not_in_texts, relevant_errors, submitted
+from .inventory import AMD, NVIDIA, management_facts, not_in_texts, relevant_errors, submitted
 from .loads import LoadUnavailable
 
 # --------------------------------------------------------------------------
@@ -159,6 +159,10 @@ class HealthReader:
         m = self.acc.get("management") or {}
         return {k: m.get(f"ecc_{k}") for k in ECC_COUNTS}
 
+    def nvlink_errors(self) -> Optional[Dict[str, Any]]:
+        """The NVLink error counters now (captured facts here: one reading); None where nothing reads them."""
+        return (self.acc.get("management") or {}).get("nvlink_errors")
+
     def load(self, inner: Any = None) -> Any:
         """The window's load: ``inner`` when given (the inference load), else the suite's accelerator load."""
         return inner if inner is not None else self.platform.accelerator_load(self.acc)
@@ -197,6 +201,9 @@ class LiveNvmlReader(HealthReader):
 
     def ecc(self) -> Dict[str, Any]:
         return self.device.ecc()
+
+    def nvlink_errors(self) -> Optional[Dict[str, Any]]:
+        return self.device.nvlink_errors()
 
     @contextmanager
     def xid_watch(self) -> Iterator[XidWatch]:
@@ -315,6 +322,7 @@ def run_window(reader: HealthReader, th: Dict[str, Any], inner_load: Any = None)
     with reader:
         aer_before = reader.aer()
         ecc_before = reader.ecc()
+        nvlink_before = reader.nvlink_errors()
         f0 = reader.fields()
         samples: List[Dict[str, Any]] = []
         errors: List[Dict[str, Any]] = []
@@ -352,6 +360,7 @@ def run_window(reader: HealthReader, th: Dict[str, Any], inner_load: Any = None)
         f1 = reader.fields()
         aer_after = reader.aer()
         ecc_after = reader.ecc()
+        nvlink_after = reader.nvlink_errors()
         history = reader.xid_history()
     bdf = reader.acc["bdf"]
     prefix = bdf.rsplit(".", 1)[0]
@@ -361,6 +370,7 @@ def run_window(reader: HealthReader, th: Dict[str, Any], inner_load: Any = None)
     return {"device": bdf, "reader": reader.kind, "window_s": round(time.monotonic() - t0, 3),
             "samples": samples, "sample_errors": errors, "load": load_ev,
             "aer_before": aer_before, "aer_after": aer_after, "ecc_before": ecc_before, "ecc_after": ecc_after,
+            "nvlink_before": nvlink_before, "nvlink_after": nvlink_after,
             "replay_before": f0.get("pcie_replay_counter"), "replay_after": f1.get("pcie_replay_counter"),
             "replay_error": f1.get("error") if f1.get("pcie_replay_counter") is None else None,
             "xid_watch": watch.evidence(), "xid_history": history}
@@ -428,6 +438,27 @@ def pcie_errors_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
             "aer_reason": None if after.get("available") else after.get("reason"), "aer_detail_after": after,
             "replay_before": window["replay_before"], "replay_after": window["replay_after"],
             "replay_reason": replay_reason, "window_s": window["window_s"], "load": window["load"]}
+
+
+def nvlink_errors_evidence(window: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    """DEP-NVLINK-ERRORS: each active link's error counters before and after the window's load."""
+    if window.get("submitted"):
+        return window["nvlink_errors"]
+    broken = _broken(window)
+    if broken:
+        return broken
+    if acc.get("vendor") == "AMD" or str(acc.get("pci_id") or "").startswith(AMD):
+        return {"unavailable": f"{acc['bdf']}: XGMI error counters are not read by this version (amdsmi gives an "
+                               "error status since its last reset, not counters)"}
+    before, after = window.get("nvlink_before"), window.get("nvlink_after")
+    if after is None:
+        return {"unavailable": f"{acc['bdf']}: the {window['reader']} reader gives no NVLink error counters"}
+    if not after.get("links"):
+        return {"absent": f"{acc['bdf']}: no active NVLink: no link error counter to watch"}
+    if window["reader"] == HealthReader.kind:  # a snapshot's captured facts: one reading, no time between
+        return {"device": window["device"], "reading": after, "source": after.get("source"), "reader": window["reader"]}
+    return {"device": window["device"], "before": before, "after": after, "reader": window["reader"],
+            "window_s": window["window_s"], "load": window["load"]}
 
 
 def xid_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
@@ -535,9 +566,25 @@ def submitted_xid(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, A
             "load": None, "other_devices": sorted({x["bdf_prefix"] for x in log["xids"]} - {prefix})}
 
 
+def submitted_nvlink_errors(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
+    """DEP-NVLINK-ERRORS evidence of submitted texts: one reading of the link error counters (``nvidia-smi
+    nvlink -e``), counts since they were last reset."""
+    f = management_facts(inventory, acc)
+    if "absent" in f:
+        return f
+    reading = (f.get("facts") or {}).get("nvlink_errors")
+    if not reading:
+        return {"unavailable": f"{acc['bdf']}: no `nvidia-smi nvlink -e` text among the submitted files gives its "
+                               "NVLink error counters"}
+    if not reading.get("links"):
+        return {"absent": f"{acc['bdf']}: {reading.get('source')} shows no active NVLink"}
+    return {"device": acc["bdf"], "reading": reading, "source": reading.get("source"), "reader": "submitted text"}
+
+
 def submitted_window(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
-    """The health window of submitted evidence: DEP-THROTTLE, DEP-PCIE-ERRORS and DEP-XID evidence of what the
-    texts show (nothing runs)."""
+    """The health window of submitted evidence: DEP-THROTTLE, DEP-PCIE-ERRORS, DEP-XID and DEP-NVLINK-ERRORS
+    evidence of what the texts show (nothing runs)."""
     return {"device": acc["bdf"], "submitted": True, "throttle": submitted_throttle(inventory, acc),
-            "pcie_errors": submitted_pcie_errors(inventory, acc), "xid": submitted_xid(inventory, acc)}
+            "pcie_errors": submitted_pcie_errors(inventory, acc), "xid": submitted_xid(inventory, acc),
+            "nvlink_errors": submitted_nvlink_errors(inventory, acc)}
 

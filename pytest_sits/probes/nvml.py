@@ -79,6 +79,7 @@ def collect() -> Dict[str, Any]:
             get(dev, "cc_mode", lambda: pynvml.nvmlSystemGetConfComputeState().ccFeature)
             health.read_nvml_device(pynvml, h, dev, get)
             dev["nvlinks"] = _nvlinks(pynvml, h, out["errors"])
+            dev["nvlink_errors"] = nvlink_error_counts(pynvml, h)
             out["devices"].append(dev)
         out["p2p_nvlink"] = _p2p(pynvml, count, out["errors"])
     finally:
@@ -109,6 +110,40 @@ def _nvlinks(pynvml: Any, h: Any, errors: List[Dict[str, Any]]) -> List[Dict[str
                 errors.append({"field": f"nvlink[{link}].{key}", "error": str(exc)})
         links.append(rec)
     return links
+
+
+#: The NVLink data-link error counters NVML keeps per link (``nvmlDeviceGetNvLinkErrorCounter``): replays of a
+#: flit that failed its CRC, link recoveries (retraining), and the CRC errors of flits and of data.
+NVLINK_COUNTERS = {"replay": "NVML_NVLINK_ERROR_DL_REPLAY", "recovery": "NVML_NVLINK_ERROR_DL_RECOVERY",
+                   "crc_flit": "NVML_NVLINK_ERROR_DL_CRC_FLIT", "crc_data": "NVML_NVLINK_ERROR_DL_CRC_DATA"}
+#: The counters' values in nvml.h, for an nvidia-ml-py that does not name them.
+_NVLINK_COUNTER_CODES = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}
+
+
+def nvlink_error_counts(pynvml: Any, h: Any) -> Dict[str, Any]:
+    """Every active NVLink's error counters now: ``links`` {link: {counter: count or None}} (None: the driver
+    does not report that counter on this device, the reason in ``unread``; never a made-up zero).  A device
+    without NVLink has no links."""
+    links: Dict[str, Dict[str, Optional[int]]] = {}
+    unread: List[str] = []
+    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            active = pynvml.nvmlDeviceGetNvLinkState(h, link)
+        except Exception:  # NotSupported past the last link, or no NVLink at all
+            break
+        if not active:
+            continue
+        rec: Dict[str, Optional[int]] = {}
+        for name, const in NVLINK_COUNTERS.items():
+            try:
+                code = getattr(pynvml, const, _NVLINK_COUNTER_CODES[name])
+                rec[name] = int(pynvml.nvmlDeviceGetNvLinkErrorCounter(h, link, code))
+            except Exception as exc:
+                rec[name] = None
+                if len(unread) < 16:
+                    unread.append(f"link {link} {name}: {exc}")
+        links[str(link)] = rec
+    return {"links": links, "unread": unread, "source": "NVML nvmlDeviceGetNvLinkErrorCounter"}
 
 
 def _p2p(pynvml: Any, count: int, errors: List[Dict[str, Any]]) -> List[List[Any]]:
@@ -218,6 +253,10 @@ class NvmlDevice:
             except Exception:  # ECC off or not supported: unread, never a made-up zero
                 out[key] = None
         return out
+
+    def nvlink_errors(self) -> Dict[str, Any]:
+        """The NVLink error counters of every active link now (:func:`nvlink_error_counts`)."""
+        return nvlink_error_counts(self.nvml, self.handle)
 
     def xid_events(self) -> NvmlXidEvents:
         """The device's XID events, registered now (raises when NVML cannot register them)."""

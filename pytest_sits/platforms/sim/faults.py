@@ -5,6 +5,8 @@ import os
 import random
 from typing import Dict, Optional
 
+from .health import FAULTS as HEALTH_FAULTS
+
 FAULTS: Dict[str, str] = {
     "missing-device": "one accelerator fewer than the profile expects",
     "wrong-model": "the last accelerator has another PCI device ID",
@@ -52,6 +54,7 @@ FAULTS: Dict[str, str] = {
     "drift": "the simulated machine's figures move between trials (the machine, not the devices): host DRAM "
              "bandwidth wanders up to -30%/+15% during a hold, every device, link and serving figure within "
              "+-5% from trial to trial (a new random walk each run)",
+    **HEALTH_FAULTS,
 }
 
 

@@ -15,9 +15,16 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from ...conditions.health import HealthReader, XidWatch
 from ...probes.health import CLOCK_EVENT_BITS
 
-#: The faults this module implements (their one-line descriptions are in ``faults.FAULTS``).
+#: The faults this module implements (their one-line descriptions are in ``faults.FAULTS``, or here).
 HEALTH_FAULTS = ("ecc-uncorrectable", "row-remap-pending", "throttle-power-brake", "persistence-off",
-                 "powercap-low", "aer-fatal", "xid-79", "firmware-unlisted", "crg-slow", "probe-hang")
+                 "powercap-low", "aer-fatal", "xid-79", "firmware-unlisted", "crg-slow", "probe-hang", "nvlink-crc")
+#: The descriptions of this module's faults that ``faults.FAULTS`` takes from here.
+FAULTS = {
+    "nvlink-crc": "the first accelerator's NVLink 3 counts 40 CRC errors and 40 replays during the health window "
+                  "(DEP-NVLINK-ERRORS)",
+}
+#: The link and the counts of fault nvlink-crc.
+CRC_LINK, CRC_COUNT = "3", 40
 #: How long a read blocks under the fault probe-hang (the watchdog ends the run long before).
 HANG_S = 3600.0
 
@@ -72,6 +79,11 @@ def device_fields(profile: Any, faults: List[str], i: int) -> Dict[str, Any]:
         f["power_limit_mw"] = int(tdp_mw * 0.7)
     if first and "firmware-unlisted" in faults:
         f["vbios_version"] = SIM_VBIOS_UNLISTED
+    peer = hw.get("peer_link") or {}
+    if peer.get("type") == "nvlink":
+        f["nvlink_errors"] = {"links": {str(k): {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
+                                        for k in range(int(peer.get("links", 0)))},
+                              "unread": [], "source": "simulated NVML link error counters"}
     return f
 
 
@@ -122,6 +134,7 @@ class SimHealthReader(HealthReader):
         self.first = bool(platform.inventory()["accelerators"]) and \
             platform.inventory()["accelerators"][0]["bdf"] == acc["bdf"]
         self.loaded = False
+        self.load_ran = False
         self.aer_reads = 0
 
     def sleep(self, seconds: float) -> None:
@@ -144,6 +157,7 @@ class SimHealthReader(HealthReader):
 
             def __exit__(self, *exc: Any) -> None:
                 reader.loaded = False
+                reader.load_ran = True
                 inner.__exit__(*exc)
 
             def evidence(self) -> Dict[str, Any]:
@@ -171,6 +185,17 @@ class SimHealthReader(HealthReader):
                 mask |= CLOCK_EVENT_BITS["hw_slowdown"] | CLOCK_EVENT_BITS["hw_power_brake_slowdown"]
             out["clock_event_reasons"] = mask
         return out
+
+    def nvlink_errors(self) -> Optional[Dict[str, Any]]:
+        """The facts' counters; under fault nvlink-crc, once the load has run, link 3 of the first accelerator
+        has counted CRC errors and replays."""
+        out = super().nvlink_errors()
+        if out is None or not (self.first and "nvlink-crc" in self.faults and self.load_ran):
+            return out
+        links = {k: dict(v) for k, v in out["links"].items()}
+        if CRC_LINK in links:
+            links[CRC_LINK].update(crc_flit=CRC_COUNT, replay=CRC_COUNT)
+        return dict(out, links=links)
 
     def aer(self) -> Dict[str, Any]:
         out = super().aer()
