@@ -122,18 +122,16 @@ class Plan:
         if b >= e_cap:
             self.note = f"the budget of {self.budget_min:g} min holds the whole plan (every cap)"
             return
-        planned = [r for r in self.rows.values() if r.trials is not None]
+        planned = [r.trials for r in self.rows.values() if r.trials is not None]
         if b >= e_init:
             f = (b - e_init) / (e_cap - e_init) if e_cap > e_init else 0.0
-            for r in planned:
-                t = r.trials
+            for t in planned:
                 t["cap"] = t["initial"] + int(math.floor((t["cap"] - t["initial"]) * f))
             self.note = (f"the budget of {self.budget_min:g} min cuts the repeats of undecided requirements to "
                          f"{f:.0%} of the default: fewer trials, wider intervals, more INCONCLUSIVE")
             return
         g = (b - e_min) / (e_init - e_min) if b >= e_min and e_init > e_min else 0.0
-        for r in planned:
-            t = r.trials
+        for t in planned:
             t["initial"] = t["minimum"] + int(math.floor((t["initial"] - t["minimum"]) * g))
             t["cap"] = t["initial"]
         if b >= e_min:
