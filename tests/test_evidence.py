@@ -25,8 +25,11 @@ from pytest_sits.cli import main
 from pytest_sits.conditions.health import submitted_throttle
 from pytest_sits.platforms import PlatformError, from_spec
 from pytest_sits.platforms.evidence import EvidenceError, EvidencePlatform
-from pytest_sits.probes import amd_text, nvsmi_q, textimport as ti
-from pytest_sits.probes.submitted import classify, read_evidence
+from pytest_sits.probes import readers
+from pytest_sits.probes.readers import amd_smi, classify, lspci_pp, lspci_tv, nvidia_smi_q, nvidia_smi_topo, rocm_smi
+from pytest_sits.probes.readers.amd_common import AmdTextError
+from pytest_sits.probes.readers.text import TextEvidenceError
+from pytest_sits.probes.submitted import read_evidence
 from pytest_sits.report.replay import replay_report
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
@@ -79,6 +82,50 @@ def test_a_file_of_another_tool_is_named_not_read(text, looks):
     assert kind is None and looks in why
 
 
+# ---- the registry of readers ---------------------------------------------------------------------------------
+
+def test_every_kind_has_one_reader_and_one_option():
+    kinds = [k for r in readers.READERS for k in r.kinds]
+    assert len(kinds) == len(set(kinds)) and set(kinds) == set(readers.KINDS)
+    options = [r.option for r in readers.READERS if r.option]
+    assert len(options) == len(set(options))
+    assert all(r.steps and readers.reader_of(r.kind) is r for r in readers.READERS)
+    assert readers.same_tool("nvidia-smi-q", "nvidia-smi-q-xml") and not readers.same_tool("amd-smi", "rocm-smi")
+    steps = [s for s, _ in readers.merge_steps()]
+    assert steps == sorted(steps) and readers.reader_of("snapshot") is None
+
+
+def test_a_new_reader_is_one_class_in_the_registry(tmp_path, monkeypatch):
+    """A tool the suite does not read yet: detected before the look-alike refusals, parsed, merged in its step."""
+    from pytest_sits.probes.readers.base import EVENTS, Reader
+
+    class LinkErrors(Reader):
+        kinds = {"nvlink-errors": "nvidia-smi nvlink -e"}
+        steps = (EVENTS + 1,)
+
+        def detect(self, head):
+            return ("nvlink-errors", "'Link N: Replay Errors' lines") if "Replay Errors" in head else None
+
+        def parse(self, kind, text, known_ids=()):
+            if "Link 0" not in text:
+                raise ValueError("line 1: no link")
+            return {"links": text.count("Link "), "cuts": []}
+
+        def merge(self, machine, entry, step):
+            machine.notes.append(f"{entry['name']}: {entry['facts']['links']} links, after {machine.order}")
+
+    monkeypatch.setattr(readers, "READERS", readers.READERS + (LinkErrors(),))
+    d = folder(tmp_path, "nvidia-smi-q-h100-570.txt")
+    (d / "nvlink.txt").write_text("GPU 0: NVIDIA H100\n\t Link 0: Replay Errors: 0\n\t Link 1: Replay Errors: 0\n")
+    (d / "broken.txt").write_text("GPU 0: NVIDIA H100\n\t Replay Errors: 0\n")
+    p = EvidencePlatform(d)
+    files = {f["name"]: f for f in p.evidence["files"]}
+    assert files["nvlink.txt"]["kind"] == "nvlink-errors" and files["nvlink.txt"]["tool"] == "nvidia-smi nvlink -e"
+    assert files["broken.txt"]["status"] == "refused" and "nvidia-smi nvlink -e: line 1: no link" in files["broken.txt"]["why"]
+    note = next(n for n in p.inventory()["submitted"]["notes"] if n.startswith("nvlink.txt"))
+    assert note.startswith("nvlink.txt: 2 links, after ['0000:") and "1 × nvidia-smi nvlink -e" in p.label
+
+
 def test_folder_reading_is_confined(tmp_path):
     d = folder(tmp_path, "kernel-log-xid-aer.txt")
     (d / "outside").symlink_to("/etc/hostname")
@@ -113,7 +160,7 @@ def test_nothing_readable_is_refused_naming_each_file(tmp_path):
 # ---- nvidia-smi -q: XML, CRLF and tabs, cut, headerless --------------------------------------------------------
 
 def test_xml_is_read_into_the_facts_the_text_gives():
-    facts = nvsmi_q.parse((DATA / "nvidia-smi-q-x-a100-535.xml").read_text())
+    facts = nvidia_smi_q.parse((DATA / "nvidia-smi-q-x-a100-535.xml").read_text())
     assert facts["source"] == "nvidia-smi -q -x (XML)" and facts["driver_version"] == "535.183.01"
     assert facts["cuda_driver_version"] == "12.2" and facts["attached_gpus"] == 2 and facts["complete"]
     hot, idle = facts["devices"]
@@ -128,17 +175,17 @@ def test_xml_is_read_into_the_facts_the_text_gives():
 def test_xml_entities_are_refused_and_a_cut_document_keeps_what_was_read():
     bomb = ('<?xml version="1.0"?>\n<!DOCTYPE nvidia_smi_log [<!ENTITY a "aaaaaaaaaa">]>\n'
             "<nvidia_smi_log><driver_version>&a;</driver_version></nvidia_smi_log>")
-    with pytest.raises(nvsmi_q.NvsmiTextError, match="declares its own entities"):
-        nvsmi_q.parse(bomb)
+    with pytest.raises(nvidia_smi_q.NvsmiTextError, match="declares its own entities"):
+        nvidia_smi_q.parse(bomb)
     text = (DATA / "nvidia-smi-q-x-a100-535.xml").read_text()
     cut = text[:text.index("<gpu id=\"00000000:E1:00.0\">") + 300]
-    facts = nvsmi_q.parse(cut)
+    facts = nvidia_smi_q.parse(cut)
     assert len(facts["devices"]) == 2 and facts["devices"][0]["clock_event_reasons"] == 0x48
     assert facts["cuts"] and "stops being well-formed" in facts["cuts"][0]["text"]
 
 
 def test_crlf_tabs_elisions_and_a_declared_count_the_text_does_not_cover():
-    facts = nvsmi_q.parse((DATA / "nvidia-smi-q-a100-470-i0-crlf.txt").read_bytes().decode())
+    facts = nvidia_smi_q.parse((DATA / "nvidia-smi-q-a100-470-i0-crlf.txt").read_bytes().decode())
     (dev,) = facts["devices"]
     assert dev["pci_bus_id"] == "0000:07:00.0" and dev["pci_id"] == "10de:20b2" and dev["persistence_mode"] is False
     assert dev["clock_reasons_section"] == "Clocks Throttle Reasons" and dev["power_limit_enforced_mw"] == 400000
@@ -146,7 +193,7 @@ def test_crlf_tabs_elisions_and_a_declared_count_the_text_does_not_cover():
 
 
 def test_a_headerless_dedented_block_is_one_gpu_and_names_what_is_not_shown():
-    facts = nvsmi_q.parse((DATA / "nvidia-smi-q-clock-reasons-snippet.txt").read_text())
+    facts = nvidia_smi_q.parse((DATA / "nvidia-smi-q-clock-reasons-snippet.txt").read_text())
     (dev,) = facts["devices"]
     assert facts["headerless"] and dev["pci_bus_id"] is None
     assert dev["clock_event_reasons"] == 0x8 | 0x40 | 0x20
@@ -157,16 +204,16 @@ def test_a_headerless_dedented_block_is_one_gpu_and_names_what_is_not_shown():
 # ---- topo -m cut by the terminal, lspci cut and elided, -PP, AMD texts, kernel logs -----------------------------
 
 def test_topo_with_cut_columns_reads_the_nic_rows_beyond_the_header():
-    mesh = ti.parse_nvidia_smi_topo((DATA / "nvidia-smi-topo-cut-columns.txt").read_text())
+    mesh = nvidia_smi_topo.parse_nvidia_smi_topo((DATA / "nvidia-smi-topo-cut-columns.txt").read_text())
     assert [d["bdf"] for d in mesh["devices"]] == ["GPU0", "GPU1", "GPU2", "GPU3"]
     assert mesh["pcie_cells"]["GPU2"]["NIC4"] == "PIX" and mesh["pcie_cells"]["GPU3"]["NIC7"] == "PIX"
     assert any("column NIC7 is not in the header (cut)" in c["what"] for c in mesh["cuts"])
-    paths = {p["device"]: p for p in ti.topo_pcie_paths(mesh)}
+    paths = {p["device"]: p for p in nvidia_smi_topo.topo_pcie_paths(mesh)}
     assert all("PIX to NIC" in paths[g]["hops"][0]["bdf"] for g in paths)  # every GPU shares a switch with a NIC
 
 
 def test_lspci_tv_cut_at_the_top_and_elided_is_read_and_the_cuts_named():
-    tree = ti.read_lspci_tv((DATA / "lspci-tv-cut-top-elided.txt").read_text())
+    tree = lspci_tv.read_lspci_tv((DATA / "lspci-tv-cut-top-elided.txt").read_text())
     paths = {p["device"]: p for p in tree["accelerators"]}
     assert [h["port_type"] for h in paths["0000:43:00.0"]["hops"]] == ["switch_port_inferred",
                                                                       "switch_port_inferred", "root_port"]
@@ -178,16 +225,16 @@ def test_lspci_tv_cut_at_the_top_and_elided_is_read_and_the_cuts_named():
 
 
 def test_lspci_pp_paths():
-    pp = ti.read_lspci_pp((DATA / "lspci-pp-mi300x.txt").read_text())
+    pp = lspci_pp.read_lspci_pp((DATA / "lspci-pp-mi300x.txt").read_text())
     hops = {p["device"]: [h["bdf"] for h in p["hops"]] for p in pp["accelerators"]}
     assert hops["0000:03:00.0"] == ["0000:02:00.0", "0000:01:00.0", "0000:00:01.1"]
     assert hops["0000:61:00.0"] == ["0000:60:03.1"] and {p["pci_id"] for p in pp["accelerators"]} == {"1002:74a1"}
-    with pytest.raises(ti.TextEvidenceError, match="not `lspci -PP` output"):
-        ti.read_lspci_pp("hello\n")
+    with pytest.raises(TextEvidenceError, match="not `lspci -PP` output"):
+        lspci_pp.read_lspci_pp("hello\n")
 
 
 def test_rocm_smi_showtopo_gives_the_xgmi_mesh_and_numa_nodes():
-    r = amd_text.parse_rocm_smi((DATA / "rocm-smi-showtopo-mi300x.txt").read_text())
+    r = rocm_smi.parse_rocm_smi((DATA / "rocm-smi-showtopo-mi300x.txt").read_text())
     assert [d["numa_node"] for d in r["devices"]] == [0, 0, 1, 1]
     mesh = r["mesh"]
     assert mesh["p2p_nvlink"][2][3] is False and mesh["p2p_nvlink"][0][1] is True and mesh["link_name"] == "XGMI"
@@ -198,17 +245,17 @@ def test_rocm_smi_showtopo_gives_the_xgmi_mesh_and_numa_nodes():
 
 
 def test_amd_smi_text_and_json():
-    st = amd_text.parse_amd_smi((DATA / "amd-smi-static-mi300x.txt").read_text(encoding="utf-8"))
+    st = amd_smi.parse_amd_smi((DATA / "amd-smi-static-mi300x.txt").read_text(encoding="utf-8"))
     d1 = st["devices"][1]
     assert d1["pci_bus_id"] == "0000:23:00.0" and d1["pci_id"] == "1002:74a1" and d1["name"] == "AMD Instinct MI300X"
     assert d1["power_limit_enforced_mw"] == 600000 and d1["power_limit_constraints_mw"] == [0, 750000]
     assert d1["memory_total_bytes"] == 196592 << 20 and d1["ecc_mode_current"] is True and d1["numa_node"] == 0
     assert d1["vbios_version"] == "022.040.003.043.000001" and st["driver_version"] == "6.8.5"
-    me = amd_text.parse_amd_smi((DATA / "amd-smi-metric-mi300x.json").read_text())
+    me = amd_smi.parse_amd_smi((DATA / "amd-smi-metric-mi300x.json").read_text())
     assert me["format"] == "json" and me["devices"][2]["ecc_volatile_uncorrected"] == 2
     assert me["devices"][3]["pcie_current_width"] == 8 and me["devices"][0]["utilization_gpu_percent"] == 0
-    with pytest.raises(amd_text.AmdTextError, match="not valid JSON"):
-        amd_text.parse_amd_smi('[{"gpu": 0, "asic": ')
+    with pytest.raises(AmdTextError, match="not valid JSON"):
+        amd_smi.parse_amd_smi('[{"gpu": 0, "asic": ')
 
 
 def test_kernel_log_lines():

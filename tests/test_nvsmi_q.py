@@ -9,7 +9,7 @@ import pytest
 
 from pytest_sits.checks.topology import check_pcie_link
 from pytest_sits.cli import main
-from pytest_sits.probes.nvsmi_q import MAX_BYTES, NvsmiTextError, link_evidence, parse
+from pytest_sits.probes.readers.nvidia_smi_q import MAX_BYTES, NvsmiTextError, link_evidence, parse
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS
 
 DATA = Path(__file__).resolve().parent / "data"

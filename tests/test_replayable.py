@@ -19,7 +19,8 @@ from pytest_sits.checks import load_all
 from pytest_sits.checks.inventory import GIB
 from pytest_sits.equivalence.comparator import compare
 from pytest_sits.platforms import from_spec
-from pytest_sits.probes.textimport import parse_lspci_tv, parse_nvidia_smi_topo
+from pytest_sits.probes.readers.lspci_tv import parse_lspci_tv
+from pytest_sits.probes.readers.nvidia_smi_topo import parse_nvidia_smi_topo
 from pytest_sits.probes.topology import link_capability, pcie_path, peer_mesh, sample_link
 from pytest_sits.profiles import resolve
 from pytest_sits.report.model import plain

@@ -7,7 +7,9 @@ import pytest
 
 from pytest_sits.checks.topology import check_pcie_direct, check_peer_mesh
 from pytest_sits.cli import main
-from pytest_sits.probes.textimport import TextEvidenceError, parse_lspci_tv, parse_nvidia_smi_topo
+from pytest_sits.probes.readers.lspci_tv import parse_lspci_tv
+from pytest_sits.probes.readers.nvidia_smi_topo import parse_nvidia_smi_topo
+from pytest_sits.probes.readers.text import TextEvidenceError
 from pytest_sits.verdict import FAIL, PASS
 
 DATA = Path(__file__).resolve().parent / "data"

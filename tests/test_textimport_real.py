@@ -12,9 +12,11 @@ import pytest
 
 from pytest_sits.checks.topology import check_pcie_direct, check_pcie_link, check_peer_mesh
 from pytest_sits.cli import main
-from pytest_sits.probes.textimport import (MAX_LINE, TextEvidenceError, identify, link_evidence_vv,
-                                           parse_lspci_tv, parse_lspci_vv, parse_nvidia_smi_topo, read_lspci_tv,
-                                           topo_pcie_paths)
+from pytest_sits.probes.readers.lspci_tv import parse_lspci_tv, read_lspci_tv
+from pytest_sits.probes.readers.lspci_vv import link_evidence_vv, parse_lspci_vv
+from pytest_sits.probes.readers.nvidia_smi_topo import parse_nvidia_smi_topo, topo_pcie_paths
+from pytest_sits.probes.readers.pci import identify
+from pytest_sits.probes.readers.text import MAX_LINE, TextEvidenceError
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS
 
 DATA = Path(__file__).resolve().parent / "data"

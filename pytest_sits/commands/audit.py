@@ -21,9 +21,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .base import add, err
+
+if TYPE_CHECKING:
+    from ..probes.readers import Reader
 
 #: Exit status by the worst verdict: 1 does not conform, 2 undecided (INCONCLUSIVE).
 AUDIT_EXIT = {"ERROR": 1, "FAIL": 1, "INCONCLUSIVE": 2}
@@ -41,10 +44,17 @@ EXAMPLES_TEXT = """\
   exit: 0 conforms in what the texts show, 1 FAIL or ERROR, 2 INCONCLUSIVE, 4 unreadable text or bad option
 """
 
-#: audit-text's options and the kind each names (the content decides; a mismatch is noted).
-TEXT_OPTIONS = (("lspci_tv", "lspci-tv"), ("nvidia_smi_topo", "nvidia-smi-topo"), ("lspci_vv", "lspci-vv"),
-                ("nvidia_smi_q", "nvidia-smi-q"), ("lspci_pp", "lspci-pp"), ("rocm_smi", "rocm-smi"),
-                ("amd_smi", "amd-smi"), ("kernel_log", "kernel-log"))
+
+def text_options() -> List[Tuple[str, "Reader"]]:
+    """audit-text's options (``--nvidia-smi-q FILE``), one per reader that has one, with that reader: a file given
+    so is declared as its kind (the content decides; a mismatch is noted)."""
+    from ..probes.readers import READERS
+
+    return [(r.option, r) for r in READERS if r.option is not None]
+
+
+def _dest(option: str) -> str:
+    return option.lstrip("-").replace("-", "_")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -69,17 +79,8 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run_audit)
     t = add(sub, "audit-text", "topology and health verdicts from submitted `lspci` / `nvidia-smi` text (the "
                                "files named one by one; `sits audit DIR` reads a folder)", EXAMPLES_TEXT)
-    t.add_argument("--lspci-tv", metavar="FILE")
-    t.add_argument("--nvidia-smi-topo", metavar="FILE")
-    t.add_argument("--lspci-vv", metavar="FILE", help="`lspci -vv` output: TOPO-PCIE-LINK from LnkCap/LnkSta (and "
-                   "the class of each function)")
-    t.add_argument("--nvidia-smi-q", metavar="FILE", help="`nvidia-smi -q` output, text or `-q -x` XML (any driver "
-                   "generation): identity, driver, link, ECC, row remapping, clock events, persistence, power limit, "
-                   "firmware")
-    t.add_argument("--lspci-pp", metavar="FILE", help="`lspci -PP` paths")
-    t.add_argument("--rocm-smi", metavar="FILE", help="`rocm-smi` output (--showtopo, the concise table, -a)")
-    t.add_argument("--amd-smi", metavar="FILE", help="`amd-smi static` / `metric` output, text or --json")
-    t.add_argument("--kernel-log", metavar="FILE", help="`dmesg` / `journalctl -k` with NVRM Xid and AER lines")
+    for option, r in text_options():
+        t.add_argument(option, metavar="FILE", help=r.option_help)
     _common(t)
     t.set_defaults(func=run_text)
 
@@ -232,15 +233,17 @@ def run_text(args: argparse.Namespace) -> int:
     from ..files import UntrustedInputError, read_file, write_new
     from ..probes.submitted import FILE_LIMIT
 
-    given = [(getattr(args, opt), kind) for opt, kind in TEXT_OPTIONS if getattr(args, opt, None)]
+    options = text_options()
+    given = [(str(getattr(args, _dest(o))), r.kind) for o, r in options if getattr(args, _dest(o), None)]
     if not given:
-        return err("give --lspci-tv FILE, --lspci-vv FILE, --lspci-pp FILE, --nvidia-smi-topo FILE, --nvidia-smi-q "
-                   "FILE, --rocm-smi FILE, --amd-smi FILE and/or --kernel-log FILE (or `sits audit DIR` for a "
-                   "folder)")
-    if args.under_load and not args.lspci_vv and not args.nvidia_smi_q and not args.amd_smi:
-        return err("--under-load declares that a load ran while the link readings were captured: give --lspci-vv "
-                   "FILE (or --nvidia-smi-q / --amd-smi FILE) with it")
-    problem = _precheck(Path("."), files=given)
+        names = [f"{o} FILE" for o, _ in options]
+        return err(f"give {', '.join(names[:-1])} and/or {names[-1]} (or `sits audit DIR` for a folder)")
+    declared = [o for o, r in options if r.link_load == "declared"]  # readings loaded only as declared
+    read = [o for o, r in options if r.link_load == "read"]  # the text's own utilisation tells
+    if args.under_load and not any(getattr(args, _dest(o), None) for o in declared + read):
+        return err(f"--under-load declares that a load ran while the link readings were captured: give "
+                   f"{' / '.join(declared)} FILE (or {' / '.join(read)} FILE) with it")
+    problem = _precheck(Path("."), files=[(name, kind) for name, kind in given])
     if problem:
         return err(problem)
     with tempfile.TemporaryDirectory(prefix="sits-audit-text-") as tmp:

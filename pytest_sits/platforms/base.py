@@ -84,6 +84,10 @@ class Platform:
 
         if kind == "cpu":
             return live_cpu_rigs(self.root)
+        if acc is None:
+            from ..conditions.thermal import ThermalUnavailable
+
+            raise ThermalUnavailable("a GPU calibration needs the accelerator to calibrate")
         return [live_gpu_rig(acc)]
 
     def health_reader(self) -> Any:
@@ -134,11 +138,11 @@ def build_inventory(platform: Platform) -> Dict[str, Any]:
     # NVML is loaded only where sysfs shows an NVIDIA function (a GPU, or an NVSwitch bridge): importing and
     # initialising it costs a tenth of a second at start-up on hosts that have none.
     if platform.kind != "live" or any(d["vendor_id"] == "10de" for d in inv["pci"]):
-        nv = platform.nvml()
+        nv: Dict[str, Any] = platform.nvml()
     else:
         nv = {"available": False, "reason": "no NVIDIA PCI function in sysfs: NVML not queried", "devices": [],
               "errors": []}
-    amd = platform.amdsmi() if any(d["vendor_id"] == "1002" and sysfs.is_accelerator(d) for d in inv["pci"]) else {
+    amd: Dict[str, Any] = platform.amdsmi() if any(d["vendor_id"] == "1002" and sysfs.is_accelerator(d) for d in inv["pci"]) else {
         "available": False, "reason": "no AMD accelerator", "devices": [], "errors": []}
     by_bus = {d.get("pci_bus_id"): d for d in nv.get("devices", []) if d.get("pci_bus_id")}
     amd_by_bus = {d.get("pci_bus_id"): d for d in amd.get("devices", []) if d.get("pci_bus_id")}

@@ -7,16 +7,16 @@ import os
 import socket
 import stat
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Optional
 
 from .. import __version__
 from ..probes import nvml as nvml_probe
 from ..probes import sysfs
 from ..probes.sysfs import SysfsValueError
 from ..files import UntrustedInputError, load_json, write_new
-from .base import Platform, PlatformError
+from .base import PlatformError
+from .recorded import RecordedPlatform
 
 SNAPSHOT_FORMAT = "sits-snapshot/1"
 
@@ -45,9 +45,13 @@ def _facts_problem(facts: Any) -> Optional[str]:
     return None
 
 
-class SnapshotPlatform(Platform):
+class SnapshotPlatform(RecordedPlatform):
     kind = "snapshot"
-    link_sample_interval_s = 0.0
+    recorded = "a snapshot"
+    no_load = "a snapshot cannot apply load: the link readings are the captured ones"
+    no_host = "a snapshot holds captured files, not a machine to measure"
+    no_device = "a snapshot holds no device to measure"
+    no_binding = "a snapshot cannot bind processes on the machine it was captured on"
 
     def __init__(self, directory: Path):
         directory = Path(directory)
@@ -107,37 +111,6 @@ class SnapshotPlatform(Platform):
     def amdsmi(self) -> Dict[str, Any]:
         return self._facts("amdsmi.json", "amdsmi")
 
-    def accelerator_load(self, acc: Dict[str, Any]) -> Any:
-        from ..conditions.loads import LoadUnavailable
-
-        raise LoadUnavailable("a snapshot cannot apply load: the link readings are the captured ones")
-
-    def host_measurement_reason(self) -> Optional[str]:
-        return "a snapshot holds captured files, not a machine to measure"
-
-    def device_bandwidth(self, acc: Dict[str, Any], nbytes: int, runs: int = 7) -> Dict[str, Any]:
-        from ..conditions.loads import LoadUnavailable
-
-        raise LoadUnavailable("a snapshot holds no device to measure")
-
-    host_device_bandwidth = device_bandwidth
-
-    def inference_rig(self, acc: Optional[Dict[str, Any]], profile: Any, options: Dict[str, Any]) -> Any:
-        from ..conditions.inference import InferenceUnavailable
-
-        raise InferenceUnavailable("a snapshot cannot run an inference workload")
-
-    def thermal_rigs(self, kind: str, acc: Optional[Dict[str, Any]] = None) -> List[Any]:
-        from ..conditions.thermal import ThermalUnavailable
-
-        raise ThermalUnavailable("a snapshot cannot run a thermal calibration", present=False)
-
-    @contextmanager
-    def numa_binding(self, node: int, cpus: List[int]) -> Iterator[Dict[str, Any]]:
-        yield {"node": node, "requested_cpus": sorted(cpus), "applied": None,
-               "reason": "a snapshot cannot bind processes on the machine it was captured on"}
-
-
 
 def _prepare_dest(dest: Path) -> None:
     """``dest`` must be new, or an empty folder of the caller's that is not a link."""
@@ -195,11 +168,11 @@ def capture(dest: Path, root: Path = Path("/"), nvml: Optional[Dict[str, Any]] =
     root_real = os.path.realpath(root)
     for entry in sorted(bus.iterdir()) if bus.is_dir() else []:
         real = os.path.realpath(entry)
-        rel = os.path.relpath(real, root_real)
-        if rel.startswith(".."):
+        rel_real = os.path.relpath(real, root_real)
+        if rel_real.startswith(".."):
             skipped.append({"path": str(entry), "error": f"resolves outside {root}"})
             continue
-        target = _mkdirs(fs, Path(rel))
+        target = _mkdirs(fs, Path(rel_real))
         for attr in sysfs.PCI_ATTRS:
             try:
                 data = (Path(real) / attr).read_bytes()

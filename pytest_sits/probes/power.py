@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 REDFISH_INSTALL = "pip install redfish"
 
@@ -359,7 +359,7 @@ def discover(root: Path = Path("/"), accelerator_kind: Optional[str] = None, dev
     missing ones."""
     sources: List[PowerSource] = []
     missing: List[str] = []
-    finders = []
+    finders: List[Callable[[], Tuple[Sequence[PowerSource], Optional[str]]]] = []
     if accelerator_kind in (None, "nvidia"):
         finders.append(lambda: nvml_sources(device_index))
     if accelerator_kind in (None, "amd"):

@@ -40,7 +40,8 @@ def cpu_flags(root: Path) -> Dict[str, Any]:
     text = _read(root, "proc/cpuinfo")
     if text is None:
         return {"readable": False, "vendor": None, "flags": []}
-    vendor, flags = None, []
+    vendor: Optional[str] = None
+    flags: List[str] = []
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()

@@ -1,14 +1,14 @@
 """Submitted evidence: the files a vendor or operator sends instead of a machine, each one's kind told from its
-content, read by the parser of that kind.
+content and read by the reader of that tool (:mod:`pytest_sits.probes.readers`).
 
-Kinds (:data:`KINDS`): ``nvidia-smi -q`` text and ``-q -x`` XML, ``nvidia-smi
-topo -m``, ``lspci -tv``, ``lspci -vv`` (and plain ``lspci``), ``lspci -PP``,
-``rocm-smi``, ``amd-smi`` text and ``--json``, and kernel logs (``dmesg``,
-``journalctl -k``, ``/var/log/kern.log``) with NVRM Xid or AER lines.  A file
-whose kind cannot be told, or whose parser finds nothing it can read, is
-refused with what it looks like (another tool's output, a report, a binary
-file); the others are read even when cut or re-spaced, and what was cut is
-listed with the file.
+Kinds (:data:`~pytest_sits.probes.readers.KINDS`): ``nvidia-smi -q`` text and
+``-q -x`` XML, ``nvidia-smi topo -m``, ``lspci -tv``, ``lspci -vv`` (and plain
+``lspci``), ``lspci -PP``, ``rocm-smi``, ``amd-smi`` text and ``--json``, and
+kernel logs (``dmesg``, ``journalctl -k``, ``/var/log/kern.log``) with NVRM Xid
+or AER lines.  A file whose kind cannot be told, or whose reader finds nothing
+it can read, is refused with what it looks like (another tool's output, a
+report, a binary file); the others are read even when cut or re-spaced, and
+what was cut is listed with the file.
 
 Files are untrusted: read through :mod:`pytest_sits.files` (confined to the
 folder, no link followed, at most :data:`FILE_LIMIT` bytes each,
@@ -18,173 +18,16 @@ folder, no link followed, at most :data:`FILE_LIMIT` bytes each,
 from __future__ import annotations
 
 import os
-import re
 import stat
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
+
+from .readers import classify, parse_as, same_tool, tool_of
 
 FILE_LIMIT = 16 << 20
 TOTAL_LIMIT = 256 << 20
 MAX_FILES = 512
 MAX_DEPTH = 4
-
-#: kind -> the tool whose output it is (as the report names it).
-KINDS = {
-    "nvidia-smi-q": "nvidia-smi -q",
-    "nvidia-smi-q-xml": "nvidia-smi -q -x (XML)",
-    "nvidia-smi-topo": "nvidia-smi topo -m",
-    "lspci-tv": "lspci -tv",
-    "lspci-vv": "lspci -vv",
-    "lspci-pp": "lspci -PP",
-    "rocm-smi": "rocm-smi",
-    "amd-smi": "amd-smi",
-    "kernel-log": "kernel log (dmesg / journalctl -k)",
-}
-
-#: Outputs of other tools: recognised to say what a refused file is, not read.
-OTHER_TOOLS: List[Tuple[str, "re.Pattern[str]"]] = [
-    ("the nvidia-smi summary table (plain `nvidia-smi`; submit `nvidia-smi -q` instead)",
-     re.compile(r"^\|\s*NVIDIA-SMI \d", re.M)),
-    ("`nvidia-smi nvlink` output", re.compile(r"^\s*Link \d{1,2}: .*(?:GB/s|Inactive|<inactive>)", re.M)),
-    ("`dcgmi diag` output", re.compile(r"Diagnostic\s*\|\s*Result|dcgmi", re.I)),
-    ("`lscpu` output", re.compile(r"^Architecture:\s+\S+.*\n(?:.*\n){0,4}\s*CPU op-mode", re.M)),
-    ("`numactl -H` output", re.compile(r"^available: \d+ nodes?", re.M)),
-    ("`dmidecode` output", re.compile(r"^# dmidecode|^SMBIOS \d", re.M)),
-    ("`ibstat` / `ibv_devinfo` output", re.compile(r"^CA '|^hca_id:", re.M)),
-    ("a pytest-sits report (JSON): replay it with `sits replay`", re.compile(r'"schema"\s*:\s*"pytest-sits/report"')),
-    ("a shell script", re.compile(r"\A#!")),
-]
-
-_NVSMI_KEYS = re.compile(r"^\s*(?:Product Name|Persistence Mode|Clocks (?:Event|Throttle) Reasons|ECC Errors|"
-                         r"Remapped Rows|Retired Pages|FB Memory Usage|GPU UUID|VBIOS Version|Performance State|"
-                         r"Attached GPUs)\s*(?::|$)", re.M)
-#: A section of a GPU copied without its header: its title, then an indented "Key : value" line.
-_NVSMI_SECTION = re.compile(r"^([ \t]*)(?:ECC Errors|Clocks (?:Event|Throttle) Reasons|Remapped Rows|Retired Pages|"
-                            r"FB Memory Usage|GPU Power Readings|Power Readings|ECC Mode)[ \t]*\r?\n"
-                            r"(?:\1[ \t]+[A-Za-z][^\n:]{0,60}\r?\n){0,2}\1[ \t]+"
-                            r"[A-Za-z][^:\n]{0,60}?[ \t]:[ \t]", re.M)
-_TOPO_ROW = re.compile(r"^\s*GPU\d{1,4}\s+(?:X|NV\d{1,3}|SYS|SOC|NODE|PHB|PXB|PIX)\s", re.M)
-_TREE = re.compile(r"^[ \t|]*[-+\\]-?[-+\\]?\[[0-9a-f]{4,8}:[0-9a-f]{2}\]|-\[[0-9a-f]{2}(?:-[0-9a-f]{2})?\]-", re.M | re.I)
-_PP = re.compile(r"^(?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7](?:/(?:[0-9a-f]{2}:)?[0-9a-f]{2}\.[0-7])+ [^:\n]{1,80}:",
-                 re.M | re.I)
-_LSPCI_HEAD = re.compile(r"^(?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] [^:\n]{1,80}: ", re.M | re.I)
-_VV_DETAIL = re.compile(r"^\s+(?:Subsystem|Control|Capabilities|LnkCap|LnkSta|Kernel driver in use|NUMA node|"
-                        r"Physical Slot|Flags|Region \d)\b", re.M)
-_ROCM = re.compile(r"ROCm System Management Interface|End of ROCm SMI Log|^GPU\[\d{1,4}\]\s*:|"
-                   r"between two GPUs", re.M)
-_AMDSMI = re.compile(r"^GPU:\s*\d{1,4}\s*\n[ \t]+[A-Z][A-Z_]{1,40}:", re.M)
-_KLOG = re.compile(r"NVRM: Xid|PCIe Bus Error|AER: (?:Multiple )?(?:Corrected|Uncorrected)|"
-                   r"^\s*\[\s*\d{1,8}\.\d{3,6}\]|^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel:|^\d{4}-\d\d-\d\dT\S+ \S+ kernel:",
-                   re.M)
-
-def classify(text: str) -> Tuple[Optional[str], str]:
-    """The kind of a submitted text and why; (None, what it looks like) when it is none of :data:`KINDS`."""
-    head = text[:1 << 20]
-    stripped = head.lstrip("\ufeff \t\r\n")
-    if "\x00" in head[:65536]:
-        return None, "a binary file (it holds NUL bytes)"
-    from .nvsmi_q import looks_like_xml
-
-    if looks_like_xml(head):
-        if "<nvidia_smi_log" in head:
-            return "nvidia-smi-q-xml", "an <nvidia_smi_log> XML document"
-        return None, "an XML document that is not `nvidia-smi -q -x` output (no <nvidia_smi_log>)"
-    if stripped[:1] in "[{":
-        if re.search(r'"(?:gpu|gpu_data)"\s*:', head) and re.search(r'"(?:asic|bus|vbios|limit|usage|power|pcie|'
-                                                                    r'ecc|vram|bdf|numa|driver)"\s*:', head, re.I):
-            return "amd-smi", "amd-smi --json (objects with a \"gpu\" key)"
-    if re.search(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", head, re.M) or \
-            "NVSMI LOG" in head or len(_NVSMI_KEYS.findall(head)) >= 2 or _NVSMI_SECTION.search(head):
-        return "nvidia-smi-q", "'GPU 0000:BB:DD.F' sections or nvidia-smi -q fields"
-    if _AMDSMI.search(head):
-        return "amd-smi", "'GPU: N' blocks with upper-case sections"
-    if _ROCM.search(head):
-        return "rocm-smi", "rocm-smi banners or 'GPU[i] :' lines"
-    if _TOPO_ROW.search(head) and re.search(r"^\s*GPU0\b", head, re.M):
-        return "nvidia-smi-topo", "a GPU0.. header and rows of X/NV#/SYS/NODE/PHB/PXB/PIX cells"
-    if len(_PP.findall(head)) >= 1:
-        return "lspci-pp", "'bb:dd.f/bb:dd.f Class: Name' paths"
-    if _TREE.search(head):
-        return "lspci-tv", "a tree of [domain:bus] and dd.f branches"
-    heads = _LSPCI_HEAD.findall(head)
-    if heads:
-        if _VV_DETAIL.search(head):
-            return "lspci-vv", "function headers with indented details"
-        return "lspci-vv", "function headers ('bb:dd.f Class: Name': plain lspci)"
-    if _KLOG.search(head):
-        return "kernel-log", "kernel log lines"
-    for what, rx in OTHER_TOOLS:
-        if rx.search(head):
-            return None, what
-    first = next((ln.strip() for ln in head.splitlines() if ln.strip()), "")
-    return None, (f"none of the tools this suite reads (first line: {first[:60]!r})" if first else "an empty file")
-
-def looks_like(text: str) -> str:
-    """What a text looks like (for a refusal message): another tool's output, or one of the kinds read here."""
-    kind, why = classify(text)
-    if kind is not None:
-        return f"{KINDS[kind]} output ({why})"
-    return why
-
-def parse_as(kind: str, text: str, known_ids: Any = ()) -> Dict[str, Any]:
-    """The facts of a text of ``kind``; raises ValueError (the parser's error, naming the line) when nothing of it
-    can be read."""
-    from . import amd_text, nvsmi_q, textimport as ti
-    from .health import parse_aer_lines, parse_xids
-
-    if kind in ("nvidia-smi-q", "nvidia-smi-q-xml"):
-        return nvsmi_q.parse(text)
-    if kind == "nvidia-smi-topo":
-        return ti.parse_nvidia_smi_topo(text)
-    if kind == "lspci-tv":
-        return ti.read_lspci_tv(text, known_ids=known_ids)
-    if kind == "lspci-pp":
-        return ti.read_lspci_pp(text, known_ids=known_ids)
-    if kind == "lspci-vv":
-        funcs = ti.parse_lspci_vv(text)
-        return {"functions": funcs}
-    if kind == "rocm-smi":
-        return amd_text.parse_rocm_smi(text)
-    if kind == "amd-smi":
-        return amd_text.parse_amd_smi(text)
-    if kind == "kernel-log":
-        lines = text.splitlines()[:2_000_000]
-        xids = parse_xids(lines)
-        aer = parse_aer_lines(lines)
-        stamps = [m.group(1) for m in (re.match(r"^\s*\[\s*(\d{1,8}\.\d{3,6})\]", ln) for ln in lines) if m]
-        return {"records": len(lines), "xids": xids, "aer": aer, "devices": log_devices(lines, xids),
-                "span_s": [float(stamps[0]), float(stamps[-1])] if stamps else None}
-    raise ValueError(f"no reader for kind {kind!r}")
-
-_LOG_DEVICE = re.compile(r"\b(?P<drv>nvidia|amdgpu) (?P<bdf>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):.{0,80}?"
-                         r"device \[(?P<vid>[0-9a-f]{4}):(?P<did>[0-9a-f]{4})\]", re.I)
-
-
-def log_devices(lines: List[str], xids: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The accelerators a kernel log names: the GPU of each NVRM Xid line (its bus; function 0), and functions of
-    the nvidia or amdgpu driver whose AER detail line gives an accelerator's [vendor:device] ID."""
-    from .textimport import ACCEL_IDS
-
-    out: Dict[str, Dict[str, Any]] = {}
-    for x in xids:
-        bdf = f"{x['bdf_prefix']}.0"
-        out.setdefault(bdf, {"bdf": bdf, "vendor": "NVIDIA", "pci_id": None, "why": "an NVRM Xid line names it"})
-    for line in lines:
-        m = _LOG_DEVICE.search(line)
-        if not m:
-            continue
-        pci_id = f"{m.group('vid').lower()}:{m.group('did').lower()}"
-        if pci_id not in ACCEL_IDS:
-            continue
-        bdf = m.group("bdf").lower()
-        prev = out.get(bdf) or out.get(bdf.rsplit(".", 1)[0] + ".0")
-        if prev is not None and prev["bdf"].rsplit(".", 1)[0] == bdf.rsplit(".", 1)[0]:
-            prev["pci_id"] = prev["pci_id"] or pci_id
-            continue
-        out[bdf] = {"bdf": bdf, "vendor": "NVIDIA" if pci_id.startswith("10de") else "AMD", "pci_id": pci_id,
-                    "why": f"the {m.group('drv')} driver reports {ACCEL_IDS[pci_id]} ({pci_id}) at it"}
-    return sorted(out.values(), key=lambda d: d["bdf"])
-
 
 # ---- reading a folder -------------------------------------------------------------------------------------
 
@@ -275,13 +118,13 @@ def read_file_entry(root: Path, rel: str, known_ids: Any = (),
     if kind is None:
         entry["why"] = f"not read: it looks like {why}"
         return entry
-    entry["kind"], entry["tool"] = kind, KINDS[kind]
-    if declared and declared != kind and not (declared.startswith("nvidia-smi-q") and kind.startswith("nvidia-smi-q")):
-        entry["declared_note"] = f"given as {KINDS.get(declared, declared)}, but its content is {KINDS[kind]} ({why})"
+    entry["kind"], entry["tool"] = kind, tool_of(kind)
+    if declared and declared != kind and not same_tool(kind, declared):
+        entry["declared_note"] = f"given as {tool_of(declared)}, but its content is {tool_of(kind)} ({why})"
     try:
         facts = parse_as(kind, text, known_ids)
     except (ValueError, RecursionError) as exc:
-        entry["why"] = f"nothing could be read as {KINDS[kind]}: {exc}"
+        entry["why"] = f"nothing could be read as {tool_of(kind)}: {exc}"
         entry["kind_guess"] = kind
         entry["kind"] = None
         return entry
@@ -333,4 +176,3 @@ def read_evidence(path: Path, files: Optional[List[Tuple[str, Optional[str]]]] =
         entries.append(entry)
     return {"root": str(path), "files": entries, "skipped": skipped}
 
-ParseFn = Callable[[str], Dict[str, Any]]

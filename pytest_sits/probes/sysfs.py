@@ -214,7 +214,7 @@ def _int(text: Optional[str], base: int = 10) -> Optional[int]:
 
 def pci_devices(root: Path) -> List[Dict[str, Any]]:
     """Every PCI function under sys/bus/pci/devices, with its bridge chain."""
-    devs = []
+    devs: List[Dict[str, Any]] = []
     bus = root / "sys/bus/pci/devices"
     if not bus.is_dir():
         return devs

@@ -28,9 +28,10 @@ is at most :data:`MAX_DEPTH` deep.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from .health import CLOCK_EVENT_BITS
+from ..health import CLOCK_EVENT_BITS
+from .base import NVIDIA_DEVICES, Detection, Entry, Machine, Reader, missing_errors, new_accelerator
 
 MAX_BYTES = 8 << 20
 MAX_LINES = 200_000
@@ -261,7 +262,7 @@ def _find(node: Optional[Node], *path: str) -> Optional[Node]:
     return node
 
 
-class _Reader:
+class _Fields:
     """Reads the fields of one GPU section; a value that is not what the field holds is recorded, not raised."""
 
     def __init__(self, gpu: Node):
@@ -310,7 +311,7 @@ class _Reader:
         return None
 
 
-def _sum(r: _Reader, section: Optional[Node], want_uncorrected: bool, field: str) -> Optional[int]:
+def _sum(r: _Fields, section: Optional[Node], want_uncorrected: bool, field: str) -> Optional[int]:
     """Sum of the correctable (or uncorrectable) counters of an ECC Errors subsection, any generation."""
     if section is None:
         return None
@@ -359,7 +360,7 @@ def _reasons(gpu: Node) -> Dict[str, Any]:
             "clock_reasons_not_shown": list(REASON_LABELS.values())}
 
 
-def _power(r: _Reader) -> Dict[str, Any]:
+def _power(r: _Fields) -> Dict[str, Any]:
     sec = _find(r.gpu, "GPU Power Readings")
     if sec is not None:  # current layout
         enforced = r.number("power_limit_enforced_mw", "Current Power Limit", unit="W", node=sec)
@@ -383,9 +384,9 @@ def _power(r: _Reader) -> Dict[str, Any]:
 
 
 def _device(bus: Optional[str], gpu: Node) -> Dict[str, Any]:
-    from .pcie import normalise_bus_id
+    from ..pcie import normalise_bus_id
 
-    r = _Reader(gpu)
+    r = _Fields(gpu)
     dev: Dict[str, Any] = {"pci_bus_id": normalise_bus_id(bus) if bus else None, "source_line": gpu["line"]}
     if dev["pci_bus_id"] is None:
         text_bus, _ = r.value("PCI", "Bus Id")
@@ -478,17 +479,17 @@ def parse(text: str) -> Dict[str, Any]:
                                  "Clocks Event Reasons, ...): this is not `nvidia-smi -q` output (fix: run "
                                  "`nvidia-smi -q > FILE` and submit FILE)")
         gpus, headerless = [("", anon)], True
-    r = _Reader(top)
+    r = _Fields(top)
     declared = r.int("attached_gpus", "Attached GPUs")
     devices = [_device(bus or None, node) for bus, node in gpus]
     for i, d in enumerate(devices):
         d["index"] = i
     driver, drv_line = r.value("Driver Version")
     cuda, _ = r.value("CUDA Version")
-    out = {"available": True, "source": "nvidia-smi -q -x (XML)" if xml else "nvidia-smi -q (text)",
-           "format": "xml" if xml else "text", "driver_version": driver, "cuda_driver_version": cuda,
-           "driver_line": drv_line, "timestamp": r.value("Timestamp")[0], "attached_gpus": declared,
-           "devices": devices, "errors": list(r.errors), "cuts": cuts, "headerless": headerless}
+    out: Dict[str, Any] = {"available": True, "source": "nvidia-smi -q -x (XML)" if xml else "nvidia-smi -q (text)",
+                           "format": "xml" if xml else "text", "driver_version": driver, "cuda_driver_version": cuda,
+                           "driver_line": drv_line, "timestamp": r.value("Timestamp")[0], "attached_gpus": declared,
+                           "devices": devices, "errors": list(r.errors), "cuts": cuts, "headerless": headerless}
     if headerless:
         out["cuts"].insert(0, {"line": gpus[0][1]["line"] or 1,
                                "text": "no 'GPU 0000:BB:DD.F' header: one GPU section copied without it"})
@@ -521,7 +522,7 @@ def link_evidence(dev: Dict[str, Any]) -> Dict[str, Any]:
     """TOPO-PCIE-LINK evidence from one device of the text: what the link can reach (the current format's
     Device Max and Host Max; the older format's single Max, which is already the lower of the two) and the one
     reading of Current, counted as under load when the GPU's utilisation was >= LOADED_UTILISATION %."""
-    from .pcie import SPEED_GTS, gen_of
+    from ..pcie import SPEED_GTS, gen_of
 
     gts = lambda g: SPEED_GTS.get(g) if g else None  # noqa: E731
     dev_max = dev.get("pcie_gpu_max_gen") or dev.get("pcie_max_gen")
@@ -544,3 +545,89 @@ def link_evidence(dev: Dict[str, Any]) -> Dict[str, Any]:
     return {"device": dev["pci_bus_id"], "capability": cap, "samples": [sample], "load": load_ev, "errors": errors,
             "nvml_link": {k: dev.get(k) for k in ("pcie_current_gen", "pcie_current_width", "pcie_max_gen",
                                                   "pcie_max_width", "pcie_gpu_max_gen", "pcie_host_max_gen")}}
+
+
+# ---- the reader ---------------------------------------------------------------------------------------------
+
+_NVSMI_KEYS = re.compile(r"^\s*(?:Product Name|Persistence Mode|Clocks (?:Event|Throttle) Reasons|ECC Errors|"
+                         r"Remapped Rows|Retired Pages|FB Memory Usage|GPU UUID|VBIOS Version|Performance State|"
+                         r"Attached GPUs)\s*(?::|$)", re.M)
+_NVSMI_SECTION = re.compile(r"^([ \t]*)(?:ECC Errors|Clocks (?:Event|Throttle) Reasons|Remapped Rows|Retired Pages|"
+                            r"FB Memory Usage|GPU Power Readings|Power Readings|ECC Mode)[ \t]*\r?\n"
+                            r"(?:\1[ \t]+[A-Za-z][^\n:]{0,60}\r?\n){0,2}\1[ \t]+"
+                            r"[A-Za-z][^:\n]{0,60}?[ \t]:[ \t]", re.M)
+_GPU_SECTION = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", re.M)
+
+
+class NvidiaSmiQ(Reader):
+    kinds = {"nvidia-smi-q": "nvidia-smi -q", "nvidia-smi-q-xml": "nvidia-smi -q -x (XML)"}
+    steps = (NVIDIA_DEVICES,)
+    option = "--nvidia-smi-q"
+    option_help = ("`nvidia-smi -q` output, text or `-q -x` XML (any driver generation): identity, driver, link, "
+                   "ECC, row remapping, clock events, persistence, power limit, firmware")
+    link_load = "read"
+
+    def detect_document(self, head: str) -> Optional[Detection]:
+        if looks_like_xml(head):
+            if "<nvidia_smi_log" in head:
+                return "nvidia-smi-q-xml", "an <nvidia_smi_log> XML document"
+            return None, "an XML document that is not `nvidia-smi -q -x` output (no <nvidia_smi_log>)"
+        return None
+
+    def detect(self, head: str) -> Optional[Detection]:
+        if _GPU_SECTION.search(head) or "NVSMI LOG" in head or len(_NVSMI_KEYS.findall(head)) >= 2 or \
+                _NVSMI_SECTION.search(head):
+            return "nvidia-smi-q", "'GPU 0000:BB:DD.F' sections or nvidia-smi -q fields"
+        return None
+
+    def parse(self, kind: str, text: str, known_ids: Iterable[str] = ()) -> Dict[str, Any]:
+        return parse(text)
+
+    def merge(self, machine: Machine, entry: Entry, step: int) -> None:
+        """The driver (two files that disagree describe two machines), every GPU section (the first reading of a
+        GPU is kept; a snapshot's NVML facts come first) and its PCIe link reading."""
+        f, facts, nvml = entry, entry["facts"], machine.nvml
+        for key in ("driver_version", "cuda_driver_version"):
+            if facts.get(key):
+                if nvml.get(key) and nvml[key] != facts[key]:
+                    machine.conflict(key.replace("_", " "), nvml[key], facts[key], nvml["files"][0], f["name"])
+                nvml[key] = facts[key]
+        nvml.update(available=True, source=f"submitted {f['tool']}", reason=None)
+        nvml["files"].append(f["name"])
+        nvml["errors"].extend(e for e in facts.get("errors") or [] if e.get("field") not in ("attached_gpus",))
+        if facts.get("attached_gpus") is not None:
+            machine.declared["nvidia"] = {"count": facts["attached_gpus"],
+                                          "source": f"'Attached GPUs : {facts['attached_gpus']}' in {f['name']}"}
+        if facts.get("complete"):
+            machine.complete.setdefault("nvidia", []).append(f"{f['name']} (nvidia-smi -q: every GPU it declares)")
+        accs = machine.accs
+        for i, dev in enumerate(facts["devices"]):
+            bdf = dev.get("pci_bus_id") or f"GPU section {i + 1} of {f['name']} (no PCI address)"
+            missing_errors(dev, f)
+            dev["source"] = f"submitted {f['tool']} ({f['name']})"
+            dev["load"] = load_of(dev)
+            a = new_accelerator(bdf, dev.get("pci_id"), "NVIDIA", dev.get("name"), f["name"])
+            a["memory_total_bytes"] = dev.get("memory_total_bytes")
+            a["memory_source"] = "nvml" if dev.get("memory_total_bytes") is not None else None
+            if bdf in accs and accs[bdf].get("management"):
+                old = accs[bdf]["management"]
+                if machine.snapshot is not None and "source" not in old:
+                    machine.notes.append(f"{bdf}: the snapshot's NVML facts are kept; {f['name']} is not used for it")
+                    continue
+                for k in ("uuid", "serial"):
+                    if old.get(k) and dev.get(k) and old[k] != dev[k]:
+                        machine.conflict(f"the {k} of {bdf}", old[k], dev[k], old.get("source"), f["name"])
+                machine.notes.append(f"{bdf} is in {f['name']} and in an earlier file: the first reading is kept")
+                continue
+            a["management"] = dev
+            machine.add(bdf, a)
+            pcie_seen = dev.get("pcie_current_gen") is not None or any(
+                str(e.get("field", "")).startswith("pcie_") and not e.get("missing") for e in dev["errors"])
+            if pcie_seen and dev.get("pci_bus_id"):
+                ev = link_evidence(dev)
+                ev["method_text"] = (f"PCIe link of the submitted `nvidia-smi -q` ({f['name']}): Current against "
+                                     "Device Max / Host Max (or the older single Max)")
+                machine.links.setdefault(bdf, ev)
+
+    def finish(self, machine: Machine, step: int) -> None:
+        machine.nvml["attached_gpus"] = (machine.declared.get("nvidia") or {}).get("count")

@@ -1,0 +1,112 @@
+"""The readers of submitted text, one module per tool, and their registry.
+
+Each module holds one :class:`~.base.Reader`: how its tool's output is recognised (``detect``), read
+(``parse``) and added to the machine the files describe (``merge``, in the steps of :mod:`.base`).
+:data:`READERS` lists them in the order their ``detect`` is tried (``detect_document`` of every reader first:
+XML and JSON documents are told by their syntax); the first that recognises a text reads it.  A text that none
+recognises is refused with what it looks like: another tool's output (:data:`OTHER_TOOLS`), a binary file, a
+report.
+
+A new tool: a module here with a subclass of :class:`~.base.Reader` (``kinds``, ``steps``, ``detect``,
+``parse``, ``merge``), its instance added to :data:`READERS` where its ``detect`` must be tried, and its tests.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from .amd_smi import AmdSmi
+from .base import Detection, Machine, Reader
+from .kernel_log import KernelLog
+from .lspci_pp import LspciPp
+from .lspci_tv import LspciTv
+from .lspci_vv import LspciVv
+from .nvidia_smi_q import NvidiaSmiQ
+from .nvidia_smi_topo import NvidiaSmiTopo
+from .rocm_smi import RocmSmi
+
+__all__ = ["KINDS", "OTHER_TOOLS", "READERS", "Machine", "Reader", "classify", "looks_like", "merge_steps",
+           "parse_as", "reader_of", "same_tool", "tool_of"]
+
+#: Every reader, in the order its ``detect`` is tried: an earlier one wins a text that two would recognise.
+READERS: Tuple[Reader, ...] = (NvidiaSmiQ(), AmdSmi(), RocmSmi(), NvidiaSmiTopo(), LspciPp(), LspciTv(), LspciVv(),
+                               KernelLog())
+
+#: kind -> the tool whose output it is (as the report names it), of the readers above.
+KINDS: Dict[str, str] = {kind: tool for r in READERS for kind, tool in r.kinds.items()}
+
+#: Outputs of other tools: recognised to say what a refused file is, not read.
+OTHER_TOOLS: List[Tuple[str, "re.Pattern[str]"]] = [
+    ("the nvidia-smi summary table (plain `nvidia-smi`; submit `nvidia-smi -q` instead)",
+     re.compile(r"^\|\s*NVIDIA-SMI \d", re.M)),
+    ("`nvidia-smi nvlink` output", re.compile(r"^\s*Link \d{1,2}: .*(?:GB/s|Inactive|<inactive>)", re.M)),
+    ("`dcgmi diag` output", re.compile(r"Diagnostic\s*\|\s*Result|dcgmi", re.I)),
+    ("`lscpu` output", re.compile(r"^Architecture:\s+\S+.*\n(?:.*\n){0,4}\s*CPU op-mode", re.M)),
+    ("`numactl -H` output", re.compile(r"^available: \d+ nodes?", re.M)),
+    ("`dmidecode` output", re.compile(r"^# dmidecode|^SMBIOS \d", re.M)),
+    ("`ibstat` / `ibv_devinfo` output", re.compile(r"^CA '|^hca_id:", re.M)),
+    ("a pytest-sits report (JSON): replay it with `sits replay`", re.compile(r'"schema"\s*:\s*"pytest-sits/report"')),
+    ("a shell script", re.compile(r"\A#!")),
+]
+
+
+def reader_of(kind: Optional[str]) -> Optional[Reader]:
+    """The reader of a kind (None for a kind no reader has: a snapshot folder, a refused file)."""
+    return next((r for r in READERS if kind in r.kinds), None)
+
+
+def tool_of(kind: str) -> str:
+    """The tool whose output a kind is, as the report names it (the kind itself when no reader has it)."""
+    r = reader_of(kind)
+    return r.kinds[kind] if r is not None else kind
+
+
+def classify(text: str) -> Detection:
+    """The kind of a submitted text and why; (None, what it looks like) when it is none of :data:`KINDS`."""
+    head = text[:1 << 20]
+    if "\x00" in head[:65536]:
+        return None, "a binary file (it holds NUL bytes)"
+    for r in READERS:
+        found = r.detect_document(head)
+        if found is not None:
+            return found
+    for r in READERS:
+        found = r.detect(head)
+        if found is not None:
+            return found
+    for what, rx in OTHER_TOOLS:
+        if rx.search(head):
+            return None, what
+    first = next((ln.strip() for ln in head.splitlines() if ln.strip()), "")
+    return None, (f"none of the tools this suite reads (first line: {first[:60]!r})" if first else "an empty file")
+
+
+def looks_like(text: str) -> str:
+    """What a text looks like (for a refusal message): another tool's output, or one of the kinds read here."""
+    kind, why = classify(text)
+    if kind is not None:
+        return f"{tool_of(kind)} output ({why})"
+    return why
+
+
+def parse_as(kind: str, text: str, known_ids: Iterable[str] = ()) -> Dict[str, Any]:
+    """The facts of a text of ``kind``; raises ValueError (the parser's error, naming the line) when nothing of it
+    can be read."""
+    r = reader_of(kind)
+    if r is None:
+        raise ValueError(f"no reader for kind {kind!r}")
+    return r.parse(kind, text, known_ids)
+
+
+def merge_steps() -> List[Tuple[int, List[Reader]]]:
+    """The merge steps in the order they run, each with the readers that take part in it (in :data:`READERS`
+    order)."""
+    steps = sorted({s for r in READERS for s in r.steps})
+    return [(s, [r for r in READERS if s in r.steps]) for s in steps]
+
+
+def same_tool(kind: str, other: Optional[str]) -> bool:
+    """Whether two kinds are output of one tool (``nvidia-smi -q`` text and XML are)."""
+    r = reader_of(kind)
+    return r is not None and r is reader_of(other)

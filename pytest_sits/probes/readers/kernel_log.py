@@ -1,0 +1,91 @@
+"""Kernel logs (``dmesg``, ``journalctl -k``, ``/var/log/kern.log``): the NVRM Xid and PCIe AER lines, read by
+the parsers the live probe uses (:mod:`pytest_sits.probes.health`), and the accelerators the lines name."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Iterable, List, Optional
+
+from ..health import parse_aer_lines, parse_xids
+from .base import EVENTS, Detection, Entry, Machine, Reader, new_accelerator
+from .pci import ACCEL_IDS
+
+_KLOG = re.compile(r"NVRM: Xid|PCIe Bus Error|AER: (?:Multiple )?(?:Corrected|Uncorrected)|"
+                   r"^\s*\[\s*\d{1,8}\.\d{3,6}\]|^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel:|^\d{4}-\d\d-\d\dT\S+ \S+ kernel:",
+                   re.M)
+_STAMP = re.compile(r"^\s*\[\s*(\d{1,8}\.\d{3,6})\]")
+MAX_LINES = 2_000_000
+
+
+def parse_kernel_log(text: str) -> Dict[str, Any]:
+    """The Xid and AER events of a kernel log, the accelerators it names and the span of its timestamps."""
+    lines = text.splitlines()[:MAX_LINES]
+    xids = parse_xids(lines)
+    aer = parse_aer_lines(lines)
+    stamps = [m.group(1) for m in (_STAMP.match(ln) for ln in lines) if m]
+    return {"records": len(lines), "xids": xids, "aer": aer, "devices": log_devices(lines, xids),
+            "span_s": [float(stamps[0]), float(stamps[-1])] if stamps else None}
+
+
+_LOG_DEVICE = re.compile(r"\b(?P<drv>nvidia|amdgpu) (?P<bdf>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):.{0,80}?"
+                         r"device \[(?P<vid>[0-9a-f]{4}):(?P<did>[0-9a-f]{4})\]", re.I)
+
+
+def log_devices(lines: List[str], xids: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The accelerators a kernel log names: the GPU of each NVRM Xid line (its bus; function 0), and functions of
+    the nvidia or amdgpu driver whose AER detail line gives an accelerator's [vendor:device] ID."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for x in xids:
+        bdf = f"{x['bdf_prefix']}.0"
+        out.setdefault(bdf, {"bdf": bdf, "vendor": "NVIDIA", "pci_id": None, "why": "an NVRM Xid line names it"})
+    for line in lines:
+        m = _LOG_DEVICE.search(line)
+        if not m:
+            continue
+        pci_id = f"{m.group('vid').lower()}:{m.group('did').lower()}"
+        if pci_id not in ACCEL_IDS:
+            continue
+        bdf = m.group("bdf").lower()
+        prev = out.get(bdf) or out.get(bdf.rsplit(".", 1)[0] + ".0")
+        if prev is not None and prev["bdf"].rsplit(".", 1)[0] == bdf.rsplit(".", 1)[0]:
+            prev["pci_id"] = prev["pci_id"] or pci_id
+            continue
+        out[bdf] = {"bdf": bdf, "vendor": "NVIDIA" if pci_id.startswith("10de") else "AMD", "pci_id": pci_id,
+                    "why": f"the {m.group('drv')} driver reports {ACCEL_IDS[pci_id]} ({pci_id}) at it"}
+    return sorted(out.values(), key=lambda d: d["bdf"])
+
+
+class KernelLog(Reader):
+    kinds = {"kernel-log": "kernel log (dmesg / journalctl -k)"}
+    steps = (EVENTS,)
+    option = "--kernel-log"
+    option_help = "`dmesg` / `journalctl -k` with NVRM Xid and AER lines"
+
+    def detect(self, head: str) -> Optional[Detection]:
+        if _KLOG.search(head):
+            return "kernel-log", "kernel log lines"
+        return None
+
+    def parse(self, kind: str, text: str, known_ids: Iterable[str] = ()) -> Dict[str, Any]:
+        return parse_kernel_log(text)
+
+    def merge(self, machine: Machine, entry: Entry, step: int) -> None:
+        """The events, and the GPUs they name (an Xid names an NVIDIA GPU; an AER line of the nvidia or amdgpu
+        driver with an accelerator's [vendor:device] ID names one) when no other text lists the machine's."""
+        f, facts = entry, entry["facts"]
+        if machine.kernel_log is None:
+            machine.kernel_log = {"files": [], "records": 0, "xids": [], "aer": [], "spans": []}
+        klog = machine.kernel_log
+        klog["files"].append(f["name"])
+        klog["records"] += facts["records"]
+        klog["xids"].extend(dict(x, file=f["name"]) for x in facts["xids"])
+        klog["aer"].extend(dict(x, file=f["name"]) for x in facts["aer"])
+        if facts.get("span_s"):
+            klog["spans"].append({"file": f["name"], "from_s": facts["span_s"][0], "to_s": facts["span_s"][1]})
+        for dev in facts.get("devices") or []:
+            known = [k for k in machine.order if k.rsplit(".", 1)[0] == dev["bdf"].rsplit(".", 1)[0]]
+            if known or (dev["vendor"] == "NVIDIA" and machine.complete.get("nvidia")) or \
+                    (dev["vendor"] == "AMD" and machine.complete.get("amd")):
+                continue  # another text lists the machine's GPUs: the log adds events, not devices
+            a = machine.add(dev["bdf"], new_accelerator(dev["bdf"], dev.get("pci_id"), dev["vendor"], None, f["name"]))
+            a["note"] = f"named by the kernel log ({dev['why']}); no other text gives its facts"

@@ -1,0 +1,32 @@
+"""The bounds of the line-oriented readers (``lspci``, ``nvidia-smi topo -m``): a text is untrusted, so it is at
+most :data:`MAX_BYTES` characters, :data:`MAX_LINES` lines of at most :data:`MAX_LINE` characters, read with
+anchored regular expressions without nested repetition (linear time), and every error names the line."""
+
+from __future__ import annotations
+
+from typing import List
+
+#: Largest text accepted (an `lspci -vv` of a 1,000-function host is about 3 MB).
+MAX_BYTES = 16 << 20
+MAX_LINES = 400_000
+#: pciutils cuts tree lines at 1,024 characters; a `topo -m` row with 64 NICs is about 600.
+MAX_LINE = 16_384
+
+
+class TextEvidenceError(ValueError):
+    """The text is not the output it claims to be; the message names the line."""
+
+
+def text_lines(text: str, what: str) -> List[str]:
+    """The lines of a ``what`` text, refused (:class:`TextEvidenceError`) past the bounds."""
+    if len(text) > MAX_BYTES:
+        raise TextEvidenceError(f"{len(text)} characters, over the {MAX_BYTES >> 20} MiB limit for {what} text; "
+                                "fix: submit the output of one run")
+    lines = text.splitlines()
+    if len(lines) > MAX_LINES:
+        raise TextEvidenceError(f"{len(lines)} lines, over the {MAX_LINES}-line limit for {what} text")
+    for n, ln in enumerate(lines, 1):
+        if len(ln) > MAX_LINE:
+            raise TextEvidenceError(f"line {n}: {len(ln)} characters, over the {MAX_LINE}-character limit; "
+                                    f"no {what} line is that long")
+    return lines
