@@ -1,12 +1,13 @@
 """Deployment health, one verdict per accelerator: DEP-ECC, DEP-ROWREMAP, DEP-THROTTLE, DEP-PERSIST,
-DEP-POWERCAP, DEP-PCIE-ERRORS, DEP-XID (suite extensions)."""
+DEP-POWERCAP, DEP-PCIE-ERRORS, DEP-XID, DEP-NVLINK-ERRORS (suite extensions)."""
 
 import pytest
 
-from pytest_sits.checks.health import (check_ecc, check_pcie_errors, check_persistence, check_powercap,
-                                       check_rowremap, check_throttle, check_xid)
+from pytest_sits.checks.health import (check_ecc, check_nvlink_errors, check_pcie_errors, check_persistence,
+                                       check_powercap, check_rowremap, check_throttle, check_xid)
 from pytest_sits.conditions.health import (acquire_ecc, acquire_persistence, acquire_powercap, acquire_rowremap,
-                                           pcie_errors_evidence, throttle_evidence, xid_evidence)
+                                           nvlink_errors_evidence, pcie_errors_evidence, throttle_evidence,
+                                           xid_evidence)
 
 
 @pytest.mark.sits_requirement("DEP-ECC")
@@ -46,3 +47,9 @@ def test_pcie_errors_during_run(sits_device, sits_health_window, sits_thresholds
 @pytest.mark.sits_requirement("DEP-XID")
 def test_no_critical_xid(sits_device, sits_health_window, sits_thresholds, sits_record):
     sits_record(check_xid(xid_evidence(sits_health_window(sits_device)), sits_thresholds, sits_device["bdf"]))
+
+
+@pytest.mark.sits_requirement("DEP-NVLINK-ERRORS")
+def test_no_nvlink_errors_during_run(sits_device, sits_health_window, sits_thresholds, sits_record):
+    sits_record(check_nvlink_errors(nvlink_errors_evidence(sits_health_window(sits_device), sits_device),
+                                    sits_thresholds, sits_device["bdf"]))

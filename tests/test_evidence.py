@@ -95,35 +95,19 @@ def test_every_kind_has_one_reader_and_one_option():
     assert steps == sorted(steps) and readers.reader_of("snapshot") is None
 
 
-def test_a_new_reader_is_one_class_in_the_registry(tmp_path, monkeypatch):
-    """A tool the suite does not read yet: detected before the look-alike refusals, parsed, merged in its step."""
-    from pytest_sits.probes.readers.base import EVENTS, Reader
+def test_a_new_reader_is_one_module_the_registry_finds():
+    """Every module of the readers package with a READER is in the registry, in the order its reader states;
+    no other module is (helpers: base, text, pci, amd_common)."""
+    import importlib
+    import pkgutil
 
-    class LinkErrors(Reader):
-        kinds = {"nvlink-errors": "nvidia-smi nvlink -e"}
-        steps = (EVENTS + 1,)
-
-        def detect(self, head):
-            return ("nvlink-errors", "'Link N: Replay Errors' lines") if "Replay Errors" in head else None
-
-        def parse(self, kind, text, known_ids=()):
-            if "Link 0" not in text:
-                raise ValueError("line 1: no link")
-            return {"links": text.count("Link "), "cuts": []}
-
-        def merge(self, machine, entry, step):
-            machine.notes.append(f"{entry['name']}: {entry['facts']['links']} links, after {machine.order}")
-
-    monkeypatch.setattr(readers, "READERS", readers.READERS + (LinkErrors(),))
-    d = folder(tmp_path, "nvidia-smi-q-h100-570.txt")
-    (d / "nvlink.txt").write_text("GPU 0: NVIDIA H100\n\t Link 0: Replay Errors: 0\n\t Link 1: Replay Errors: 0\n")
-    (d / "broken.txt").write_text("GPU 0: NVIDIA H100\n\t Replay Errors: 0\n")
-    p = EvidencePlatform(d)
-    files = {f["name"]: f for f in p.evidence["files"]}
-    assert files["nvlink.txt"]["kind"] == "nvlink-errors" and files["nvlink.txt"]["tool"] == "nvidia-smi nvlink -e"
-    assert files["broken.txt"]["status"] == "refused" and "nvidia-smi nvlink -e: line 1: no link" in files["broken.txt"]["why"]
-    note = next(n for n in p.inventory()["submitted"]["notes"] if n.startswith("nvlink.txt"))
-    assert note.startswith("nvlink.txt: 2 links, after ['0000:") and "1 × nvidia-smi nvlink -e" in p.label
+    modules = {info.name for info in pkgutil.iter_modules(readers.__path__)}
+    with_reader = {m for m in modules if hasattr(importlib.import_module(f"{readers.__name__}.{m}"), "READER")}
+    assert {type(r).__module__.rsplit(".", 1)[1] for r in readers.READERS} == with_reader
+    assert {"nvidia_smi_nvlink", "nvidia_smi_q", "kernel_log"} <= with_reader
+    assert modules - with_reader == {"base", "text", "pci", "amd_common"}
+    orders = [r.order for r in readers.READERS]
+    assert orders == sorted(orders) and len(set(orders)) == len(orders)
 
 
 def test_folder_reading_is_confined(tmp_path):

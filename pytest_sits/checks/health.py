@@ -1,5 +1,6 @@
 """Deployment health, one verdict per device: DEP-ECC, DEP-ROWREMAP, DEP-THROTTLE, DEP-PERSIST, DEP-POWERCAP,
-DEP-PCIE-ERRORS, DEP-XID (suite extensions: what DCGM's deployment level and node health checks look at).
+DEP-PCIE-ERRORS, DEP-XID, DEP-NVLINK-ERRORS (suite extensions: what DCGM's deployment level and node health checks
+look at).
 
 Every rule is stated in its verdict.  A field the device could not report is
 never read as "fine": a limit that cannot be checked makes the verdict
@@ -503,3 +504,83 @@ def check_ecc_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: 
     if notes:
         return Verdict(req, WARN, f"{'; '.join(notes)} ({shown})", **common)
     return Verdict(req, PASS, f"ECC {'enabled' if mode else 'state n/a'}; {shown}", **common)
+
+
+#: The NVLink counters DEP-NVLINK-ERRORS judges, each against its threshold key: CRC errors of flits and of data
+#: together, replays, recoveries.
+NVLINK_JUDGED = {"crc": ("crc_flit", "crc_data"), "replay": ("replay",), "recovery": ("recovery",)}
+
+
+def _nvlink_totals(reading: Optional[Dict[str, Any]]) -> Dict[str, Dict[str, Optional[int]]]:
+    """Per link, each judged total (None where no counter of it was read)."""
+    out: Dict[str, Dict[str, Optional[int]]] = {}
+    for link, counters in ((reading or {}).get("links") or {}).items():
+        row: Dict[str, Optional[int]] = {}
+        for name, parts in NVLINK_JUDGED.items():
+            got = [counters.get(p) for p in parts if isinstance(counters, dict) and counters.get(p) is not None]
+            row[name] = sum(int(g) for g in got) if got else None
+        out[str(link)] = row
+    return out
+
+
+def _nvlink_shown(per_link: Dict[str, Dict[str, Optional[int]]]) -> str:
+    nonzero = [f"link {k}: " + ", ".join(f"{n} {v}" for n, v in row.items() if v) for k, row in per_link.items()
+               if any(row.values())]
+    return "; ".join(nonzero[:6]) + ("; ..." if len(nonzero) > 6 else "") if nonzero else "every count 0"
+
+
+@check("DEP-NVLINK-ERRORS")
+def check_nvlink_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """No NVLink CRC, replay or recovery error counter grows during the health window.
+
+    evidence: ``before`` and ``after`` ({links: {link: {replay, recovery, crc_flit, crc_data}}}) around the
+    window's load; or ``reading``: one reading (a submitted ``nvidia-smi nvlink -e``, a snapshot), counts since
+    the counters were last reset."""
+    limits = {name: thresholds[f"max_new_{name}"] for name in NVLINK_JUDGED}
+    judged = {n: lim for n, lim in limits.items() if lim is not None}
+    threshold = ", ".join(f"new {n} <= {lim}" for n, lim in judged.items()) or "reported, not judged"
+    if "reading" in evidence:
+        now = _nvlink_totals(evidence["reading"])
+        rule = ("one reading: counts since the counters were last reset; all zero shows that none grew, any count "
+                "cannot tell when it grew")
+        total = {n: sum(r[n] or 0 for r in now.values()) for n in judged}
+        unread = [n for n in judged if all(r[n] is None for r in now.values())]
+        common = dict(threshold=threshold, unit="errors", evidence=dict(evidence, per_link=now, totals=total),
+                      method=rule)
+        if unread:
+            return Verdict("DEP-NVLINK-ERRORS", INCONCLUSIVE, f"{', '.join(unread)} counters are not in {evidence.get('source')}; "
+                           f"{_nvlink_shown(now)}", **common)
+        if any(total.values()):
+            return Verdict("DEP-NVLINK-ERRORS", INCONCLUSIVE, f"{_nvlink_shown(now)} since the counters were last reset "
+                           f"({evidence.get('source')}): one reading cannot tell whether they grew during the run; "
+                           "submit `nvidia-smi nvlink -e` captured before and after a load (or reset the counters "
+                           "with `nvidia-smi nvlink -r`, run, and capture again)", measured=sum(total.values()), **common)
+        if evidence["reading"].get("cut"):
+            return Verdict("DEP-NVLINK-ERRORS", INCONCLUSIVE, f"{evidence.get('source')} was elided: the links it hides "
+                           f"are not known (the {len(now)} shown: {_nvlink_shown(now)})", measured=sum(total.values()), **common)
+        return Verdict("DEP-NVLINK-ERRORS", PASS, f"{len(now)} active link(s), every judged counter 0 since the last reset "
+                       f"({evidence.get('source')})", measured=sum(total.values()), **common)
+    before, after = _nvlink_totals(evidence.get("before")), _nvlink_totals(evidence.get("after"))
+    new: Dict[str, Dict[str, Optional[int]]] = {}
+    for link, row in after.items():
+        was = before.get(link) or {}
+        new[link] = {n: (v - was[n]) if v is not None and was.get(n) is not None else None for n, v in row.items()}
+    totals = {n: sum(r[n] or 0 for r in new.values()) for n in NVLINK_JUDGED}
+    unread = [n for n in judged if all(r[n] is None for r in new.values())]
+    rule = "each active link's counters read before and after the health window's load; growth is judged"
+    common = dict(threshold=threshold, unit="errors", evidence=dict(evidence, new_per_link=new, new_totals=totals),
+                  method=rule)
+    over = [f"{n} +{totals[n]} (> {lim})" for n, lim in judged.items() if totals[n] > lim]
+    if over:
+        links = [f"link {k}: " + ", ".join(f"{n} +{v}" for n, v in row.items() if v) for k, row in new.items()
+                 if any(v for v in row.values())]
+        return Verdict("DEP-NVLINK-ERRORS", FAIL, f"NVLink errors during the health window: {'; '.join(over)} ({'; '.join(links[:6])})",
+                       measured=sum(totals[n] for n in judged), remediation="inspect the NVLink path of the named links (baseboard, NVSwitch, "
+                       "bridge): `nvidia-smi nvlink -e` and `dcgmi diag -r 3`; growing recovery errors, or CRC errors "
+                       "that persist after a reseat, warrant an RMA", **common)
+    if unread:
+        return Verdict("DEP-NVLINK-ERRORS", INCONCLUSIVE, f"{', '.join(unread)} counters not readable on this device "
+                       f"({'; '.join(((evidence.get('after') or {}).get('unread') or [])[:3])})", measured=sum(totals[n] for n in judged),
+                       **common)
+    return Verdict("DEP-NVLINK-ERRORS", PASS, f"{len(new)} active link(s): no judged counter grew "
+                   f"(new: {', '.join(f'{n} {v}' for n, v in totals.items())})", measured=sum(totals[n] for n in judged), **common)

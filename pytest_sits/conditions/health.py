@@ -569,10 +569,11 @@ def submitted_xid(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, A
 def submitted_nvlink_errors(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, Any]:
     """DEP-NVLINK-ERRORS evidence of submitted texts: one reading of the link error counters (``nvidia-smi
     nvlink -e``), counts since they were last reset."""
-    f = management_facts(inventory, acc)
-    if "absent" in f:
-        return f
-    reading = (f.get("facts") or {}).get("nvlink_errors")
+    if acc.get("vendor") not in (None, "NVIDIA") and not str(acc.get("pci_id") or "").startswith(NVIDIA):
+        return {"absent": f"{acc['bdf']}: NVLink is NVIDIA's; {acc.get('vendor')} devices' links are not read from "
+                          "submitted texts by this version"}
+    # The reader puts its reading on the accelerator (a GPU may have no `nvidia-smi -q` facts to hold it).
+    reading = acc.get("nvlink_errors") or (acc.get("management") or {}).get("nvlink_errors")
     if not reading:
         return {"unavailable": f"{acc['bdf']}: no `nvidia-smi nvlink -e` text among the submitted files gives its "
                                "NVLink error counters"}

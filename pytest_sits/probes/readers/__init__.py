@@ -7,8 +7,9 @@ XML and JSON documents are told by their syntax); the first that recognises a te
 recognises is refused with what it looks like: another tool's output (:data:`OTHER_TOOLS`), a binary file, a
 report.
 
-A new tool: a module here with a subclass of :class:`~.base.Reader` (``kinds``, ``steps``, ``detect``,
-``parse``, ``merge``), its instance added to :data:`READERS` where its ``detect`` must be tried, and its tests.
+A new tool: a module here with a subclass of :class:`~.base.Reader` (``kinds``, ``steps``, ``order``,
+``detect``, ``parse``, ``merge``) and its instance as the module's ``READER``, and its tests.  The registry finds
+it: every module of this package that has a ``READER`` is a reader, tried in the order of their ``order``.
 """
 
 from __future__ import annotations
@@ -16,22 +17,30 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from .amd_smi import AmdSmi
+import importlib
+import pkgutil
+
 from .base import Detection, Machine, Reader
-from .kernel_log import KernelLog
-from .lspci_pp import LspciPp
-from .lspci_tv import LspciTv
-from .lspci_vv import LspciVv
-from .nvidia_smi_q import NvidiaSmiQ
-from .nvidia_smi_topo import NvidiaSmiTopo
-from .rocm_smi import RocmSmi
 
 __all__ = ["KINDS", "OTHER_TOOLS", "READERS", "Machine", "Reader", "classify", "looks_like", "merge_steps",
            "parse_as", "reader_of", "same_tool", "tool_of"]
 
+
+
+def _discover() -> Tuple[Reader, ...]:
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        reader = getattr(importlib.import_module(f"{__name__}.{info.name}"), "READER", None)
+        if isinstance(reader, Reader):
+            found.append(reader)
+    orders = [r.order for r in found]
+    if len(set(orders)) != len(orders):
+        raise RuntimeError(f"two readers share a detection order: {sorted(orders)}")
+    return tuple(sorted(found, key=lambda r: r.order))
+
+
 #: Every reader, in the order its ``detect`` is tried: an earlier one wins a text that two would recognise.
-READERS: Tuple[Reader, ...] = (NvidiaSmiQ(), AmdSmi(), RocmSmi(), NvidiaSmiTopo(), LspciPp(), LspciTv(), LspciVv(),
-                               KernelLog())
+READERS: Tuple[Reader, ...] = _discover()
 
 #: kind -> the tool whose output it is (as the report names it), of the readers above.
 KINDS: Dict[str, str] = {kind: tool for r in READERS for kind, tool in r.kinds.items()}

@@ -211,6 +211,7 @@ _JSON_FACT = re.compile(r'"(?:asic|bus|vbios|limit|usage|power|pcie|ecc|vram|bdf
 class AmdSmi(Reader):
     kinds = {"amd-smi": "amd-smi"}
     steps = (AMD_NUMBERING, AMD_DEVICES)
+    order = 20
     option = "--amd-smi"
     option_help = "`amd-smi static` / `metric` output, text or --json"
     link_load = "read"
@@ -237,3 +238,6 @@ class AmdSmi(Reader):
     def finish(self, machine: Machine, step: int) -> None:
         if step == AMD_DEVICES:
             finish_driver(machine)
+
+
+READER = AmdSmi()

@@ -160,7 +160,7 @@ class Machine:
 
 class Reader(ABC):
     """One tool's output: how it is recognised, read and merged.  A new tool is one module with a subclass of
-    this, added to :data:`pytest_sits.probes.readers.READERS` at its place in the detection order.
+    this and its instance as the module's ``READER``; its ``order`` places it among the others.
 
     Only :meth:`parse` may refuse a text, with a ``ValueError`` that names the line; every limit on size, lines
     and depth is checked there.  A merge never raises, except :class:`EvidenceConflict` when two files disagree.
@@ -171,6 +171,9 @@ class Reader(ABC):
     kinds: ClassVar[Dict[str, str]] = {}
     #: The merge steps this reader takes part in (the step numbers above).
     steps: ClassVar[Tuple[int, ...]] = ()
+    #: Where its ``detect`` is tried among the readers (lower first): an earlier reader wins a text that two
+    #: would recognise.
+    order: ClassVar[int] = 0
     #: The ``sits audit-text`` option that names a file of this tool (None: none), and its help.
     option: ClassVar[Optional[str]] = None
     option_help: ClassVar[Optional[str]] = None

@@ -58,6 +58,7 @@ def log_devices(lines: List[str], xids: List[Dict[str, Any]]) -> List[Dict[str, 
 class KernelLog(Reader):
     kinds = {"kernel-log": "kernel log (dmesg / journalctl -k)"}
     steps = (EVENTS,)
+    order = 90
     option = "--kernel-log"
     option_help = "`dmesg` / `journalctl -k` with NVRM Xid and AER lines"
 
@@ -89,3 +90,6 @@ class KernelLog(Reader):
                 continue  # another text lists the machine's GPUs: the log adds events, not devices
             a = machine.add(dev["bdf"], new_accelerator(dev["bdf"], dev.get("pci_id"), dev["vendor"], None, f["name"]))
             a["note"] = f"named by the kernel log ({dev['why']}); no other text gives its facts"
+
+
+READER = KernelLog()

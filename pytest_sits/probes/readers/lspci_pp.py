@@ -73,6 +73,7 @@ _PP = re.compile(r"^(?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7](?:/(?:[0-9
 class LspciPp(Reader):
     kinds = {"lspci-pp": "lspci -PP"}
     steps = (PCI,)
+    order = 50
     option = "--lspci-pp"
     option_help = "`lspci -PP` paths"
 
@@ -86,3 +87,6 @@ class LspciPp(Reader):
 
     def merge(self, machine: Machine, entry: Entry, step: int) -> None:
         merge_paths(machine, entry, entry["tool"])  # taken to list every accelerator of the vendors it names
+
+
+READER = LspciPp()

@@ -271,6 +271,7 @@ _TREE = re.compile(r"^[ \t|]*[-+\\]-?[-+\\]?\[[0-9a-f]{4,8}:[0-9a-f]{2}\]|-\[[0-
 class LspciTv(Reader):
     kinds = {"lspci-tv": "lspci -tv"}
     steps = (PCI,)
+    order = 60
     option = "--lspci-tv"
 
     def detect(self, head: str) -> Optional[Detection]:
@@ -284,3 +285,6 @@ class LspciTv(Reader):
     def merge(self, machine: Machine, entry: Entry, step: int) -> None:
         # a tree cut anywhere may have lost accelerators: only a whole one lists every accelerator
         merge_paths(machine, entry, None if entry["cuts"] else f"{entry['tool']}, the whole tree")
+
+
+READER = LspciTv()

@@ -186,6 +186,7 @@ _FUNCS = "lspci-vv functions"  # the machine's scratch: every function of the -v
 class LspciVv(Reader):
     kinds = {"lspci-vv": "lspci -vv"}
     steps = (PCI,)
+    order = 70
     option = "--lspci-vv"
     option_help = "`lspci -vv` output: TOPO-PCIE-LINK from LnkCap/LnkSta (and the class of each function)"
     link_load = "declared"
@@ -227,3 +228,6 @@ class LspciVv(Reader):
             links = machine.links
             if bdf not in links or not any(s.get("under_load") for s in links[bdf]["samples"]):
                 links[bdf] = ev  # a -vv reading knows the slot's maximum; an idle -q reading does not
+
+
+READER = LspciVv()

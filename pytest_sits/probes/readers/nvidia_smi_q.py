@@ -562,6 +562,7 @@ _GPU_SECTION = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\
 class NvidiaSmiQ(Reader):
     kinds = {"nvidia-smi-q": "nvidia-smi -q", "nvidia-smi-q-xml": "nvidia-smi -q -x (XML)"}
     steps = (NVIDIA_DEVICES,)
+    order = 10
     option = "--nvidia-smi-q"
     option_help = ("`nvidia-smi -q` output, text or `-q -x` XML (any driver generation): identity, driver, link, "
                    "ECC, row remapping, clock events, persistence, power limit, firmware")
@@ -631,3 +632,6 @@ class NvidiaSmiQ(Reader):
 
     def finish(self, machine: Machine, step: int) -> None:
         machine.nvml["attached_gpus"] = (machine.declared.get("nvidia") or {}).get("count")
+
+
+READER = NvidiaSmiQ()

@@ -213,6 +213,7 @@ _TOPO_ROW = re.compile(r"^\s*GPU\d{1,4}\s+(?:X|NV\d{1,3}|SYS|SOC|NODE|PHB|PXB|PI
 class NvidiaSmiTopo(Reader):
     kinds = {"nvidia-smi-topo": "nvidia-smi topo -m"}
     steps = (TOPOLOGY,)
+    order = 40
     option = "--nvidia-smi-topo"
 
     def detect(self, head: str) -> Optional[Detection]:
@@ -263,3 +264,6 @@ class NvidiaSmiTopo(Reader):
                 continue
             machine.paths[key] = dict(p, device=key, source=f"{p['source']} of {f['name']}")
         machine.complete.setdefault("nvidia", []).append(f"{f['name']} (nvidia-smi topo -m lists every GPU)")
+
+
+READER = NvidiaSmiTopo()

@@ -169,6 +169,7 @@ _MESH = "rocm-smi mesh"  # the machine's scratch: the last rocm-smi text's mesh,
 class RocmSmi(Reader):
     kinds = {"rocm-smi": "rocm-smi"}
     steps = (AMD_NUMBERING, AMD_DEVICES, AMD_MESH)
+    order = 30
     option = "--rocm-smi"
     option_help = "`rocm-smi` output (--showtopo, the concise table, -a)"
 
@@ -210,3 +211,6 @@ class RocmSmi(Reader):
             if key not in machine.accs:
                 a = machine.add(key, new_accelerator(key, None, "AMD", None, f["name"]))
                 a["note"] = "named by its index in rocm-smi; no text gives its PCI address"
+
+
+READER = RocmSmi()
