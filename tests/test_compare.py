@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -14,6 +12,7 @@ from pytest_sits.files import UntrustedInputError
 from pytest_sits.report.model import validate
 from pytest_sits.report.store import read_report
 
+from helpers import run_suite
 from test_analytics import make_sweep
 
 
@@ -157,17 +156,13 @@ def sim_reports(tmp_path_factory):
     out = {}
     for name in ("h100", "a100", "l40s"):
         d = tmp_path_factory.mktemp(f"sim-{name}")
-        proc = subprocess.run([sys.executable, "-m", "pytest", f"--sits-platform=sim:{name}", "--sits-level=full",
-                               f"--sits-report-dir={d}", "-p", "no:cacheprovider", "-q", "--pyargs",
-                               "pytest_sits.conformance", "-m", " or ".join(COMPARED)],
-                              cwd=str(d), capture_output=True, text=True, timeout=900)
-        path = d / "sits-report.json"
-        if not path.exists():
-            pytest.fail(f"sim:{name} wrote no report:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-        out[name] = str(path)
+        run = run_suite(d, f"--sits-platform=sim:{name}", "--sits-level=full", "-m", " or ".join(COMPARED), cwd=d,
+                        timeout=900)
+        out[name] = str(run.report_dir / "sits-report.json")
     return out
 
 
+@pytest.mark.slow
 def test_compare_sim_h100_a100_l40s_ranks_as_documented(sim_reports, capsys):
     """README: on the simulated platforms H100 > A100 > L40S in both classes; L40S fails MEM-CAPACITY
     (48 GB < the 80 GB floor) and ranks last for that; H100 leads A100 on network for low-latency (PCIe Gen5
