@@ -252,6 +252,7 @@ def test_device_probes_run_on_torch_cpu():
     assert h["verified"] and h["h2d"]["gbps_median"] > 0 and not h["pinned"]
 
 
+@pytest.mark.slow
 def test_standard_level_on_this_host(pytester, report_of):
     prof = pytester.path / "short.yaml"
     prof.write_text("name: short\nextends: host\nthresholds:\n  MEM-BW-HOLD:\n    duration_s: 2\n"
@@ -275,6 +276,7 @@ def test_standard_level_on_this_host(pytester, report_of):
     assert "<svg" in html and "host DRAM occupancy per window" in html
 
 
+@pytest.mark.slow
 def test_sim_bandwidth_faults(pytester, conformance_args, report_of):
     pytester.runpytest(*conformance_args, "--sits-platform=sim:h20+membw-low,pcie-bw-low", "--sits-level",
                        "standard", "-m", "MEM-BW-EFFICIENCY or TOPO-PCIE-BW or MEM-BW-HOLD")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,14 +15,12 @@ from pytest_sits.commands.fleet import merge as fleet_merge
 from pytest_sits.profiles import resolve
 from pytest_sits.verdict import FAIL, PASS, WARN, Verdict, apply_fleet_band
 
+from helpers import run_sits, run_suite
 
-def run_suite(dest: Path, platform: str, *extra: str) -> dict:
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-q", "-p", "no:cacheprovider",
-           f"--sits-platform={platform}", "--sits-level=standard", f"--sits-report-dir={dest}", *extra]
-    proc = subprocess.run(cmd, cwd=str(dest.parent), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=600)
-    assert (dest / "sits-report.json").is_file(), proc.stdout[-3000:]
-    return json.loads((dest / "sits-report.json").read_text())
+
+def standard_run(dest: Path, platform: str, *extra: str) -> dict:
+    """The report of a standard-level run of the bundled suite on ``platform``."""
+    return run_suite(dest, f"--sits-platform={platform}", "--sits-level=standard", *extra).report
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +29,8 @@ def fleet20(tmp_path_factory):
     spread by ±0.4% (seeded) as real nodes do, and n07 with slow device memory (sim fault membw-slow: 80% of
     the datasheet bandwidth, above the profile's 75% floor)."""
     base = tmp_path_factory.mktemp("baseline")
-    healthy = run_suite(base / "pass", "sim:h100")
-    slow = run_suite(base / "slow", "sim:h100+membw-slow")
+    healthy = standard_run(base / "pass", "sim:h100")
+    slow = standard_run(base / "slow", "sim:h100+membw-slow")
     rng = random.Random(24)
     out = base / "fleet"
     for i in range(1, 21):
@@ -50,6 +46,7 @@ def fleet20(tmp_path_factory):
     return base
 
 
+@pytest.mark.slow
 def test_baseline_flags_the_slow_node_and_writes_a_valid_overlay(fleet20, capsys):
     out = fleet20 / "overlays"
     assert main(["baseline", str(fleet20 / "fleet" / "fleet-report.json"), f"--out={out}"]) == 1
@@ -67,18 +64,18 @@ def test_baseline_flags_the_slow_node_and_writes_a_valid_overlay(fleet20, capsys
     assert prof.thresholds("MEM-BW-EFFICIENCY") == resolve("h100-sxm5").thresholds("MEM-BW-EFFICIENCY")
 
 
+@pytest.mark.slow
 def test_a_run_with_the_overlay_warns_on_the_slow_node_and_replays(fleet20):
     out = fleet20 / "overlays2"
     main(["baseline", str(fleet20 / "fleet" / "fleet-report.json"), f"--out={out}"])
     prof = f"--sits-profile={out / 'h100-sxm5-fleet.yaml'}"
-    slow = run_suite(fleet20 / "slow-run", "sim:h100+membw-slow", prof)
+    slow = standard_run(fleet20 / "slow-run", "sim:h100+membw-slow", prof)
     bw = [v for v in slow["verdicts"] if v["requirement"] == "MEM-BW-EFFICIENCY"]
     assert bw and all(v["status"] == WARN and "outside the fleet band" in v["reason"] and "20 h100-sxm5 nodes"
                       in v["reason"] for v in bw)
-    healthy = run_suite(fleet20 / "healthy-run", "sim:h100", prof)
+    healthy = standard_run(fleet20 / "healthy-run", "sim:h100", prof)
     assert all(v["status"] == PASS for v in healthy["verdicts"] if v["requirement"] == "MEM-BW-EFFICIENCY")
-    proc = subprocess.run([sys.executable, "-m", "pytest_sits.cli", "replay",
-                           str(fleet20 / "slow-run" / "sits-report.json")], stdout=subprocess.PIPE, text=True)
+    proc = run_sits("replay", str(fleet20 / "slow-run" / "sits-report.json"), cwd=fleet20)
     assert proc.returncode == 0 and "0 differ" in proc.stdout, proc.stdout
 
 
@@ -115,6 +112,7 @@ def test_bad_fleet_reports_are_usage_errors(tmp_path, capsys):
     assert "merge the fleet folder again" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_too_few_nodes_give_no_band(fleet20, tmp_path, capsys):
     fl = json.loads((fleet20 / "fleet" / "fleet-report.json").read_text())
     fl["nodes"] = fl["nodes"][:2]

@@ -5,14 +5,16 @@ Chromium is not installed (.ci/run installs it)."""
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import run_suite
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install "
-                                                          "chromium); .ci/run installs it")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install "
+                                                          "chromium); .ci/run installs it")]
 
 FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
@@ -47,12 +49,7 @@ def overflow(page: Path, width: int, tmp: Path) -> dict:
 
 
 def _sim_report(tmp: Path, spec: str, name: str) -> Path:
-    out = tmp / name
-    subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-p", "no:cacheprovider",
-                    f"--sits-platform={spec}", "--sits-level=full", f"--sits-report-dir={out}", "-q"],
-                   cwd=tmp, capture_output=True, timeout=600)
-    assert (out / "sits-report.json").exists(), f"no report for {spec}"
-    return out
+    return run_suite(tmp / name, f"--sits-platform={spec}", "--sits-level=full").report_dir
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,6 @@ import hashlib
 import io
 import json
 import os
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -18,15 +16,12 @@ pytest.importorskip("cryptography", reason="bundles need cryptography: pip insta
 from pytest_sits.commands import bundle  # noqa: E402
 from pytest_sits.cli import main  # noqa: E402
 
+from helpers import run_suite  # noqa: E402
 
-def run_suite(dest: Path, *args: str) -> Path:
+
+def suite_folder(dest: Path, *args: str) -> Path:
     """A real run of the bundled suite (quick level) writing its report and JUnit XML into ``dest``."""
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-q", "-p", "no:cacheprovider",
-           f"--sits-report-dir={dest}", "--junitxml", str(dest / "junit.xml"), *args]
-    proc = subprocess.run(cmd, cwd=str(dest.parent), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=600)
-    assert (dest / "sits-report.json").is_file(), proc.stdout[-3000:]
-    return dest
+    return run_suite(dest, *args, junit=True).report_dir
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +34,12 @@ def keys(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def live_report(tmp_path_factory):
-    return run_suite(tmp_path_factory.mktemp("live") / "sits-report")
+    return suite_folder(tmp_path_factory.mktemp("live") / "sits-report")
 
 
 @pytest.fixture(scope="module")
 def sim_report(tmp_path_factory):
-    return run_suite(tmp_path_factory.mktemp("sim") / "sits-report", "--sits-platform=sim:h100")
+    return suite_folder(tmp_path_factory.mktemp("sim") / "sits-report", "--sits-platform=sim:h100")
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +87,7 @@ def verify(capsys, path: Path, pub: Path, *extra: str):
     return rc, out.out + out.err
 
 
+@pytest.mark.slow
 def test_bundle_of_a_live_run_verifies(live_report, keys, tmp_path, capsys):
     out = tmp_path / "live.tar.gz"
     assert main(["bundle", "create", str(live_report), "-o", str(out), "--key", str(keys["key"]),
@@ -109,6 +105,7 @@ def test_bundle_of_a_live_run_verifies(live_report, keys, tmp_path, capsys):
     assert f"of {len(report['verdicts'])} verdicts replayed" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["MANIFEST.json", "MANIFEST.sig", "sits-report.json", "sits-report.html",
                                   "junit.xml", "snapshot.tar.gz"])
 def test_one_flipped_byte_in_any_member_fails_naming_it(signed, keys, tmp_path, capsys, name):
@@ -121,6 +118,7 @@ def test_one_flipped_byte_in_any_member_fails_naming_it(signed, keys, tmp_path, 
     assert failed and any(name in line for line in failed), text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("existing", [False, True], ids=["new-folder", "empty-folder"])
 def test_a_bundle_that_fails_leaves_nothing_extracted(signed, keys, tmp_path, capsys, existing):
     """`--extract DIR` keeps files only when every check held: a failed verify leaves DIR as it was."""
@@ -135,6 +133,7 @@ def test_a_bundle_that_fails_leaves_nothing_extracted(signed, keys, tmp_path, ca
     assert (list(target.iterdir()) == []) if existing else not target.exists()
 
 
+@pytest.mark.slow
 def test_one_flipped_byte_in_the_archive_itself_fails(signed, keys, tmp_path, capsys):
     raw = bytearray(signed.read_bytes())
     raw[len(raw) // 2] ^= 0x01
@@ -160,6 +159,7 @@ def _edit_first_status(report: dict) -> int:
     raise AssertionError("no PASS verdict to edit")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit", [_edit_first_status, _edit_first_measured], ids=["status", "measured"])
 def test_edited_verdict_rehashed_without_the_key_fails(signed, keys, tmp_path, capsys, edit):
     m = members(signed)
@@ -176,6 +176,7 @@ def test_edited_verdict_rehashed_without_the_key_fails(signed, keys, tmp_path, c
     assert "sits-report.json: SHA-256 differs" not in text
 
 
+@pytest.mark.slow
 def test_edited_verdict_resigned_with_another_key_fails(signed, keys, tmp_path, capsys):
     m = members(signed)
     report = json.loads(m["sits-report.json"])
@@ -188,6 +189,7 @@ def test_edited_verdict_resigned_with_another_key_fails(signed, keys, tmp_path, 
     assert rc == 1 and "does not verify with" in text
 
 
+@pytest.mark.slow
 def test_wrong_public_key_fails(signed, keys, capsys):
     rc, text = verify(capsys, signed, keys["other_pub"])
     assert rc == 1
@@ -196,6 +198,7 @@ def test_wrong_public_key_fails(signed, keys, capsys):
     assert rc == 0, text
 
 
+@pytest.mark.slow
 def test_replay_catches_a_value_the_signer_itself_edited(signed, keys, tmp_path, capsys):
     """Signature and hashes hold (the signer re-signed), but the verdict no longer follows from its evidence."""
     m = members(signed)
@@ -211,6 +214,7 @@ def test_replay_catches_a_value_the_signer_itself_edited(signed, keys, tmp_path,
     assert f"verdict #{i} {report['verdicts'][i]['requirement']}" in text and "measured is" in text
 
 
+@pytest.mark.slow
 def test_a_passing_verdict_stripped_of_its_check_is_not_taken_on_trust(signed, keys, tmp_path, capsys):
     m = members(signed)
     report = json.loads(m["sits-report.json"])
@@ -224,6 +228,7 @@ def test_a_passing_verdict_stripped_of_its_check_is_not_taken_on_trust(signed, k
     assert rc == 1 and f"verdict #{i}" in text and "cannot be recomputed" in text
 
 
+@pytest.mark.slow
 def test_summary_result_must_follow_from_the_verdicts(live_report, keys, tmp_path, capsys):
     out = tmp_path / "b.tar.gz"
     bundle.create(live_report, out, keys["key"])
@@ -238,6 +243,7 @@ def test_summary_result_must_follow_from_the_verdicts(live_report, keys, tmp_pat
     assert rc == 1 and "summary.result is" in text
 
 
+@pytest.mark.slow
 def test_member_added_or_removed_after_signing_is_named(signed, keys, tmp_path, capsys):
     rc, text = verify(capsys, repack(signed, tmp_path / "extra.tar.gz", {"notes.txt": b"trust me"}), keys["pub"])
     assert rc == 1 and "notes.txt: in the bundle but not in MANIFEST.json" in text
@@ -245,6 +251,7 @@ def test_member_added_or_removed_after_signing_is_named(signed, keys, tmp_path, 
     assert rc == 1 and "junit.xml: listed in MANIFEST.json but missing" in text
 
 
+@pytest.mark.slow
 def test_unsigned_bundle_is_not_verified(sim_report, keys, tmp_path, capsys):
     out = tmp_path / "unsigned.tar.gz"
     assert main(["bundle", "create", str(sim_report), "-o", str(out)]) == 0
@@ -318,6 +325,7 @@ def test_unsafe_names(name, why):
     assert why in bundle.unsafe_name(name)
 
 
+@pytest.mark.slow
 def test_usage_errors_name_the_file_and_exit_4(tmp_path, keys, signed, capsys, sim_report):
     assert main(["verify", str(tmp_path / "missing.tar.gz"), "--pubkey", str(keys["pub"])]) == 4
     assert "missing.tar.gz: no such file" in capsys.readouterr().err
@@ -347,6 +355,7 @@ def test_keygen_writes_a_private_key_only_its_owner_reads(keys):
     assert bundle.load_public_key(keys["pub"]) is not None
 
 
+@pytest.mark.slow
 def test_password_protected_key(sim_report, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(bundle.KEY_PASSWORD_ENV, "correct horse")
     key, pub = bundle.keygen(str(tmp_path / "locked"))
@@ -359,6 +368,7 @@ def test_password_protected_key(sim_report, tmp_path, monkeypatch, capsys):
     assert bundle.KEY_PASSWORD_ENV in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_bundle_is_never_written_over_another_file(tmp_path, sim_report, capsys):
     out = tmp_path / "taken.tar.gz"
     out.write_text("someone's file")

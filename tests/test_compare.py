@@ -1,169 +1,181 @@
-"""The comparator agrees with a direct, full-array computation of every metric."""
+"""`sits compare`: the decision matrix across platforms (A §4.1)."""
 
-import math
+import json
+import os
 
-import numpy as np
 import pytest
 
-from pytest_sits.checks.equivalence import describe
-from pytest_sits.equivalence.comparator import compare
+from pytest_sits import cli
+from pytest_sits.commands.base import USAGE_ERROR
+from pytest_sits.commands import compare as decision
+from pytest_sits.files import UntrustedInputError
+from pytest_sits.report.model import validate
+from pytest_sits.report.store import read_report
+
+from helpers import run_suite
+from test_analytics import make_sweep
 
 
-def reference(a, b, rtol, atol):
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    both_nan = np.isnan(a64) & np.isnan(b64)
-    same_inf = np.isinf(a64) & (a64 == b64)
-    finite = np.isfinite(a64) & np.isfinite(b64)
-    d = np.abs(a.astype(np.float32 if a.dtype != np.float64 else np.float64)
-               - b.astype(np.float32 if a.dtype != np.float64 else np.float64)).astype(np.float64)
-    ok = (finite & (d <= atol + rtol * np.abs(b64))) | both_nan | same_inf
-    return int((~ok).sum())
+def _v(req, measured=None, unit=None, status="PASS", evidence=None, subject="gpu0"):
+    return {"requirement": req, "status": status, "reason": "r", "measured": measured, "threshold": None,
+            "unit": unit, "subject": subject, "remediation": "fix" if status == "FAIL" else None,
+            "evidence": evidence or {}, "nodeid": "t", "simulated": False}
 
 
-def ulps_f32(a, b):
-    def ordered(x):
-        i = x.view(np.int32).astype(np.int64)
-        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
-    return np.abs(ordered(a) - ordered(b))
+def platform_report(name, *, mem_bw, pcie, mesh, cap_w, capacity=80.0, level="full", version="0.1.0",
+                    capacity_status="PASS", plp=True):
+    verdicts = [_v("MEM-BW-EFFICIENCY", 0.9, "of datasheet", evidence={"gbps_median": mem_bw}),
+                _v("MEM-CAPACITY", capacity, "GB", status=capacity_status),
+                _v("TOPO-PCIE-BW", 0.85, "of link",
+                   evidence={"bandwidth": {"h2d": {"gbps_median": pcie}, "d2h": {"gbps_median": pcie * 1.02}}}),
+                _v("LINK-NVLINK-MESH", mesh, None, subject="accelerators"),
+                _v("SVC-COLDSTART", None, None, status="SKIP")]
+    if plp:
+        sweep = make_sweep(cap_w)
+        verdicts += [_v("PLP-LATENCY", 0.1, "s", evidence={"sweep": sweep}),
+                     _v("PLP-POWER", cap_w, "W", evidence={"sweep": sweep})]
+    return {
+        "schema": "pytest-sits/report", "schema_version": "1.0", "generator": {"name": "pytest-sits", "version": version},
+        "run": {"started_at": "a", "finished_at": "b", "duration_s": 1, "completed": True, "exit_status": 0,
+                "level": level},
+        "environment": {"hostname": "h", "python": "3.11", "packages": {}},
+        "platform": {"kind": "live", "label": f"live: {name}", "simulated": False},
+        "profile": {"name": name, "path": "p", "chain": [], "how": "option",
+                    "data": {"thresholds": {"SVC-SLA": {"p99_ms": 120, "min_rps": 85, "max_error_rate": 0.003}}}},
+        "inventory": {"cpu": {}, "memory": {}, "numa": [], "pci": [], "accelerators": [], "platform": {}},
+        "verdicts": verdicts, "coverage": [],
+        "summary": {"counts": {}, "result": "NON_CONFORMANT" if capacity_status == "FAIL" else "CONFORMANT",
+                    "result_reason": "x"},
+    }
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_metrics_match_a_direct_computation(seed):
-    rng = np.random.default_rng(seed)
-    shape = (37, 1000, 7)
-    b = rng.standard_normal(shape).astype(np.float32)
-    a = (b * (1 + rng.normal(0, 2e-6, shape))).astype(np.float32)
-    a.flat[rng.integers(0, a.size, 20)] += 0.01
-    r = compare(a, b, rtol=1.3e-6, atol=1e-5, chunk=4096, threads=3)
-    assert r["mismatches"] == reference(a, b, 1.3e-6, 1e-5)
-    d = np.abs(a.astype(np.float32) - b.astype(np.float32))
-    assert r["max_abs_diff"] == pytest.approx(float(d.max()))
-    assert tuple(r["max_abs_index"]) == np.unravel_index(int(np.argmax(d)), shape)
-    rel = d / np.abs(b)
-    assert r["max_rel_diff"] == pytest.approx(float(rel.max()), rel=1e-6)
-    assert tuple(r["max_rel_index"]) == np.unravel_index(int(np.argmax(rel)), shape)
-    u = ulps_f32(a.reshape(-1), b.reshape(-1))
-    assert r["ulp_max"] == int(u.max())
-    assert r["ulp_p99"] == float(np.sort(u)[math.ceil(0.99 * u.size) - 1])
-    a64, b64 = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
-    cos = a64 @ b64 / math.sqrt((a64 @ a64) * (b64 @ b64))
-    assert r["cosine_similarity"] == pytest.approx(cos, abs=1e-6)
-    snr = 10 * math.log10((b64 @ b64) / ((a64 - b64) @ (a64 - b64)))
-    assert r["snr_db"] == pytest.approx(snr, abs=0.05)
+# fast: short latency and strong links, little memory bandwidth; wide: the reverse.
+FAST = dict(mem_bw=1500.0, pcie=50.0, mesh="28/28 pairs", cap_w=700)
+WIDE = dict(mem_bw=3000.0, pcie=25.0, mesh="0/28 pairs", cap_w=350)
 
 
-def test_agrees_with_torch_assert_close_count():
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(3)
-    b = rng.standard_normal(50_000).astype(np.float32)
-    a = (b + rng.normal(0, 3e-5, b.shape)).astype(np.float32)
-    r = compare(a, b, rtol=1.3e-6, atol=1e-5, chunk=2048)
-    with pytest.raises(AssertionError, match=f"Mismatched elements: {r['mismatches']} / 50000"):
-        torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b), rtol=1.3e-6, atol=1e-5)
+def write(tmp_path, name, report):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(report))
+    return str(path)
 
 
-def test_single_nan_is_a_mismatch_and_nan_in_both_is_not():
-    b = np.ones((4, 5), np.float32)
-    a = b.copy()
-    a[2, 3] = np.nan
-    r = compare(a, b, rtol=1e-3, atol=1e-3)
-    assert r["mismatches"] == 1 and r["nan_in_one"] == 1 and r["max_abs_index"] == [2, 3]
-    assert "NaN in one output only: 1" in describe(r)
-    b[2, 3] = np.nan
-    r = compare(a, b, rtol=1e-3, atol=1e-3)
-    assert r["passed"] and r["nan_in_both"] == 1
+def test_synthetic_reports_are_valid():
+    assert validate(platform_report("fast", **FAST)) == []
 
 
-def test_fp16_overflow_to_inf_is_caught():
-    b = np.array([60000.0, 1.0, -2.0], np.float16)
-    a = b.copy()
-    a[0] = np.float16(np.inf)
-    r = compare(a, b, rtol=3e-3, atol=1e-3)
-    assert r["mismatches"] == 1 and r["inf_mismatching"] == 1 and r["max_abs_diff"] == math.inf
-    r = compare(a, a.copy(), rtol=3e-3, atol=1e-3)
-    assert r["passed"] and r["inf_matching"] == 1
+def test_each_class_ranks_by_its_own_weights():
+    reports = [platform_report("fast", **FAST), platform_report("wide", **WIDE)]
+    m = decision.compare(["fast.json", "wide.json"], reports)
+    ll, batch = m["rankings"]["low-latency"], m["rankings"]["batch"]
+    assert ll["order"] == [0, 1] and batch["order"] == [1, 0]
+    assert "from network" in ll["decided_by"][0]
+    assert "from memory" in batch["decided_by"][0]
+    assert ll["dimensions_left_out"] == ["nvme"] and "renormalised" in ll["note"]  # nothing measured cold start
+    assert sum(ll["used_weights"].values()) == pytest.approx(1.0)
+    scores = {r["key"]: r for r in m["metrics"]}
+    assert scores["mem_bw_gbps"]["scores"] == [0.5, 1.0]
+    assert scores["p99_latency_ms"]["compared"] and scores["p99_latency_ms"]["scores"][0] == 1.0
+    text = decision.render_text(m)
+    assert "ranking for low-latency" in text and "ranking for batch" in text
 
 
-def test_swapped_rows_are_reported_where_they_are():
-    rng = np.random.default_rng(1)
-    b = rng.standard_normal((64, 32)).astype(np.float32)
-    a = b.copy()
-    a[[10, 11]] = a[[11, 10]]
-    r = compare(a, b, rtol=1.3e-6, atol=1e-5)
-    assert r["mismatches"] > 50 and r["max_abs_index"][0] in (10, 11)
-    assert r["first_mismatch_index"][0] == 10
+def test_a_failed_requirement_ranks_below_any_platform_without_one():
+    best_but_failing = dict(FAST, mem_bw=9000.0)
+    reports = [platform_report("a", **best_but_failing, capacity=48.0, capacity_status="FAIL"),
+               platform_report("b", **WIDE)]
+    m = decision.compare(["a.json", "b.json"], reports, ["batch"])
+    assert m["rankings"]["batch"]["order"] == [1, 0]
+    assert "fewer failed requirements" in m["rankings"]["batch"]["decided_by"][0]
+    assert m["fails"][0] == ["MEM-CAPACITY"]
 
 
-def test_just_over_the_tolerance():
-    b = np.full(1000, 1.0, np.float32)
-    a = b * np.float32(1 + 0.0031)  # fp16 rule: 0.3% relative plus atol 1e-3... 0.31% of 1.0 = 0.0031 > 0.0030 + 0.0001
-    r = compare(a, b, rtol=0.003, atol=1e-4)
-    assert r["mismatches"] == 1000
-    r = compare(b * np.float32(1 + 0.0029), b, rtol=0.003, atol=1e-4)
-    assert r["passed"]
+def test_reports_of_different_levels_are_compared_only_on_what_both_decided():
+    reports = [platform_report("fast", **FAST), platform_report("wide", **WIDE, level="standard", plp=False,
+                                                                version="0.2.0")]
+    m = decision.compare(["fast.json", "wide.json"], reports)
+    assert "level differs (full, standard)" in m["basis_note"] and "suite version differs" in m["basis_note"]
+    rows = {r["requirement"]: r for r in m["requirements"]}
+    assert not rows["PLP-LATENCY"]["compared"] and "wide (live): not run" in rows["PLP-LATENCY"]["why_not"]
+    assert any(x.startswith("PLP-LATENCY") for x in m["left_out"])
+    metrics = {r["key"]: r for r in m["metrics"]}
+    assert not metrics["p99_latency_ms"]["compared"] and metrics["p99_latency_ms"]["scores"] == [None, None]
+    assert "cpu" in m["rankings"]["low-latency"]["dimensions_left_out"]
+    md = decision.render_markdown(m)
+    assert "Left out of the comparison" in md and "PLP-LATENCY" in md
 
 
-def test_signed_zeros_are_equal_but_counted():
-    a = np.array([0.0, -0.0, 1.0], np.float32)
-    b = np.array([-0.0, 0.0, 1.0], np.float32)
-    r = compare(a, b, rtol=0, atol=0)
-    assert r["passed"] and r["signed_zero_differences"] == 2 and r["ulp_max"] == 0
+def test_cli_writes_html_and_markdown(tmp_path, capsys):
+    a = write(tmp_path, "fast", platform_report("fast", **FAST))
+    b = write(tmp_path, "wide", platform_report("wide", **WIDE))
+    rc = cli.main(["compare", a, b, "--class", "batch", "--html", str(tmp_path / "m.html"),
+                   "--markdown", str(tmp_path / "m.md")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "ranking for batch" in out and "ranking for low-latency" not in out
+    assert "<table>" in (tmp_path / "m.html").read_text() and "| rank: batch |" in (tmp_path / "m.md").read_text()
 
 
-def test_ulps_across_zero_and_in_fp16_and_bf16_units():
-    a = np.array([np.nextafter(np.float32(0), np.float32(1))], np.float32)
-    b = np.array([-np.nextafter(np.float32(0), np.float32(1))], np.float32)
-    assert compare(a, b, rtol=0, atol=1)["ulp_max"] == 2
-    h = np.array([1.0], np.float16)
-    assert compare(np.nextafter(h, np.float16(2)), h, rtol=1, atol=1)["ulp_max"] == 1
-    bf = np.array([1.0], np.float32)
-    bf_next = (bf.view(np.int32) + (1 << 16)).view(np.float32)  # the next bfloat16 after 1.0
-    assert compare(bf_next, bf, rtol=1, atol=1, ulp_shift=16)["ulp_max"] == 1
+@pytest.mark.parametrize("content,expect", [
+    ('{"schema": ', "is not valid JSON (line 1"),
+    ("[1, 2]", "not a pytest-sits report"),
+    ('{"schema": "pytest-sits/report"}', "is not a valid pytest-sits report"),
+    (b"\xff\xfe", "is not UTF-8"),
+])
+def test_cli_bad_report_is_a_usage_error_naming_file_and_fix(tmp_path, capsys, content, expect):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content if isinstance(content, bytes) else content.encode())
+    good = write(tmp_path, "fast", platform_report("fast", **FAST))
+    assert cli.main(["compare", str(bad), good]) == USAGE_ERROR
+    err = capsys.readouterr().err
+    assert str(bad) in err and expect in err and "fix:" in err and "Traceback" not in err
 
 
-def test_kl_divergence_for_probabilities():
-    p = np.array([[0.5, 0.5], [0.9, 0.1]], np.float32)
-    q = np.array([[0.6, 0.4], [0.9, 0.1]], np.float32)
-    r = compare(q, p, rtol=0.5, atol=0.5, probabilities=True)
-    want = (0.5 * math.log(0.5 / 0.6) + 0.5 * math.log(0.5 / 0.4)) / 2
-    assert r["kl_divergence"] == pytest.approx(want, rel=1e-5)
+def test_untrusted_files_links_size_and_count(tmp_path, capsys):
+    good = write(tmp_path, "fast", platform_report("fast", **FAST))
+    link = tmp_path / "link.json"
+    os.symlink(good, link)
+    with pytest.raises(UntrustedInputError, match="symbolic link"):
+        read_report(str(link))
+    with pytest.raises(UntrustedInputError, match="over the 100-byte limit"):
+        read_report(good, limit=100)
+    with pytest.raises(UntrustedInputError, match="a folder, not a file"):
+        read_report(str(tmp_path))
+    assert cli.main(["compare", good]) == USAGE_ERROR
+    assert "two reports or more" in capsys.readouterr().err
 
 
-def test_message_in_the_manner_of_assert_close():
-    b = np.zeros((3, 4), np.float32)
-    a = b.copy()
-    a[1, 2] = 0.5
-    text = describe(compare(a, b, rtol=0.003, atol=1e-3))
-    assert "Mismatched elements: 1 / 12 (8.3%)" in text
-    assert "Greatest absolute difference: 0.5 at index (1, 2) (up to 0.001 allowed)" in text
-    assert "Greatest relative difference: inf at index (1, 2) (up to 0.003 allowed)" in text
+# ------------------------------------------------------------- the simulated platforms, end to end
 
 
-def test_integers_compare_exactly_and_bad_input_is_refused():
-    r = compare(np.array([1, 2, 3], np.int8), np.array([1, 2, 4], np.int8), rtol=0, atol=0)
-    assert r["mismatches"] == 1 and r["exact"]
-    with pytest.raises(ValueError, match="shapes differ"):
-        compare(np.zeros(3), np.zeros(4), rtol=0, atol=0)
-    with pytest.raises(ValueError, match="dtypes differ"):
-        compare(np.zeros(3, np.float32), np.zeros(3), rtol=0, atol=0)
+#: The requirements whose figures the matrix weighs (the rest of a full run adds rows, not scores).
+COMPARED = ("MEM-BW-EFFICIENCY", "MEM-CAPACITY", "TOPO-PCIE-BW", "LINK-NVLINK-MESH", "PLP-LATENCY", "PLP-POWER")
 
 
-def test_no_full_size_temporaries():
-    import tracemalloc
-
-    n = 16_000_000
-    a = np.ones(n, np.float32)
-    b = a.copy()
-    tracemalloc.start()
-    compare(a, b, rtol=1e-6, atol=1e-6)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    assert peak < 16 * 2 ** 20  # a fixed set of per-thread buffers, far below one 64 MB array
+@pytest.fixture(scope="module")
+def sim_reports(tmp_path_factory):
+    out = {}
+    for name in ("h100", "a100", "l40s"):
+        d = tmp_path_factory.mktemp(f"sim-{name}")
+        run = run_suite(d, f"--sits-platform=sim:{name}", "--sits-level=full", "-m", " or ".join(COMPARED), cwd=d,
+                        timeout=900)
+        out[name] = str(run.report_dir / "sits-report.json")
+    return out
 
 
-def test_first_mismatch_is_the_earliest_of_nan_and_tolerance():
-    b = np.zeros(10, np.float32)
-    a = b.copy()
-    a[2] = 1.0
-    a[7] = np.nan
-    assert compare(a, b, rtol=0, atol=0.5)["first_mismatch_index"] == [2]
+@pytest.mark.slow
+def test_compare_sim_h100_a100_l40s_ranks_as_documented(sim_reports, capsys):
+    """README: on the simulated platforms H100 > A100 > L40S in both classes; L40S fails MEM-CAPACITY
+    (48 GB < the 80 GB floor) and ranks last for that; H100 leads A100 on network for low-latency (PCIe Gen5
+    against Gen4) and on memory for batch (3.35 against 1.94 TB/s datasheet, 90 % of it simulated)."""
+    files = [sim_reports[n] for n in ("h100", "a100", "l40s")]
+    m = decision.compare(files, [read_report(f) for f in files])
+    for cls in ("low-latency", "batch"):
+        assert m["rankings"][cls]["order"] == [0, 1, 2], (cls, m["rankings"][cls])
+        assert "fewer failed requirements" in m["rankings"][cls]["decided_by"][1]
+    assert m["fails"] == [[], [], ["MEM-CAPACITY"]]
+    assert "from network" in m["rankings"]["low-latency"]["decided_by"][0]
+    assert "from memory" in m["rankings"]["batch"]["decided_by"][0]
+    assert all(p["simulated"] for p in m["platforms"])
+    assert cli.main(["compare", *files]) == 0
+    out = capsys.readouterr().out
+    assert "SIMULATED reports among the inputs" in out and "1. h100-sxm5 (sim)" in out

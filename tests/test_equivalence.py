@@ -137,6 +137,7 @@ def test_ratio_and_coverage_checks():
     assert check_golden_coverage({"golden": ["a"], "corpus": ["a"], "source": "/g"}, {}).status == PASS
 
 
+@pytest.mark.slow
 def test_corpus_on_this_cpu(pytester, report_of):
     result = pytester.runpytest("--pyargs", "pytest_sits.conformance", "--sits-level=standard",
                                 "-m", "EQ-PRECISION", "-p", "no:cacheprovider")

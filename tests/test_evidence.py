@@ -373,6 +373,7 @@ def test_inv_devices_on_texts(accs, cov, status, words):
     assert v.status == status and words in v.reason, v.reason
 
 
+@pytest.mark.slow
 def test_an_h100_text_judged_with_the_h200_profile_fails(tmp_path, capsys):
     d = folder(tmp_path, "nvidia-smi-q-h100-570.txt")
     rc = main(["audit", str(d), "--profile", "h200", "--json", str(tmp_path / "v.json")])
@@ -509,6 +510,7 @@ def test_bundle_of_an_evidence_run_carries_the_texts_and_verifies(pytester, conf
     assert "verified" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_sits_audit_of_a_text_with_no_accelerator_exits_0_with_json(tmp_path, capsys):
     out = tmp_path / "v.json"
     rc = main(["audit", str(DATA / "lspci-vvv-nvme-only.txt"), "--json", str(out)])
@@ -520,6 +522,7 @@ def test_sits_audit_of_a_text_with_no_accelerator_exits_0_with_json(tmp_path, ca
     assert "not measured" in inv["reason"] and "lists every device" in inv["reason"]
 
 
+@pytest.mark.slow
 def test_sits_audit_under_load_declaration_and_the_report_folder(tmp_path, capsys):
     d = folder(tmp_path, "lspci-vv-hgx-h100-x8.txt", "lspci-tv-hgx-h100-nvswitch.txt")
     rc = main(["audit", str(d), "--profile", "h100", "--under-load", "--report-dir", str(tmp_path / "r")])
@@ -531,6 +534,7 @@ def test_sits_audit_under_load_declaration_and_the_report_folder(tmp_path, capsy
     assert from_spec(f"evidence:{d}+under-load").under_load
 
 
+@pytest.mark.slow
 def test_sits_audit_names_refused_files_beside_the_read_ones(tmp_path, capsys):
     d = folder(tmp_path, "nvidia-smi-q-a100-525.txt")
     (d / "notes.txt").write_text("available: 2 nodes (0-1)\nnode 0 cpus: 0 1\n")
@@ -540,6 +544,7 @@ def test_sits_audit_names_refused_files_beside_the_read_ones(tmp_path, capsys):
     assert "refused:  notes.txt: not read: it looks like `numactl -H` output" in out
 
 
+@pytest.mark.slow
 def test_the_suite_runs_in_a_clean_subprocess_whatever_the_current_folder(tmp_path, capsys, monkeypatch):
     """A pytest.ini with addopts in the current folder must not change the audit (it runs its own pytest)."""
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = --sits-level=full -x\n")
@@ -559,6 +564,7 @@ def test_audit_command_line_is_the_plugin_on_the_evidence_platform():
     assert "--sits-profile=h100" in cmd and "-p" in cmd and "pytest_sits.plugin.hooks" in cmd
 
 
+@pytest.mark.slow
 def test_realdata_benchmark_rules_run_on_a_small_manifest(tmp_path):
     """benchmarks/realdata.py on a folder laid out like realdata/, with a MANIFEST of modelled files."""
     (tmp_path / "q").mkdir()

@@ -1,6 +1,8 @@
 """A lab's own test module uses the public fixtures as documented (sits_bandwidth_hold, sits_host_peak,
 sits_thermal_steady), without defining any of them."""
 
+import pytest
+
 LAB_MODULE = '''
 from pytest_sits.conditions.thermal import thermal_rigs
 
@@ -20,6 +22,7 @@ def test_after_thermal_steady(sits_platform, sits_thermal_steady):
 '''
 
 
+@pytest.mark.slow
 def test_lab_module_uses_public_fixtures(pytester, monkeypatch):
     pytester.makepyfile(test_lab=LAB_MODULE)
     pytester.makeini("[pytest]\nsits_report_dir = none\n")
@@ -65,6 +68,7 @@ def test_x(sits_thresholds, sits_profile):
     res.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_device_records_the_absence_verdict_and_the_recorder_refuses_another_requirement(pytester, report_of):
     pytester.makepyfile(test_lab=REQUIREMENT_MODULE)
     # No accelerator where the profile expects eight: sits_device records the check's SKIP and ends each test.

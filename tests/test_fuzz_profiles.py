@@ -297,6 +297,7 @@ def valid_profile(draw) -> str:
     return dump(data)
 
 
+@pytest.mark.slow
 @settings(derandomize=True, deadline=None, database=None, max_examples=8,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                  HealthCheck.filter_too_much])

@@ -215,6 +215,7 @@ def apply(folder: Path, world: dict, edits: List[Any]) -> None:
             path.write_text(json.dumps(payload))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.data())
 def test_mutated_snapshot_builds_or_names_the_file(world, data):

@@ -75,6 +75,7 @@ def test_loadgen_server_run_keeps_its_logs_and_a_query_log(tmp_path):
     assert all(q[4] is None and q[2] == 2 for q in r["queries"])
 
 
+@pytest.mark.slow
 def test_loadgen_watchdog_answers_a_system_that_never_does(tmp_path):
     needs_loadgen()
     from pytest_sits.inference.sut import Workload, run_loadgen
@@ -126,6 +127,7 @@ def loopback():
             yield srv, url
 
 
+@pytest.mark.slow
 def test_sla_against_the_loopback_endpoint_passes_at_a_modest_qps(tmp_path, loopback):
     needs_loadgen()
     srv, url = loopback
@@ -143,6 +145,7 @@ def test_sla_against_the_loopback_endpoint_passes_at_a_modest_qps(tmp_path, loop
     assert t["tenant"]["issued"] >= 662 and t["tenant"]["early_stopping"]["estimate_s"] is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay_s, error_every, why", [(0.7, 0, "P99"), (0.0, 10, "error rate")])
 def test_sla_fails_when_the_server_injects_delay_or_errors(tmp_path, loopback, delay_s, error_every, why):
     needs_loadgen()
@@ -166,6 +169,7 @@ def test_sla_on_the_built_in_model_counts_engine_errors(tmp_path):
     assert check_sla(t, cfg, "chat").status == FAIL
 
 
+@pytest.mark.slow
 def test_coldstart_in_a_fresh_interpreter():
     ev = acquire_coldstart(InferenceRig("cpu", "cpu"),
                            dict(BASE.thresholds("SVC-COLDSTART"), model=TINY, page_cache="asis"))
@@ -197,6 +201,7 @@ def test_kv_fragmentation_under_a_mixed_length_workload(tmp_path):
     assert check_frag(pool, {"max_fraction": pool["fraction"] / 2}, "cpu kv-pool").status == FAIL
 
 
+@pytest.mark.slow
 def test_live_sweep_on_the_cpu(tmp_path):
     needs_loadgen()
     # with a latency ceiling judged below, each point lasts long enough for the queries that bound its P99 from

@@ -37,6 +37,7 @@ def _cfg(**kw):
 # -- the truth: a server whose per-token timing is scripted ------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k, usage, api", [(1, "requested", "completions"), (2, "every", "chat"),
                                            (4, "requested", "completions")])
 def test_ttft_itl_tpot_and_throughput_within_2_percent_of_the_scripted_truth(tmp_path, k, usage, api):
@@ -151,6 +152,7 @@ def test_a_never_ending_stream_ends_at_the_deadline_as_a_timeout():
     assert elapsed < 3  # wall clock, although a byte arrives every 0.1 s (a socket timeout would never fire)
 
 
+@pytest.mark.slow
 def test_model_discovery_and_the_preflight_have_a_wall_clock_deadline_too():
     with ScriptedServer(fault="drip-models") as url, EndpointClient(url, deadline_s=5) as c:
         t0 = time.monotonic()
@@ -208,6 +210,7 @@ def test_client_capacity_is_sized_from_the_sla_or_stated():
     assert client_capacity(_cfg(), tenants, 10_000.0)["capacity"] == 512  # the client's ceiling, said so
 
 
+@pytest.mark.slow
 def test_a_run_limited_by_the_client_is_inconclusive_and_one_sized_from_the_sla_is_not(tmp_path):
     needs_loadgen()
     # every request takes 1.0 s, 20 req/s offered: a server meeting a 2 s P99 needs 20..80 in flight
@@ -240,6 +243,7 @@ def test_the_verdict_names_the_p99_and_the_early_stopping_estimate_apart():
 # -- overload: a server far slower than the offered load ends in FAIL, with a report ---------------------------
 
 
+@pytest.mark.slow
 def test_overload_ends_in_fail_every_time(tmp_path):
     needs_loadgen()
     cfg = _cfg(p99_ms=200, target_qps=60, duration_s=3, timeout_s=1.0,
@@ -254,6 +258,7 @@ def test_overload_ends_in_fail_every_time(tmp_path):
         assert not ev["client"]["limited"]  # sized from the SLA: the server is the limit
 
 
+@pytest.mark.slow
 def test_progress_lines_name_the_load_elapsed_and_completed(tmp_path):
     needs_loadgen()
     lines = []

@@ -12,6 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("SITS_SKIP_INSTALL_TEST") == "1", reason="SITS_SKIP_INSTALL_TEST=1")
 def test_installed_suite_runs_outside_the_checkout(tmp_path):
     src = tmp_path / "src"

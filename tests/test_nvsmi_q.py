@@ -85,6 +85,7 @@ def test_declared_count_mismatch_is_recorded():
     assert facts["errors"] and "declares 3" in facts["errors"][0]["error"]
 
 
+@pytest.mark.slow
 def test_audit_text_current_format_passes(capsys, tmp_path):
     """Two L40S of one machine (the profile expects eight): identity and capacity fail by the profile, every
     health field passes, the idle link is INCONCLUSIVE, what the text cannot show is not measured."""
@@ -104,6 +105,7 @@ def test_audit_text_current_format_passes(capsys, tmp_path):
     assert "result: NON_CONFORMANT" in text
 
 
+@pytest.mark.slow
 def test_audit_text_older_format_fails_each_fault(capsys):
     rc = main(["audit-text", "--nvidia-smi-q", str(DATA / "nvidia-smi-q-a100-525.txt"), "--profile", "a100"])
     text = capsys.readouterr().out

@@ -84,6 +84,7 @@ def test_sim_faults_make_inventory_requirements_fail(pytester, conformance_args,
     assert html.count("SIMULATED") >= 3
 
 
+@pytest.mark.slow
 def test_clean_sim_passes_but_is_never_conformant(pytester, conformance_args, report_of):
     result = pytester.runpytest(*conformance_args, "--sits-platform=sim:h200")
     assert result.ret == 0
@@ -96,6 +97,7 @@ def test_clean_sim_passes_but_is_never_conformant(pytester, conformance_args, re
     assert summary["counts"]["PASS"] + summary["counts"]["WARN"] == sum(summary["counts"].values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault,req", [("missing-device", "INV-DEVICES"), ("wrong-model", "INV-DEVICES"),
                                        ("old-driver", "DEP-DRIVER")])
 def test_each_sim_fault_fails_its_requirement(pytester, conformance_args, report_of, fault, req):
@@ -104,6 +106,7 @@ def test_each_sim_fault_fails_its_requirement(pytester, conformance_args, report
     assert statuses[req] == "FAIL"
 
 
+@pytest.mark.slow
 def test_interrupted_session_leaves_a_valid_incomplete_report(pytester, report_of):
     pytester.makepyfile(test_a=SITS_TESTS.format(rid="INV-DEVICES", n=2, status="PASS") + """
 def test_zz_interrupt():
@@ -118,6 +121,7 @@ def test_zz_interrupt():
     assert "INCOMPLETE RUN" in (pytester.path / "sits-report" / "sits-report.html").read_text()
 
 
+@pytest.mark.slow
 def test_xdist_one_report_no_verdict_lost_or_doubled(pytester, report_of):
     pytest.importorskip("xdist")
     pytester.makepyfile(test_a=SITS_TESTS.format(rid="INV-DEVICES", n=15, status="PASS"),
@@ -175,6 +179,7 @@ def test_full(sits_record):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
+@pytest.mark.slow
 def test_waiver_turns_fail_into_waived(pytester, report_of):
     prof = pytester.path / "mine.yaml"
     prof.write_text("name: mine\nextends: h100\nwaivers:\n  - id: INV-DEVICES\n"
@@ -306,6 +311,7 @@ def test_an_option_value_after_a_space_that_pytest_took_for_a_path_is_a_usage_er
     assert result.ret == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,status", [
     (["--sits-platform=sim:h100"], 0),                       # quick, every verdict conforms (SIMULATED, PARTIAL)
     (["--sits-platform=sim:h100+switch"], 10),               # a FAIL: NON_CONFORMANT
@@ -324,6 +330,7 @@ def test_exit_statuses_ci_can_gate_on(pytester, conformance_args, args, status, 
         assert run["exit_status"] == status and run["pytest_exit_status"] in (0, 1)
 
 
+@pytest.mark.slow
 def test_a_report_that_cannot_be_written_is_its_own_exit_status(pytester, conformance_args, tmp_path):
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")

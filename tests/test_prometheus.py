@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +12,8 @@ prometheus_client = pytest.importorskip("prometheus_client", reason="pip install
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from pytest_sits.report import prometheus as prom  # noqa: E402
+
+from helpers import SUITE, node_dir, run_pytest, run_suite  # noqa: E402
 
 NAME = re.compile(r"^sits_[a-z][a-z0-9_]*$")
 BASE_UNITS = ("seconds", "bytes", "bytes_per_second", "watts", "celsius", "ratio", "flops", "transfers_per_second")
@@ -26,17 +26,14 @@ def families(text: str) -> dict:
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("prom")
-    dest = base / "report"
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-q", "-p", "no:cacheprovider",
-           "--sits-platform=sim:h100", "--sits-level=full", f"--sits-report-dir={dest}",
-           f"--sits-prometheus={base / 'sits.prom'}"]
-    proc = subprocess.run(cmd, cwd=str(base), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=900)
-    assert (base / "sits.prom").is_file(), proc.stdout[-3000:]
-    assert f"sits report: {base / 'sits.prom'}" in proc.stdout
-    return base, json.loads((dest / "sits-report.json").read_text()), (base / "sits.prom").read_text()
+    run = run_suite(base / "report", "--sits-platform=sim:h100", "--sits-level=full",
+                    f"--sits-prometheus={base / 'sits.prom'}", timeout=900)
+    assert (base / "sits.prom").is_file(), run.output[-3000:]
+    assert f"sits report: {base / 'sits.prom'}" in run.output
+    return base, run.report, (base / "sits.prom").read_text()
 
 
+@pytest.mark.slow
 def test_full_sim_run_textfile_parses_and_follows_conventions(full_run):
     _, report, text = full_run
     fams = families(text)
@@ -84,11 +81,11 @@ def test_hostile_label_values_stay_one_line():
     assert "evil" not in fams
 
 
+@pytest.mark.slow
 def test_fleet_textfile(tmp_path):
-    from test_fleet import node_dir, run_suite  # the fleet tests' helpers
     from pytest_sits.commands.fleet import merge as fleet_merge
 
-    rep = run_suite(tmp_path / "pass", "sim:h100")
+    rep = run_suite(tmp_path / "pass", "--sits-platform=sim:h100", junit=True).report_dir
     out = tmp_path / "fleet"
     node_dir(out, "n1", rep)
     node_dir(out, "n2")
@@ -112,14 +109,13 @@ def test_missing_client_is_a_clear_usage_error(tmp_path, monkeypatch):
         run.set_operations("x.prom", None, None)
 
 
+@pytest.mark.slow
 def test_the_textfile_replaces_a_planted_link(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious")
     link = tmp_path / "sits.prom"
     link.symlink_to(victim)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-q", "-p",
-                           "no:cacheprovider", "--sits-platform=sim:h100", "--sits-report-dir=none",
-                           f"--sits-prometheus={link}"], cwd=str(tmp_path), stdout=subprocess.PIPE, text=True,
-                          timeout=600)
+    proc = run_pytest(*SUITE, "-q", "--sits-platform=sim:h100", "--sits-report-dir=none", f"--sits-prometheus={link}",
+                      cwd=tmp_path)
     assert victim.read_text() == "precious" and not link.is_symlink(), proc.stdout[-2000:]
     assert "sits_run_result" in Path(link).read_text()

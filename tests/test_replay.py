@@ -62,6 +62,7 @@ def _assert_all_reproduced(report):
     return out
 
 
+@pytest.mark.slow
 def test_sim_full_run_replays(pytester, conformance_args):
     report = _run(pytester, conformance_args, "--sits-platform=sim:h100", "--sits-level=full")
     assert {"THERM-GPU-STEADY", "THERM-CPU-STEADY", "MEM-BW-EFFICIENCY"} <= {v["requirement"] for v in report["verdicts"]}
@@ -69,10 +70,11 @@ def test_sim_full_run_replays(pytester, conformance_args):
 
 
 #: probe-hang blocks a health read for an hour: its run is ended by the watchdog, in a process of its own
-#: (tests/test_fleet.py: sits health), and its watchdog verdict was decided by no check.
+#: (tests/test_health_command.py: sits health), and its watchdog verdict was decided by no check.
 HANGS = {"probe-hang"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", sorted(set(FAULTS) - HANGS))
 def test_every_sim_fault_fails_what_it_declares_and_replays(pytester, conformance_args, fault):
     """Each requirement that declares ``fault`` FAILs on ``sim:h100+fault`` (under its declared fault thresholds),
@@ -121,6 +123,7 @@ def test_edited_measurement_is_named_and_exits_1(pytester, conformance_args, tmp
     assert "1 differ" in out
 
 
+@pytest.mark.slow
 def test_edited_hold_share_is_caught(pytester, conformance_args):
     report = _run(pytester, conformance_args, "--sits-platform=sim:h100+membw-low", "--sits-level=standard")
     v = next(v for v in report["verdicts"] if v["requirement"] == "MEM-BW-EFFICIENCY")
@@ -212,6 +215,7 @@ def _loosen(report):
     return forged
 
 
+@pytest.mark.slow
 def test_a_report_whose_thresholds_were_loosened_fails_replay_without_a_profile(pytester, conformance_args, tmp_path,
                                                                                 capsys):
     report = _run(pytester, conformance_args, "--sits-platform=sim:h100+membw-low,pcie-bw-low",
@@ -228,6 +232,7 @@ def test_a_report_whose_thresholds_were_loosened_fails_replay_without_a_profile(
     assert text.count("THRESHOLDS  #") == 16 and "MEM-BW-EFFICIENCY" in text and "first difference: min_efficiency" in text
 
 
+@pytest.mark.slow
 def test_a_verdict_of_an_earlier_check_version_is_checked_against_the_profile_too(pytester, conformance_args):
     """A report this version wrote before a check's version was bumped (PLP-LATENCY 2, given the profile's
     thresholds as they stand) replays clean; the same verdict with a loosened ceiling is a finding.  Only a version

@@ -5,10 +5,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
+
+from helpers import start_pytest
+
+pytestmark = pytest.mark.slow  # every test runs pytest in a subprocess and signals it
 
 SLOW = """
 import time, pathlib, os
@@ -56,9 +59,8 @@ def _start(tmp_path, extra, module=SLOW, conftest=None):
     tmpdir.mkdir()
     env = dict(os.environ, SITS_TEST_MARK=str(tmp_path / "mark"), SITS_WRITE_MARK=str(tmp_path / "writing"),
                TMPDIR=str(tmpdir))
-    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-                             "--sits-platform=sim:h100", "test_slow.py", *extra], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return start_pytest("-p", "no:randomly", "--sits-platform=sim:h100", "test_slow.py", *extra, cwd=tmp_path,
+                        env=env, start_new_session=True)
 
 
 def _wait_for(proc, mark, what):

@@ -6,11 +6,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
+
+from helpers import SUITE, start_pytest
+
+pytestmark = pytest.mark.slow  # every test runs the suite in a subprocess and signals it
 
 pytest.importorskip("torch")
 pytest.importorskip("mlperf_loadgen")
@@ -42,10 +45,8 @@ def _interrupt(tmp_path, select, level, phase, sig):
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     env = dict(os.environ, XDG_RUNTIME_DIR=str(runtime), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-p",
-                             "no:cacheprovider", "-p", "no:randomly", "--sits-profile=tiny.yaml",
-                             f"--sits-level={level}", "-k", select], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_pytest(*SUITE, "-p", "no:randomly", "--sits-profile=tiny.yaml", f"--sits-level={level}", "-k",
+                        select, cwd=tmp_path, env=env)
     out: list = []
     started = threading.Event()
 

@@ -7,18 +7,15 @@ import pytest
 
 from pytest_sits.cli import main
 
+from helpers import run_suite
+
 ESC = "\x1b]0;owned\x07\x1b[2J\x1b[31m"  # OSC window title, BEL, clear screen, colour
 
 
 @pytest.fixture(scope="module")
 def hostile_report(tmp_path_factory):
-    import subprocess
-    import sys
-
     d = tmp_path_factory.mktemp("hostile")
-    subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-p", "no:cacheprovider",
-                    "--sits-platform=sim:h100", f"--sits-report-dir={d / 'r'}", "-q"], cwd=d, capture_output=True)
-    report = json.loads((d / "r" / "sits-report.json").read_text())
+    report = run_suite(d / "r", "--sits-platform=sim:h100").report
     for v in report["verdicts"][:5]:
         v["subject"] = ESC + v["subject"]
         v["reason"] = ESC + "<script>alert(1)</script>" + v["reason"]
@@ -29,6 +26,7 @@ def hostile_report(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,shown", [(["report", "render", "{r}"], True), (["report", "validate", "{r}"], False),
                                         (["replay", "{r}"], True), (["compare", "{r}", "{r}"], True)])
 def test_no_escape_sequence_reaches_the_terminal(hostile_report, capsys, args, shown):
@@ -38,6 +36,7 @@ def test_no_escape_sequence_reaches_the_terminal(hostile_report, capsys, args, s
     assert ("\\x1b" in out.out + out.err) is shown  # shown as text where the command prints that string
 
 
+@pytest.mark.slow
 def test_compare_markdown_carries_no_raw_html(hostile_report, tmp_path, capsys):
     md = tmp_path / "m.md"
     assert main(["compare", str(hostile_report), str(hostile_report), f"--markdown={md}"]) == 0
@@ -45,6 +44,7 @@ def test_compare_markdown_carries_no_raw_html(hostile_report, tmp_path, capsys):
     assert "<b>" not in text and "&lt;b&gt;" in text and "\x1b" not in text
 
 
+@pytest.mark.slow
 def test_compare_output_is_bounded_whatever_the_reports_hold(hostile_report, tmp_path, capsys):
     """Reports of tens of megabytes (made-up requirement IDs, huge names) give a matrix of the catalogue's size."""
     report = json.loads(hostile_report.read_text())

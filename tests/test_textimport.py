@@ -48,6 +48,7 @@ def test_not_the_claimed_output():
         parse_nvidia_smi_topo("GPU 0: NVIDIA H100\n")
 
 
+@pytest.mark.slow
 def test_cli_audit_text(tmp_path, capsys):
     rc = main(["audit-text", "--lspci-tv", str(DATA / "lspci-tv-switch.txt"), "--nvidia-smi-topo",
                str(DATA / "nvidia-smi-topo-partial.txt"), "--profile", "h100", "--json", str(tmp_path / "v.json")])

@@ -413,6 +413,7 @@ def test_lspci_vv_errors():
 
 # ---- the command -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_cli_matrix_alone_judges_topo_pcie_direct_never_omits_it(capsys):
     rc = main(["audit-text", "--nvidia-smi-topo", str(DATA / "nvidia-smi-topo-hgx-h100-nic12.txt"),
                "--profile", "h100"])
@@ -423,6 +424,7 @@ def test_cli_matrix_alone_judges_topo_pcie_direct_never_omits_it(capsys):
     assert out.count("TOPO-PCIE-DIRECT") == 2 and "INCONCLUSIVE" in out and "could not be judged" in out
 
 
+@pytest.mark.slow
 def test_cli_applies_the_profile_waiver(tmp_path, capsys):
     prof = tmp_path / "p.yaml"
     prof.write_text("name: mine\nextends: h100\nwaivers:\n  - id: TOPO-PCIE-DIRECT\n"
@@ -436,6 +438,7 @@ def test_cli_applies_the_profile_waiver(tmp_path, capsys):
     assert (tmp_path / "v.json").read_text().count('"waived_status": "FAIL"') == 8
 
 
+@pytest.mark.slow
 def test_cli_lspci_vv_under_load(tmp_path, capsys):
     vv = str(DATA / "lspci-vv-hgx-h100-x8.txt")
     assert main(["audit-text", "--lspci-vv", vv, "--profile", "h100"]) == 2  # INCONCLUSIVE: undecided, never a silent 0
@@ -455,6 +458,7 @@ def test_cli_lspci_vv_under_load(tmp_path, capsys):
     assert "give --lspci-vv FILE" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_tree_with_classes_from_lspci_vv_and_errors_name_the_file(tmp_path, capsys):
     prof = tmp_path / "ws.yaml"
     prof.write_text("name: workstation\nextends: base\nidentity:\n  vendor: NVIDIA\n  model: RTX 6000 Ada\n"

@@ -199,6 +199,7 @@ def test_full_level_on_this_host_is_undecided_with_the_reason(pytester, report_o
     assert report_of(pytester.path)["summary"]["result"] == "UNDECIDED"
 
 
+@pytest.mark.slow
 def test_full_level_on_sim(pytester, conformance_args, report_of):
     result = pytester.runpytest(*conformance_args, "--sits-platform=sim:l40s+thermal-hot", "--sits-level=full",
                                 "-m", "THERM-GPU-STEADY or THERM-CPU-STEADY")

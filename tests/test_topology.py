@@ -2,6 +2,7 @@
 
 import os
 
+import pytest
 
 from pytest_sits.checks.topology import check_numa_bind, check_pcie_direct, check_pcie_link, check_peer_mesh
 from pytest_sits.conditions import numa
@@ -209,6 +210,7 @@ def test_pcie_path_checks_on_this_machines_sysfs():
         assert all(d["config"]["bytes"] >= 256 for d in inv["pci"])
 
 
+@pytest.mark.slow
 def test_topology_end_to_end_on_sim(pytester, conformance_args, report_of):
     pytester.runpytest(*conformance_args, "--sits-platform=sim:h100+switch,link-degraded,nvlink-partial")
     verdicts = report_of(pytester.path)["verdicts"]
