@@ -575,7 +575,8 @@ def check_nvlink_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], su
         links = [f"link {k}: " + ", ".join(f"{n} +{v}" for n, v in row.items() if v) for k, row in new.items()
                  if any(v for v in row.values())]
         return Verdict("DEP-NVLINK-ERRORS", FAIL, f"NVLink errors during the health window: {'; '.join(over)} ({'; '.join(links[:6])})",
-                       measured=sum(totals[n] for n in judged), remediation="inspect the NVLink path of the named links (baseboard, NVSwitch, "
+                       measured=sum(totals[n] for n in judged),
+                       remediation="inspect the NVLink path of the named links (baseboard, NVSwitch, "
                        "bridge): `nvidia-smi nvlink -e` and `dcgmi diag -r 3`; growing recovery errors, or CRC errors "
                        "that persist after a reseat, warrant an RMA", **common)
     if unread:
