@@ -269,6 +269,19 @@ def persistence(mode):
     return {"persistence_mode": mode, "errors": []}, th("DEP-PERSIST", expected=True), "0000:17:00.0"
 
 
+def nvlink(before, after, links=4):
+    """DEP-NVLINK-ERRORS evidence: ``before``/``after`` {link: {counter: count}} over zeroed links; ``before``
+    None: one reading (a submitted ``nvidia-smi nvlink -e``)."""
+    def reading(counts):
+        out = {str(k): {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0} for k in range(links)}
+        for link, c in (counts or {}).items():
+            out[link].update(c)
+        return {"links": out, "unread": [], "source": "sample"}
+    ev = ({"reading": reading(after), "source": "nvlink.txt line 1"} if before is None
+          else {"before": reading(before), "after": reading(after), "reader": "NVML", "window_s": 4.0, "load": None})
+    return ev, th("DEP-NVLINK-ERRORS"), "0000:17:00.0"
+
+
 def powercap(enforced_w, requested_w=None):
     requested_w = enforced_w if requested_w is None else requested_w
     return ({"enforced_mw": enforced_w * 1000, "requested_mw": requested_w * 1000, "default_mw": 700_000,
@@ -788,6 +801,13 @@ SAMPLES = {
         ("xid-79-during-run", lambda: xid([79]), FAIL),
         ("xid-48-in-history", lambda: xid([], history=[48]), WARN),
         ("non-critical", lambda: xid([13]), WARN),
+    ],
+    "DEP-NVLINK-ERRORS": [
+        ("no-growth", lambda: nvlink({"1": {"crc_flit": 3}}, {"1": {"crc_flit": 3}}), PASS),
+        ("crc-grew", lambda: nvlink({}, {"2": {"crc_flit": 12, "replay": 12}}), FAIL),
+        ("recovery-grew", lambda: nvlink({}, {"0": {"recovery": 1}}), FAIL),
+        ("one-reading-zero", lambda: nvlink(None, {}), PASS),
+        ("one-reading-counts", lambda: nvlink(None, {"3": {"replay": 2}}), INCONCLUSIVE),
     ],
     "SEC-FIRMWARE": [
         ("allowed", lambda: firmware(FW_VERSIONS), PASS),
