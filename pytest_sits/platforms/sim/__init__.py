@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 from ..base import Platform, PlatformError
-from .faults import FAULTS, Drift
+from .drift import Drift
+from .faults import FAULTS
 from .tree import build_sim_tree
 
 

@@ -21,6 +21,13 @@ from typing import Any, Dict, List, Optional
 from ...conditions.bandwidth import PEAK_KERNEL
 from ...conditions.hold import BandwidthHold
 
+#: The faults this module implements, with what each does (``faults.FAULTS`` gathers every module's).
+FAULTS = {
+    "hold-weak": "the host DRAM cannot be held in the band: STREAM reaches its peak, but the bandwidth injectors'"
+                 " traffic tops out at 75% of it (MEM-BW-HOLD)",
+}
+
+
 #: The simulated node's STREAM bandwidth (GB/s) when the plant holds still; per kernel, as STREAM counts them.
 NODE_GBPS = 150.0
 KERNEL_SHARE = {"copy": 1.0, "scale": 1.0, "add": 1.04, "triad": 1.04}

@@ -7,7 +7,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ...conditions.crg import measure_edge, measure_node, measure_sync
 from ...conditions.trials import TrialPlan
-from .faults import Drift
+from .drift import Drift
+
+#: The faults this module implements, with what each does (``faults.FAULTS`` gathers every module's).
+FAULTS = {
+    "crg-slow": "GEMM at 30% of the simulated figure, device-to-device copies and all-reduce at 2%",
+}
+
 
 
 class SimCrg:

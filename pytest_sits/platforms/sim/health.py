@@ -15,11 +15,17 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from ...conditions.health import HealthReader, XidWatch
 from ...probes.health import CLOCK_EVENT_BITS
 
-#: The faults this module implements (their one-line descriptions are in ``faults.FAULTS``, or here).
-HEALTH_FAULTS = ("ecc-uncorrectable", "row-remap-pending", "throttle-power-brake", "persistence-off",
-                 "powercap-low", "aer-fatal", "xid-79", "firmware-unlisted", "crg-slow", "probe-hang", "nvlink-crc")
-#: The descriptions of this module's faults that ``faults.FAULTS`` takes from here.
+#: The faults this module implements, with what each does (``faults.FAULTS`` gathers every module's).
 FAULTS = {
+    "ecc-uncorrectable": "the first accelerator reports 2 uncorrected ECC errors (volatile and aggregate)",
+    "row-remap-pending": "the first accelerator has a row remap pending (it needs a reset)",
+    "throttle-power-brake": "the first accelerator asserts HW slowdown and power brake while the load runs",
+    "persistence-off": "persistence mode is off on every accelerator",
+    "powercap-low": "the first accelerator's power limit was lowered to 70% of the profile's TDP",
+    "aer-fatal": "the first accelerator logs one fatal AER error during the health window",
+    "xid-79": "the first accelerator reports XID 79 (fallen off the bus) during the run and in the kernel log",
+    "firmware-unlisted": "the first accelerator's VBIOS (96.00.00.00.99) is on no allow-list",
+    "probe-hang": "the first accelerator's health reads block for an hour, as a hung NVML call does",
     "nvlink-crc": "the first accelerator's NVLink 3 counts 40 CRC errors and 40 replays during the health window "
                   "(DEP-NVLINK-ERRORS)",
 }

@@ -20,6 +20,23 @@ import random
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Tuple, cast
 
+#: The faults this module implements, with what each does (``faults.FAULTS`` gathers every module's).
+FAULTS = {
+    "power-high": "the simulated device draws 125% of its TDP under load",
+    "latency-high": "every simulated engine step is 20 times slower",
+    "latency-marginal": "every simulated engine step is twice as slow: the P99 per token at 80% of the maximum "
+                        "sits on the h100 profile's ceiling, above or below it from run to run",
+    "sensor-lag": "the simulated power sensor's values are 5 sampling periods old",
+    "sensor-dropout": "the simulated power sensor stops answering 40% into each run",
+    "frag-high": "the simulated KV allocator leaves 12% of its slots (and 9% of reserved memory) unused",
+    "sla-miss": "the first tenant's queries are slow (3x its P99 SLA) and 2% of them fail",
+    "ttft-high": "the first tenant's first token arrives 400 ms late (SVC-SLA's TTFT target, where set)",
+    "tpot-high": "the first tenant's tokens after the first come 50 ms apart (SVC-SLA's TPOT target, where set)",
+    "peak-understated": "the simulated work counter reports 20 times the work done (ρ above the peak)",
+    "coldstart-slow": "loading the weights takes 10 minutes on the simulated cold start",
+}
+
+
 T0_NS = 1_000_000_000_000
 
 
@@ -37,7 +54,7 @@ class _SimSource:
 
 class SimInference:
     def __init__(self, profile: Any, faults: List[str], acc: Optional[Dict[str, Any]], drift: Any = None):
-        from .faults import Drift
+        from .drift import Drift
 
         self.faults = set(faults)
         self.drift = drift or Drift(False)

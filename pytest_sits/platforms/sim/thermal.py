@@ -11,6 +11,14 @@ import random
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional
 
+#: The faults this module implements, with what each does (``faults.FAULTS`` gathers every module's).
+FAULTS = {
+    "thermal-hot": "cooling too weak: even idle, the simulated temperature settles above the band",
+    "thermal-drift": "inlet temperature keeps rising: the simulated temperature never settles",
+    "sensor-na": "the simulated temperature sensors return N/A after 100 s",
+}
+
+
 
 class ThermalPlant:
     """First-order thermal model in simulated time, with a quantised, noisy sensor.

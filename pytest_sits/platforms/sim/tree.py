@@ -10,6 +10,23 @@ from typing import Any, Dict, List, Optional
 from ...probes.pcie import build_config
 from .health import sim_health
 
+#: The faults this module implements, with what each does (``faults.FAULTS`` gathers every module's).
+FAULTS = {
+    "missing-device": "one accelerator fewer than the profile expects",
+    "wrong-model": "the last accelerator has another PCI device ID",
+    "small-memory": "every accelerator reports half of its datasheet memory",
+    "no-nvml": "NVML is not available (driver not loaded)",
+    "switch": "a PCIe switch (upstream + downstream port) between each accelerator and its root port",
+    "switch2": "two levels of PCIe switch between each accelerator and its root port",
+    "link-degraded": "the first accelerator trained at one generation lower and half width, under load",
+    "link-idle": "every accelerator link reads 2.5 GT/s (idle power saving)",
+    "numa-unknown": "accelerators report NUMA node -1 on a two-node host",
+    "nvlink-partial": "two accelerator pairs have no NVLink P2P path",
+    "old-driver": "NVIDIA driver 535.104.05 with CUDA 12.2",
+    "hostile-name": "accelerator names contain HTML (<script>) to test escaping",
+}
+
+
 
 def _write(path: Path, content: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
