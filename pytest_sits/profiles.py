@@ -241,12 +241,13 @@ def _yaml_problem(exc: Exception, text: str) -> Tuple[str, Optional[int]]:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     line = mark.line + 1 if mark is not None else None
     problem = getattr(exc, "problem", None)
-    if problem is None and getattr(exc, "reason", None):  # ReaderError: a character YAML does not allow
+    reason = getattr(exc, "reason", None)
+    if problem is None and reason:  # ReaderError: a character YAML does not allow
         pos = getattr(exc, "position", 0) or 0
         line = text[:pos].count("\n") + 1
         char = getattr(exc, "character", None)
         code = f"#x{char:04x}" if isinstance(char, int) else repr(char)[:12]
-        problem = f"character {code} is not allowed ({exc.reason})"
+        problem = f"character {code} is not allowed ({reason})"
     problem = str(problem or exc).splitlines()[0]
     return (problem[:120], line)
 

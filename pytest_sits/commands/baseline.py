@@ -84,7 +84,8 @@ def read_fleet(path: Path) -> Dict[str, Any]:
         errors = validate(_skeleton(fleet))
     except (KeyError, TypeError, AttributeError) as exc:
         errors = [f"{type(exc).__name__}: {exc}"]
-    for i, m in enumerate(fleet.get("measurements") if isinstance(fleet.get("measurements"), list) else []):
+    measurements = fleet.get("measurements")
+    for i, m in enumerate(measurements if isinstance(measurements, list) else []):
         ok = (isinstance(m, dict) and isinstance(m.get("nodes"), list) and isinstance(m.get("values"), list)
               and len(m["nodes"]) == len(m["values"])
               and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in m["values"])

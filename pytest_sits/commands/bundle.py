@@ -31,7 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
 from ..files import open_new, replacing, write_new
 from ..report.model import summarise, validate
@@ -254,7 +254,7 @@ def create(report_dir: Path, out: Path, key_path: Optional[Path] = None, snapsho
     key = load_private_key(Path(key_path)) if key_path else None
     inner = report_dir / "snapshot"
     inner_ok = inner.is_dir() and not inner.is_symlink()
-    sources = [p for p in (snapshot, inner if inner_ok else None) if p]
+    sources: List[Union[Path, str]] = [p for p in (snapshot, inner if inner_ok else None) if p]
     if capture:
         sources.append("capture")
     if len(sources) > 1:
@@ -607,7 +607,8 @@ def run_verify(args: Any) -> int:
     for problem in res.problems:
         print(f"FAILED: {problem}")
     if res.ok:
-        print(f"{args.bundle}: verified: signature (key {res.signed_by[:16]}…), {res.files - 2} file hashes, "
+        signed_by = cast(str, res.signed_by)  # verified: the signature checked out, so its key is known
+        print(f"{args.bundle}: verified: signature (key {signed_by[:16]}…), {res.files - 2} file hashes, "
               f"{res.replayed} of {res.verdicts} verdicts replayed from their evidence and reproduced")
         return 0
     print(f"{args.bundle}: NOT verified: {len(res.problems)} problem(s)")

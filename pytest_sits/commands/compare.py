@@ -138,7 +138,7 @@ def compare(files: Sequence[str], reports: Sequence[Dict[str, Any]],
     req_rows = []
     for req in all_reqs:
         cells = [_status_cell(g.get(req, [])) for g in grouped]
-        row = {"requirement": req, "cells": cells, "compared": req in common}
+        row: Dict[str, Any] = {"requirement": req, "cells": cells, "compared": req in common}
         if req not in common:
             undecided = [f"{names[i]}: {decided[i].get(req, 'not run')}" for i in range(n)
                          if decided[i].get(req) != "decided"]
@@ -173,8 +173,8 @@ def compare(files: Sequence[str], reports: Sequence[Dict[str, Any]],
         scored = [tier_score({d: dims[d][i] for d in DIMENSIONS}, cls) for i in range(n)]
         scores = [s[0] for s in scored]
         used, left = scored[0][1], scored[0][2]
-        order = sorted(range(n), key=lambda i: (len(fails[i]), -(scores[i] if scores[i] is not None else -1),
-                                                names[i]))
+        ranked = [s if s is not None else -1 for s in scores]
+        order = sorted(range(n), key=lambda i: (len(fails[i]), -ranked[i], names[i]))
         decided_by = [_why(order[k], order[k + 1], names, fails, scores, dims, used, metric_rows)
                       for k in range(n - 1)]
         rankings[cls] = {"label": TIER_LABELS[cls], "weights": TIER_WEIGHTS[cls], "used_weights": used,

@@ -227,9 +227,12 @@ def health(args: Any) -> int:
             print(f"sits health: {node} was drained for another reason ({reason!r}); it stays drained (--any-reason "
                   "re-checks it anyway)")
             return UNHEALTHY
-    keep = Path(args.report_dir) if args.report_dir else None
-    tmp = None if keep else tempfile.mkdtemp(prefix="sits-health-")
-    rdir = (keep or Path(tmp)).resolve()
+    tmp: Optional[str] = None
+    if args.report_dir:
+        rdir = Path(args.report_dir).resolve()
+    else:
+        tmp = tempfile.mkdtemp(prefix="sits-health-")
+        rdir = Path(tmp).resolve()
     try:
         report, problems = run_suite(args, rdir, mode)
         outcome, fail_lines, other = judge(report, problems)
@@ -272,8 +275,10 @@ def _under_load(report: Optional[Dict[str, Any]], outcome: int, other: List[str]
     windows = [v for v in report.get("verdicts", []) if v.get("requirement") == "DEP-THROTTLE"]
     load_ok = bool(windows)
     for v in windows:
-        ev = v.get("evidence") if isinstance(v.get("evidence"), dict) else {}
-        load = ev.get("load") if isinstance(ev.get("load"), dict) else {}
+        ev = v.get("evidence")
+        ev = ev if isinstance(ev, dict) else {}
+        load = ev.get("load")
+        load = load if isinstance(load, dict) else {}
         under = [s for s in ev.get("samples") or [] if isinstance(s, dict) and s.get("under_load")]
         if load.get("kind") != "inference" or not load.get("completed") or not under:
             load_ok = False

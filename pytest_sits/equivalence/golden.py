@@ -155,8 +155,9 @@ class GoldenSet:
     def keys(self) -> List[str]:
         return sorted(self.manifest["entries"])
 
-    def load(self, op: str, dtype: str) -> Optional[Tuple[Dict[str, np.ndarray], np.ndarray, Dict[str, Any]]]:
-        """(inputs, output, entry) for the operator, None when the set does not hold it.
+    def load(self, op: str, dtype: str) -> Optional[Tuple[Dict[str, np.ndarray], Optional[np.ndarray], Dict[str, Any]]]:
+        """(inputs, output, entry) for the operator, None when the set does not hold it (no inputs and no output
+        when the reference platform could not run it: the entry says why).
 
         Raises GoldenError naming the file when any SHA-256 does not match: corrupted golden data."""
         k = key(op, dtype)

@@ -29,8 +29,9 @@ def torch_devices() -> List[Dict[str, Any]]:
     try:
         import torch_npu  # noqa: F401
 
-        for i in range(torch.npu.device_count()):
-            devs.append({"device": f"npu:{i}", "kind": "npu", "name": torch.npu.get_device_name(i)})
+        npu = getattr(torch, "npu")  # registered on torch by importing torch_npu
+        for i in range(npu.device_count()):
+            devs.append({"device": f"npu:{i}", "kind": "npu", "name": npu.get_device_name(i)})
     except Exception:
         pass
     if hasattr(torch, "xpu") and torch.xpu.is_available():

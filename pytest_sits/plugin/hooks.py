@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, List
+from typing import Any, List, Optional, cast
 
 import pytest
 
@@ -248,7 +248,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     run = config.stash.get(RUN_KEY, None)
     if run is None:
         return
-    keep, drop = [], []
+    keep: List[pytest.Item] = []
+    drop: List[pytest.Item] = []
     for item in items:
         mark = item.get_closest_marker(MARKER)
         if mark is None:
@@ -278,7 +279,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     one line (the traceback goes into the verdict's evidence) unless --tb asks for more."""
     one_line = None
     if call.excinfo is not None and call.when in ("setup", "call"):
-        req = next((v for k, v in item.user_properties if k == REQUIREMENT_PROPERTY), None)
+        # The requirement ID (a str) that pytest_collection_modifyitems recorded.
+        req = cast(Optional[str], next((v for k, v in item.user_properties if k == REQUIREMENT_PROPERTY), None))
         decided = bool(verdicts_of(item))
         outcome_exc = (pytest.skip.Exception, pytest.fail.Exception, KeyboardInterrupt)
         if req and not decided and not call.excinfo.errisinstance(outcome_exc):

@@ -14,7 +14,7 @@ import platform as _pyplatform
 import socket
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 import pytest
 
@@ -40,8 +40,8 @@ class SitsReporter:
         for value in getattr(report, "sits_verdicts", None) or []:
             self.verdicts.setdefault((report.nodeid, value["seq"]), value)
         for key, value in report.user_properties:
-            if key == REQUIREMENT_PROPERTY:
-                self.collected.setdefault(value, "COLLECTED")
+            if key == REQUIREMENT_PROPERTY:  # the requirement ID (a str) that the collection recorded
+                self.collected.setdefault(cast(str, value), "COLLECTED")
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self.outcomes[report.outcome] = self.outcomes.get(report.outcome, 0) + 1
 
@@ -94,7 +94,7 @@ class SitsReporter:
         except Exception as exc:  # noqa: BLE001 - the report must be written whatever the plan's inputs hold
             return {"error": f"the plan could not be computed: {type(exc).__name__}: {exc}"}
 
-    def _finalize_golden(self, exitstatus: int) -> None:
+    def _finalize_golden(self, record: Path, exitstatus: int) -> None:
         """Write the golden set's manifest; a failure is an ERROR verdict in the report, never a lost report."""
         from ..report import model as rep
         from ..equivalence.golden import finalize
@@ -102,15 +102,15 @@ class SitsReporter:
 
         try:
             inv = self.run.platform.inventory()
-            finalize(self.run.golden_record, {
+            finalize(record, {
                 "platform": {"label": self.run.platform.label, "cpu": inv["cpu"].get("model"),
                              "accelerators": [a["display_name"] for a in inv["accelerators"]]},
                 "profile": self.run.profile.name, "versions": rep.package_versions(),
                 "complete": exitstatus not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)})
         except Exception as exc:  # the report must still be written
-            v = Verdict("EQ-PRECISION", ERROR, f"the golden set {self.run.golden_record} could not be finalised: "
+            v = Verdict("EQ-PRECISION", ERROR, f"the golden set {record} could not be finalised: "
                         f"{type(exc).__name__}: {exc}", subject="golden set",
-                        evidence={"golden_record": str(self.run.golden_record)})
+                        evidence={"golden_record": str(record)})
             data = plain(dict(v.to_json(), nodeid="(session finish)", simulated=self.run.platform.simulated,
                               waiver=None, seq=0, recorded_at=time.time()))
             self.verdicts[("(session finish)", 0)] = data
@@ -136,7 +136,7 @@ class SitsReporter:
         from ..report.store import HTML_NAME, JSON_NAME, write_pair
 
         if self.run.golden_record is not None and (self.run.golden_record / "entries").is_dir():
-            self._finalize_golden(exitstatus)
+            self._finalize_golden(self.run.golden_record, exitstatus)
         self.report = self.build_report(exitstatus)
         # The status the run ends with (pytest's own for pytest's outcomes, else what the verdicts decided), in the
         # report as well: CI gates on either.
@@ -181,7 +181,7 @@ class SitsReporter:
         width = max(60, min(tr._tw.fullwidth, 160))  # noqa: SLF001 - the terminal's width, as pytest measured it
         tr.write_sep("=", "SITS2026 conformance summary" + (" (SIMULATED)" if self.run.platform.simulated else ""))
         for line, status in terminal_rows(self.report, width):
-            tr.write_line(line, **COLOURS.get(status, {}))
+            tr.write_line(line, **COLOURS.get(status or "", {}))
         for p in self.paths:
             tr.write_line(f"sits report: {p}")
         if self.write_error:

@@ -215,11 +215,12 @@ class SitsRun:
         try:
             platform = from_spec(plat_spec or "live", workdir=workdir)
             platform.inventory()  # a broken snapshot is a usage error now, not a traceback later
+            built_from = getattr(platform, "profile", None)  # a simulated platform's: the profile it was built from
             if prof_spec:
                 flag = {"option": "--sits-profile", "env": f"${ENV_PROFILE}", "ini": "sits_profile"}[prof_how]
                 profile = resolve(prof_spec, how=prof_how, why=f"{flag}={prof_spec}")
-            elif getattr(platform, "profile", None) is not None:
-                profile = platform.profile
+            elif built_from is not None:
+                profile = built_from
                 profile.how, profile.why = "platform", "the profile the simulated platform was built from"
             else:
                 name, why = auto_pick(platform.inventory()["accelerators"])

@@ -258,3 +258,9 @@ def revive(value: Any) -> Any:
     if isinstance(value, list):
         return [revive(v) for v in value]
     return value
+
+
+def as_object(value: Any) -> Dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one: a report read from disk may hold anything where an
+    object is expected, and a missing or malformed section reads as an empty one."""
+    return value if isinstance(value, dict) else {}

@@ -153,10 +153,12 @@ def _analytics_view(report: Dict[str, Any], recompute: bool = False) -> Dict[str
     from . import charts
     from .analytics import ANALYTICS_VERSION
 
-    a = report.get("analytics")
-    computed_now = recompute or not (isinstance(a, dict) and a.get("version") == ANALYTICS_VERSION)
-    if computed_now:
-        a = analytics_section(report["verdicts"], report.get("profile") or {})
+    stored = report.get("analytics")
+    a: Dict[str, Any]
+    if not recompute and isinstance(stored, dict) and stored.get("version") == ANALYTICS_VERSION:
+        a, computed_now = stored, False
+    else:
+        a, computed_now = analytics_section(report["verdicts"], report.get("profile") or {}), True
     view: Dict[str, Any] = {"a": a, "computed_now": computed_now}
     if a.get("error"):
         return view
@@ -195,7 +197,8 @@ def _by_requirement(rows: List[Dict[str, Any]], coverage_rows: List[Dict[str, An
         g["rows"].append(row)
         status = row["v"].get("status")
         g["counts"][status] = g["counts"].get(status, 0) + 1
-    order = [c.get("requirement") for c in coverage_rows if isinstance(c, dict) and c.get("requirement") in groups]
+    order: List[str] = [c["requirement"] for c in coverage_rows
+                        if isinstance(c, dict) and c.get("requirement") in groups]
     order += [r for r in groups if r not in order]
     out = []
     for req in order:

@@ -11,11 +11,11 @@ as not replayable, with why.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, cast
 
 from ..checks import REGISTRY, get_version, load_all
 from ..verdict import STATUSES, apply_fleet_band, apply_waiver, find_band
-from .model import coverage, plain, revive, summarise
+from .model import as_object, coverage, plain, revive, summarise
 
 COMPARED = ("status", "measured", "reason", "subject")
 
@@ -66,7 +66,7 @@ def replay_verdict(stored: Dict[str, Any], profile: Any = None,
 def _report_profile(report: Dict[str, Any]) -> Any:
     from ..profiles import Profile
 
-    p = report.get("profile") if isinstance(report.get("profile"), dict) else {}
+    p = as_object(report.get("profile"))
     data = p.get("data")
     if not isinstance(data, dict):
         return None
@@ -128,7 +128,7 @@ def threshold_findings(report: Dict[str, Any]) -> Dict[str, List[Dict[str, Any]]
                                  why=f"the verdict was decided with other thresholds than the report's profile "
                                      f"gives {req} (first difference: "
                                      f"{_first_difference(plain(v.get('thresholds')), expected[req])})"))
-    p = report.get("profile") if isinstance(report.get("profile"), dict) else {}
+    p = as_object(report.get("profile"))
     if p.get("bundled"):
         from ..profiles import ProfileError, resolve
 
@@ -163,7 +163,9 @@ def replay_report(report: Dict[str, Any], profile_path: Optional[str] = None) ->
         profile = resolve(profile_path)
     waivers = ((report.get("profile") or {}).get("data") or {}).get("waivers") or []
     baseline = ((report.get("profile") or {}).get("data") or {}).get("fleet_baseline")
-    differs, not_replayable, replayed = [], [], 0
+    differs: List[Dict[str, Any]] = []
+    not_replayable: List[Dict[str, Any]] = []
+    replayed = 0
     verdicts = report.get("verdicts") or []
     # The verdicts as they stand now: replayed ones recomputed, the others as stored.
     now_verdicts: List[Any] = list(verdicts)
@@ -200,12 +202,14 @@ def replay_report(report: Dict[str, Any], profile_path: Optional[str] = None) ->
 def _summary_differs(report: Dict[str, Any], now_verdicts: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The run's result and counts recomputed from the replayed verdicts, where they differ from the stored
     ones; and requirements whose stored coverage does not match the verdicts the report holds."""
-    run = report.get("run") if isinstance(report.get("run"), dict) else {}
-    plat = report.get("platform") if isinstance(report.get("platform"), dict) else {}
-    stored = report.get("summary") if isinstance(report.get("summary"), dict) else {}
-    level = run.get("level") if run.get("level") in ("quick", "standard", "full") else "quick"
-    collected = {r.get("requirement"): r.get("state") for r in report.get("coverage") or []
-                 if isinstance(r, dict) and r.get("state") in ("DESELECTED", "COLLECTED", "NOT_SELECTED")}
+    run = as_object(report.get("run"))
+    plat = as_object(report.get("platform"))
+    stored = as_object(report.get("summary"))
+    level: str = run["level"] if run.get("level") in ("quick", "standard", "full") else "quick"
+    # Every state kept is one of those strings; a row whose requirement is no catalogue id is never looked up.
+    collected = cast(Dict[str, str], {r.get("requirement"): r.get("state") for r in report.get("coverage") or []
+                                      if isinstance(r, dict)
+                                      and r.get("state") in ("DESELECTED", "COLLECTED", "NOT_SELECTED")})
     rows = coverage(now_verdicts, level, collected, bool(run.get("completed", True)))
     now = summarise(now_verdicts, bool(run.get("completed", True)), bool(plat.get("simulated")), rows, level,
                     str(plat.get("kind", "live")))

@@ -281,7 +281,8 @@ def outliers(nodes: List[Dict[str, Any]], k: float = DEFAULT_K,
              groups: Optional[Dict[Tuple[str, str, str, str], List[Tuple[str, float]]]] = None) -> Dict[str, Any]:
     """Nodes whose measured values stand out among the nodes of the same profile (rule: OUTLIER_RULE)."""
     groups = value_groups(nodes) if groups is None else groups
-    flagged, judged, small = [], 0, 0
+    flagged: List[Dict[str, Any]] = []
+    judged, small = 0, 0
     for (profile, req, subject, unit), values in sorted(groups.items()):
         if len({node for node, _ in values}) < MIN_GROUP:
             small += 1

@@ -54,16 +54,17 @@ def node_main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"sits fleet: {dest} exists: node {node} already ran in this fleet run; this task stops",
               file=sys.stderr)
         return 3
+    command = node_command(out, node, rest)
     marker = {"node": node, "hostname": socket.gethostname(), "run_id": run_id,
               "job_id": os.environ.get("SLURM_JOB_ID"), "step_id": os.environ.get("SLURM_STEP_ID"),
               "array_task_id": os.environ.get("SLURM_ARRAY_TASK_ID"),
               "job_nodelist": os.environ.get("SLURM_JOB_NODELIST"), "started_at": now_iso(),
-              "command": node_command(out, node, rest)}
+              "command": command}
     write_json(dest / NODE_FILE, marker)
     started = time.monotonic()
     stopped: List[str] = []
     with open_new(dest / NODE_LOG) as log:
-        proc = subprocess.Popen(marker["command"], stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
         def record_stop(signum: int, frame: object) -> None:
             # Slurm's stop (pre-emption, scancel, time limit) signals every process of the job, the suite

@@ -38,7 +38,8 @@ def _profile_data(report: Mapping[str, Any]) -> Dict[str, Any]:
 def sla_targets(report: Mapping[str, Any]) -> Dict[str, Any]:
     """The SLA targets (ms, %, req/s) and where they come from: site.sla, else SVC-SLA's thresholds."""
     prof = _profile_data(report)
-    site = prof.get("site") if isinstance(prof.get("site"), dict) else {}
+    site = prof.get("site")
+    site = site if isinstance(site, dict) else {}
     sla = site.get("sla") if isinstance(site.get("sla"), dict) else None
     if sla and all(num(sla.get(k)) for k in SLA_METRICS):
         return {"targets": {k: float(sla[k]) for k in SLA_METRICS}, "source": "profile site.sla (declared)"}
@@ -168,9 +169,9 @@ def _p99_power(points: List[Dict[str, Any]], report: Mapping[str, Any]) -> Dict[
     for req in ("PLP-POWER",):
         vals = [num((v.get("evidence") or {}).get("power_p99_w")) for v in decided_verdicts(report, req)
                 if isinstance(v.get("evidence"), dict)]
-        vals = [x for x in vals if x is not None]
-        if vals:
-            return {"power_w": max(vals), "source": "measured: PLP-POWER evidence power_p99_w (highest card)"}
+        known = [x for x in vals if x is not None]
+        if known:
+            return {"power_w": max(known), "source": "measured: PLP-POWER evidence power_p99_w (highest card)"}
     if powers:
         return {"power_w": max(powers), "source": "measured: highest power reading of the sweep"}
     tdp = num((_profile_data(report).get("hardware") or {}).get("tdp_w"))
@@ -194,7 +195,8 @@ def tco_section(report: Mapping[str, Any], points: List[Dict[str, Any]]) -> Dict
 def tokens_per_watt(report: Mapping[str, Any], points: List[Dict[str, Any]]) -> Dict[str, Any]:
     rows = []
     for v in decided_verdicts(report, "PLP-POWER"):
-        ev = v.get("evidence") if isinstance(v.get("evidence"), dict) else {}
+        ev = v.get("evidence")
+        ev = ev if isinstance(ev, dict) else {}
         tpw, tpj = num(ev.get("tokens_per_watt_p99")), num(ev.get("tokens_per_joule"))
         if tpw is not None or tpj is not None:
             rows.append({"subject": str(v.get("subject")), "tokens_per_watt_p99": tpw, "tokens_per_joule": tpj})

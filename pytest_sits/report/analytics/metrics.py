@@ -85,7 +85,8 @@ def _median(values: Iterable[Optional[float]]) -> Optional[float]:
 def _evidence_median(report: Mapping[str, Any], req: str, get: Callable[[Dict[str, Any]], Any]) -> Dict[str, Any]:
     vals = []
     for v in decided_verdicts(report, req):
-        ev = v.get("evidence") if isinstance(v.get("evidence"), dict) else {}
+        ev = v.get("evidence")
+        ev = ev if isinstance(ev, dict) else {}
         try:
             vals.append(num(get(ev)))
         except (KeyError, TypeError, AttributeError, IndexError):
@@ -111,8 +112,8 @@ def _mesh_share(report: Mapping[str, Any], req: str) -> Dict[str, Any]:
 def _pcie(ev: Dict[str, Any]) -> Optional[float]:
     bw = ev["bandwidth"]
     vals = [num(bw[d]["gbps_median"]) for d in ("h2d", "d2h") if isinstance(bw.get(d), dict)]
-    vals = [x for x in vals if x is not None]
-    return min(vals) if vals else None
+    known = [x for x in vals if x is not None]
+    return min(known) if known else None
 
 
 def _latency_at_load(report: Mapping[str, Any], points: List[Dict[str, Any]]) -> Dict[str, Any]:

@@ -9,7 +9,7 @@ neither kept nor dropped: it is reported as ``unknown``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Sequence
+from typing import TYPE_CHECKING, Dict, List, Sequence, Union
 
 if TYPE_CHECKING:  # numpy is imported by the functions that use it: importing analytics stays cheap
     import numpy as np
@@ -29,7 +29,8 @@ def _as_costs(values: "np.ndarray", senses: Sequence[str]) -> "np.ndarray":
     return values.astype(float) * sign  # every column minimised
 
 
-def non_dominated(values: Sequence[Sequence[float]], senses: Sequence[str], chunk: int = 256) -> np.ndarray:
+def non_dominated(values: Union[Sequence[Sequence[float]], np.ndarray], senses: Sequence[str],
+                  chunk: int = 256) -> np.ndarray:
     """Boolean mask: True where no other (finite) point dominates the point.
 
     Rows with a non-finite value are False here and should be reported apart (see :func:`prune`).

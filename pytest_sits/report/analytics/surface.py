@@ -25,7 +25,7 @@ install it.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np  # surface is imported only when a sweep is interpolated
 
@@ -81,7 +81,7 @@ def _hull_share(xs: np.ndarray, ys: np.ndarray) -> float:
         return 0.0
 
 
-def interpolate(x: Sequence[float], y: Sequence[float], values: Dict[str, Sequence[float]],
+def interpolate(x: Sequence[float], y: Sequence[float], values: Mapping[str, Sequence[float]],
                 nx: int = 41, ny: int = 41, clip_min: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
     """Interpolate ``values`` (each one number per point) measured at scattered (x, y) points.
 

@@ -11,7 +11,7 @@ beside the total, not added to it.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 #: Defaults that A §4.2 itself states (the rest has no default: a site declares it).
 SITE_DEFAULTS: Dict[str, Any] = {"depreciation_years": 3, "operators": 0.15, "operator_cards": 16,
@@ -80,7 +80,7 @@ def tco_per_card(site: Mapping[str, Any], power_w: float, power_source: str) -> 
     }
 
 
-def sweep_tokens_per_joule(points: List[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
+def sweep_tokens_per_joule(points: Sequence[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
     """Tokens per joule (tokens/s per W) at the sweep point where it is highest, from tokens/s and power.
 
     A stand-in, labelled as such, for A's P99 figure when the evidence does not carry

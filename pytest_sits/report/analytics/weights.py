@@ -14,7 +14,7 @@ uses the document's (ms, %, req/s).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple, cast
 
 #: The SLA metrics, in the units A §2.5 writes them in (the weights depend on the units).
 SLA_METRICS: Dict[str, Dict[str, str]] = {
@@ -86,7 +86,8 @@ def tier_score(dimension_scores: Mapping[str, Optional[float]], tier: str) -> Tu
         return None, {}, left
     total = sum(have.values())
     used = {d: w / total for d, w in have.items()}
-    return sum(used[d] * float(dimension_scores[d]) for d in used), used, left  # type: ignore[arg-type]
+    # Every dimension in ``used`` has a score (``have`` keeps only those).
+    return sum(used[d] * float(cast(float, dimension_scores[d])) for d in used), used, left
 
 
 def weights_table() -> List[Dict[str, Any]]:
