@@ -17,7 +17,7 @@ def collect() -> Dict[str, Any]:
     out: Dict[str, Any] = {"available": False, "source": "amdsmi", "collected_at": time.time(), "devices": [],
                            "errors": []}
     try:
-        import amdsmi  # type: ignore
+        import amdsmi
     except ImportError:
         out["reason"] = "amdsmi not importable (it ships with ROCm: /opt/rocm/share/amd_smi)"
         return out

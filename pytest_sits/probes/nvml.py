@@ -36,7 +36,7 @@ def collect() -> Dict[str, Any]:
     out: Dict[str, Any] = {"available": False, "source": "nvml", "collected_at": time.time(),
                            "devices": [], "errors": []}
     try:
-        import pynvml  # type: ignore
+        import pynvml
     except ImportError:
         out["reason"] = "pynvml not importable (pip install nvidia-ml-py)"
         return out
@@ -166,7 +166,7 @@ def _p2p(pynvml: Any, count: int, errors: List[Dict[str, Any]]) -> List[List[Any
 def importable() -> bool:
     """Whether ``pynvml`` imports (the ``nvidia-ml-py`` package is installed)."""
     try:
-        import pynvml  # type: ignore  # noqa: F401
+        import pynvml  # noqa: F401
     except ImportError:
         return False
     return True
@@ -211,7 +211,7 @@ class NvmlDevice:
         self.bdf = bdf
 
     def __enter__(self) -> "NvmlDevice":
-        import pynvml  # type: ignore
+        import pynvml
 
         self.nvml = pynvml
         pynvml.nvmlInit()
@@ -266,7 +266,7 @@ class NvmlDevice:
 def nvlink_tx_kib(bdf: str) -> Optional[int]:
     """Sum of NVLink data TX counters (KiB) of the device over its links, or None when NVML has none."""
     try:
-        import pynvml  # type: ignore
+        import pynvml
     except ImportError:
         return None
     field = getattr(pynvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", None)

@@ -181,7 +181,7 @@ def _field_value(v: Any) -> float:
 
 def nvml_sources(index: Optional[int] = None) -> Tuple[List[PowerSource], Optional[str]]:
     try:
-        import pynvml  # type: ignore
+        import pynvml
     except ImportError:
         return [], "no NVML: pynvml not importable (pip install nvidia-ml-py)"
     try:
@@ -233,7 +233,7 @@ class AmdsmiPower(PowerSource):
 
 def amdsmi_sources() -> Tuple[List[PowerSource], Optional[str]]:
     try:
-        import amdsmi  # type: ignore
+        import amdsmi
     except ImportError:
         return [], "no amdsmi: not importable (it ships with ROCm)"
     try:
@@ -314,7 +314,7 @@ def redfish_sources(url: Optional[str], user: Optional[str] = None, password: Op
     if not url:
         return [], "no Redfish: no BMC configured (--sits-redfish URL)"
     try:
-        import redfish  # type: ignore
+        import redfish
     except ImportError:
         return [], f"no Redfish: the redfish library is not installed ({REDFISH_INSTALL})"
     try:

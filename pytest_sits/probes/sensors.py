@@ -97,7 +97,7 @@ class AmdsmiTemperature(Sensor):
     """AMD GPU temperature from amdsmi (whole degrees): the junction (hotspot) sensor, else the edge sensor."""
 
     def __init__(self, bdf: str, clock: Any = time.time):
-        import amdsmi  # type: ignore
+        import amdsmi
 
         amdsmi.amdsmi_init()
         self._amd = amdsmi
