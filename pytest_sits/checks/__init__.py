@@ -42,8 +42,8 @@ class Check:
 
 #: Every registered check, by name.
 REGISTRY: Dict[str, Check] = {}
-#: Earlier versions of checks whose rule did not change but whose inputs did, kept so that `sits replay`
-#: recomputes the verdicts of older reports: (name, version) -> Check.  New verdicts never use them.
+#: Earlier versions of checks, kept so that `sits replay` recomputes the verdicts of older reports: (name, version)
+#: -> Check.  New verdicts never use them; they live in :mod:`.legacy`.
 LEGACY: Dict[Tuple[str, int], Check] = {}
 
 
@@ -92,9 +92,10 @@ def check(name: str, *, requirement: Optional[str] = None, version: int = 1,
 
 
 def load_all() -> Dict[str, Check]:
-    """Import every check module (their decorators fill the registry) and return the registry."""
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
+    """Import every check module, the earlier versions in :mod:`.legacy` too (their decorators fill REGISTRY and
+    LEGACY), and return the registry."""
+    for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+        importlib.import_module(info.name)
     return REGISTRY
 
 
@@ -109,4 +110,8 @@ def get_version(name: str, version: Any) -> Optional[Check]:
     current = get(name)
     if current is not None and current.version == version:
         return current
-    return LEGACY.get((name, version)) if isinstance(version, int) else None
+    if not isinstance(version, int):
+        return None
+    if (name, version) not in LEGACY:  # the current module may be imported without the legacy package
+        load_all()
+    return LEGACY.get((name, version))

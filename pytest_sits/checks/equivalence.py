@@ -79,15 +79,6 @@ def check_precision(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
     return _precision(evidence, resolve_tolerance(evidence["operator"], thresholds), subject)
 
 
-@check("EQ-PRECISION", version=1, legacy=True, derived_thresholds=True)
-def check_precision_v1(evidence: Dict[str, Any], tol: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1 (reports of pytest-sits 0.1): the same rule, given the operator's resolved tolerance as its
-    thresholds.  Kept so that older reports replay."""
-    if evidence.get("not_in_golden"):
-        return Verdict("EQ-PRECISION", INCONCLUSIVE, evidence["not_in_golden"], subject=subject, evidence=evidence)
-    return _precision(evidence, tol, subject)
-
-
 def _precision(evidence: Dict[str, Any], tol: Dict[str, Any], subject: str) -> Verdict:
     result, reference = evidence["comparison"], evidence["reference"]
     ev = dict(evidence, tolerance=tol)
@@ -103,77 +94,6 @@ def _precision(evidence: Dict[str, Any], tol: Dict[str, Any], subject: str) -> V
                    remediation="compare the kernel (library versions, math modes such as TF32 or fast-math, "
                                "reduced-precision reductions) with the reference platform's; if the task's risk "
                                "class allows it, set EQ-PRECISION.risk_class in the profile")
-
-
-@check("EQ-THROUGHPUT", version=1, legacy=True)
-def check_throughput_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: the coefficient of variation of the per-round times (no
-    interval) below max_cv; undecidable when the host itself is noisy.
-
-    evidence: ``samples_s`` (per-round times), ``control_cv`` (a fixed host workload's CV), ``method``."""
-    import statistics
-
-    if evidence.get("disabled"):
-        return Verdict("EQ-THROUGHPUT", INCONCLUSIVE, evidence["disabled"], subject=subject, evidence=evidence)
-    samples_s, control_cv, method = evidence["samples_s"], evidence.get("control_cv"), evidence.get("method")
-
-    max_cv = float(thresholds["max_cv"])
-    mean = statistics.mean(samples_s)
-    cv = statistics.pstdev(samples_s) / mean if mean > 0 else float("inf")
-    ev = {"rounds": len(samples_s), "min_s": min(samples_s), "median_s": statistics.median(samples_s),
-          "max_s": max(samples_s), "mean_s": mean, "cv": cv, "control_cv": control_cv,
-          "samples_s": samples_s}
-    text = (f"CV {cv:.2%} over {len(samples_s)} rounds (min {min(samples_s) * 1e3:.3f} ms, median "
-            f"{statistics.median(samples_s) * 1e3:.3f} ms, max {max(samples_s) * 1e3:.3f} ms)")
-    threshold = f"CV < {max_cv:.0%}"
-    if cv < max_cv:
-        return Verdict("EQ-THROUGHPUT", PASS, text, measured=round(cv, 4), threshold=threshold, unit="CV",
-                       subject=subject, evidence=ev, method=method)
-    if control_cv is not None and control_cv >= max_cv / 2:
-        return Verdict("EQ-THROUGHPUT", INCONCLUSIVE, f"{text}; a fixed host workload timed beside it varied by "
-                       f"{control_cv:.2%}: this machine is too noisy to tell the device's fluctuation from its own",
-                       measured=round(cv, 4), threshold=threshold, unit="CV", subject=subject, evidence=ev,
-                       method=method)
-    return Verdict("EQ-THROUGHPUT", FAIL, text + (f"; the host control varied only {control_cv:.2%}"
-                                                  if control_cv is not None else ""),
-                   measured=round(cv, 4), threshold=threshold, unit="CV", subject=subject, evidence=ev,
-                   method=method,
-                   remediation="look for clock or power throttling (clocks-event reasons), thermal state (run "
-                               "after THERM-*-STEADY), background work and frequency scaling on the host")
-
-
-@check("EQ-LATENCY", version=1, legacy=True)
-def check_latency_ratio_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: the worst ratio, no interval.  evidence: ``operators`` (op,
-    dtype, here, reference, ratio); thresholds: ``max_ratio``."""
-    return _ratio("EQ-LATENCY", evidence["operators"], thresholds.get("max_ratio"), subject, "latency")
-
-
-@check("EQ-RESOURCE", version=1, legacy=True)
-def check_resource_ratio_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: EQ-RESOURCE on peak device memory, no interval."""
-    return _ratio("EQ-RESOURCE", evidence["operators"], thresholds.get("max_ratio"), subject, "peak device memory")
-
-
-def _ratio(req: str, rows: List[Dict[str, Any]], max_ratio: Optional[float], subject: str, what: str) -> Verdict:
-    """The worst ratio (here / reference) over the operators."""
-    rows = [r for r in rows if r.get("ratio") is not None]
-    ev = {"operators": rows, "max_ratio": max_ratio}
-    if not rows:
-        return Verdict(req, SKIP, f"no {what} was recorded beside a reference", subject=subject, evidence=ev)
-    worst = max(rows, key=lambda r: r["ratio"])
-    text = (f"worst {what} ratio {worst['ratio']:.2f}x ({worst['op']} {worst['dtype']}) over {len(rows)} operators "
-            "against the golden reference")
-    if max_ratio is None:
-        return Verdict(req, WARN, text + "; the profile sets no allowed ratio", measured=round(worst["ratio"], 3),
-                       threshold="none set", unit="x reference", subject=subject, evidence=ev)
-    if worst["ratio"] > max_ratio:
-        return Verdict(req, FAIL, text + f", above {max_ratio:g}x", measured=round(worst["ratio"], 3),
-                       threshold=f"<= {max_ratio:g}x", unit="x reference", subject=subject, evidence=ev,
-                       remediation=f"profile the slow operators on this platform; check the {what} of the "
-                                   "library versions against the reference platform's")
-    return Verdict(req, PASS, text, measured=round(worst["ratio"], 3), threshold=f"<= {max_ratio:g}x",
-                   unit="x reference", subject=subject, evidence=ev)
 
 
 @check("EQ-PRECISION/golden-coverage", requirement="EQ-PRECISION", version=2)
@@ -196,15 +116,6 @@ def check_golden_coverage(evidence: Dict[str, Any], thresholds: Dict[str, Any], 
         parts.append(f"{len(extra)} pair(s) of the golden set are not in this corpus: {', '.join(extra)}")
     return Verdict("EQ-PRECISION", INCONCLUSIVE, "; ".join(parts) + f" (golden set {source} was recorded with "
                    "another operator list)", measured=len(here) - len(missing), subject="golden set", evidence=ev)
-
-
-@check("EQ-PRECISION/golden-coverage", requirement="EQ-PRECISION", version=1, legacy=True,
-       derived_thresholds=True)
-def check_golden_coverage_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "golden set"
-                             ) -> Verdict:
-    """Version 1 (reports of pytest-sits 0.1): the same rule, given no thresholds.  Kept so that older reports
-    replay."""
-    return check_golden_coverage.__wrapped__(evidence, thresholds, subject)
 
 
 # --------------------------------------------------------------------------

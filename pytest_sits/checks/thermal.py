@@ -147,21 +147,6 @@ class SteadyDetector:
                 "last": self.y[-1]}
 
 
-@check("THERM-GPU-STEADY", version=1, legacy=True)
-def check_gpu_steady_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: the window mean against the band, no interval.
-    evidence: ``trace`` (the calibration's samples), ``sensor`` (id, resolution_c, label)."""
-    return _unreadable("THERM-GPU-STEADY", evidence, subject) or _steady(
-        "THERM-GPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject)
-
-
-@check("THERM-CPU-STEADY", version=1, legacy=True)
-def check_cpu_steady_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay; evidence as for THERM-GPU-STEADY."""
-    return _unreadable("THERM-CPU-STEADY", evidence, subject) or _steady(
-        "THERM-CPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject)
-
-
 def _unreadable(req: str, evidence: Dict[str, Any], subject: str) -> Optional[Verdict]:
     """The device is there but its temperature cannot be read or steered: undecided, never a SKIP."""
     if not evidence.get("unreadable"):
