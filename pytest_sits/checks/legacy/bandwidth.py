@@ -120,7 +120,7 @@ def check_pcie_bw_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subje
                        subject=subject, evidence=evid,
                        remediation="check AER errors (`dmesg | grep -i aer`, `lspci -vv` UESta/CESta) and reseat")
     effs = {d: ev[d]["gbps_median"] / theo for d in ("h2d", "d2h")}
-    worst = min(effs, key=effs.get)
+    worst = min(effs, key=effs.get)  # type: ignore[arg-type]
     text = ", ".join(f"{d} {ev[d]['gbps_median']:.1f} GB/s ({effs[d]:.0%})" for d in ("h2d", "d2h"))
     hold = ev.get("hold")
     if hold is not None:

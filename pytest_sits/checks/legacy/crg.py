@@ -33,7 +33,7 @@ def check_node_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject:
     if hi is not None:
         parts.append(f"<= {hi:g} TFLOPS (B §2.5 ceiling)")
     threshold = " and ".join(parts) or "no bound in the profile"
-    common = dict(threshold=threshold, unit="TFLOPS", subject=subject, evidence=evidence,
+    common: Dict[str, Any] = dict(threshold=threshold, unit="TFLOPS", subject=subject, evidence=evidence,
                   method=(evidence.get("method") or "torch matmul") + _simulated(evidence))
     good = [r for r in results if r.get("tflops") is not None and r.get("verified")]
     if not good:
@@ -75,7 +75,7 @@ def check_edge_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject:
     nv = evidence.get("nvlink_bytes")
     if nv is not None:
         path += f", {nv} bytes counted on NVLink"
-    common = dict(threshold=threshold, unit="GB/s", subject=subject, evidence=evidence,
+    common: Dict[str, Any] = dict(threshold=threshold, unit="GB/s", subject=subject, evidence=evidence,
                   method=(evidence.get("method") or "torch copy between devices, median") + _simulated(evidence))
     if g is None or not evidence.get("verified"):
         return Verdict(req, INCONCLUSIVE, f"no verified copy measurement ({evidence.get('reason') or 'data differed'})",
@@ -103,7 +103,7 @@ def check_sync_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject:
     threshold = f">= {floor:g} TB/s" if floor is not None else "no floor in the profile"
     how = f"{evidence.get('backend')} all-reduce of {evidence.get('bytes')} bytes across {evidence.get('world_size')} " \
           f"{evidence.get('participants', 'processes')}"
-    common = dict(threshold=threshold, unit="GB/s", subject=subject, evidence=evidence,
+    common: Dict[str, Any] = dict(threshold=threshold, unit="GB/s", subject=subject, evidence=evidence,
                   method=how + ", bus bandwidth = algorithm bandwidth × 2(n-1)/n (nccl-tests)" + _simulated(evidence))
     if bus is None or not evidence.get("verified"):
         return Verdict(req, INCONCLUSIVE, f"no verified all-reduce measurement ({evidence.get('reason') or 'result differed'})",
@@ -136,7 +136,7 @@ def check_jitter_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
     res, gran = timer.get("resolution_ns"), timer.get("granularity_ns")
     steps = [x for x in (res, gran) if x is not None]
     threshold = f"within ±{bound:g} ns"
-    common = dict(threshold=threshold, unit="ns", subject=subject, evidence=evidence,
+    common: Dict[str, Any] = dict(threshold=threshold, unit="ns", subject=subject, evidence=evidence,
                   method=f"{timer.get('clock', 'timer')} around {evidence.get('workload') or 'a fixed operation'}")
     if not steps:
         return Verdict(req, INCONCLUSIVE, "the timer's resolution could not be measured", measured=None, **common)

@@ -37,7 +37,7 @@ def check_ecc_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: 
     measured = counts.get("volatile_uncorrected")
     mode = evidence.get("ecc_mode_current")
     pending = evidence.get("ecc_mode_pending")
-    common = dict(measured=measured, threshold=threshold, unit="errors", subject=subject, evidence=evidence,
+    common: Dict[str, Any] = dict(measured=measured, threshold=threshold, unit="errors", subject=subject, evidence=evidence,
                   method=f"{evidence.get('source') or 'management library'}: ECC mode and total error counts")
     if mode is None and required:
         return Verdict(req, INCONCLUSIVE, "the ECC mode could not be read: "

@@ -272,7 +272,7 @@ def check_sla_v2(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdic
     derived = dict(ev, derived={"p99_s": p99, "early_stopping_estimate_s": es.get("estimate_s"),
                                 "ttft_p99_s": ttft, "tpot_p99_s": tpot,
                                 "measured_is": "the P99 of request latency, in ms (not the early-stopping estimate)"})
-    kw = dict(threshold=threshold, evidence=derived, method=method)
+    kw: Dict[str, Any] = dict(threshold=threshold, evidence=derived, method=method)
     measured = round(p99 * 1e3, 3) if p99 is not None else None
     if not t["issued"]:
         return Verdict(req, INCONCLUSIVE, f"tenant {t['name']} received no query", **kw)
