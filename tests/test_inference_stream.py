@@ -15,6 +15,7 @@ from pytest_sits.conditions.inference import (InferenceRig, _itl, acquire_sla, c
                                               summarise_sla)
 from pytest_sits.inference.endpoint import EndpointClient, _count_tokens, preflight
 from pytest_sits.inference.servers import ScriptedServer
+from pytest_sits.profiles import resolve
 from pytest_sits.verdict import ERROR, FAIL, INCONCLUSIVE, PASS
 
 TTFT, ITL, N = 0.3, 0.03, 8
@@ -25,9 +26,10 @@ def needs_loadgen():
 
 
 def _cfg(**kw):
-    cfg = {"p99_ms": 2000, "min_rps": 1, "max_error_rate": 0.01, "tenants": [{"name": "chat", "share": 1.0}],
-           "target_qps": 5, "duration_s": 3, "timeout_s": 5,
-           "workload": {"samples": 64, "prompt_tokens": [8, 16], "output_tokens": [N, N]}}
+    # SVC-SLA's thresholds as a resolved profile gives them (the base profile's), with this test's SLA and load
+    cfg = dict(resolve("base").thresholds("SVC-SLA"), p99_ms=2000, min_rps=1, max_error_rate=0.01,
+               tenants=[{"name": "chat", "share": 1.0}], target_qps=5, duration_s=3, timeout_s=5,
+               workload={"samples": 64, "prompt_tokens": [8, 16], "output_tokens": [N, N]})
     cfg.update(kw)
     return cfg
 
@@ -228,7 +230,8 @@ def test_the_verdict_names_the_p99_and_the_early_stopping_estimate_apart():
          "latency": {"p99_s": 0.0779, "tail": quantile_tail(list(np.random.default_rng(0).uniform(0, 0.0779 / 0.99,
                                                                                                   1000)), 0.99)},
          "early_stopping": {"queries": 1000, "estimate_s": 0.1100, "queries_needed": None}}
-    v = check_sla({"tenant": t, "rule": "r"}, {"p99_ms": 120, "min_rps": 85, "max_error_rate": 0.003}, "g")
+    th = dict(resolve("base").thresholds("SVC-SLA"), p99_ms=120, min_rps=85, max_error_rate=0.003)
+    v = check_sla({"tenant": t, "rule": "r"}, th, "g")
     assert v.status == PASS and v.measured == pytest.approx(77.9)  # the P99, not the 110 ms estimate
     assert "latency 78 ms [" in v.reason and "binomial order statistics, 1000 samples" in v.reason
     assert "early-stopping estimate of the P99 110 ms" in v.reason

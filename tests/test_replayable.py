@@ -28,6 +28,13 @@ from pytest_sits.verdict import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Ver
 
 DATA = Path(__file__).resolve().parent / "data"
 REGISTRY = load_all()
+BASE = resolve("base")
+
+
+def base_th(rid, **override):
+    """The thresholds a resolved profile gives requirement ``rid`` (the base profile's defaults), with ``override``:
+    a current check is always given every key its requirement declares."""
+    return dict(BASE.thresholds(rid), **override)
 
 
 def _profile(name):
@@ -97,7 +104,7 @@ BOUND = {"node": 1, "applied": True, "cpus_in_force": list(range(32, 64)),
 
 
 def numa(device, binding, thresholds=None):
-    return {"device": device, "host_nodes": NODES2, "binding": binding}, thresholds or {}, ""
+    return {"device": device, "host_nodes": NODES2, "binding": binding}, thresholds or base_th("TOPO-NUMA-BIND"), ""
 
 
 def sim_mesh(spec, required=True):
@@ -207,7 +214,7 @@ def ratio(rows, max_ratio):
 
 
 def coverage(golden, corpus):
-    return {"golden": golden, "corpus": corpus, "source": "/g"}, {}, ""
+    return {"golden": golden, "corpus": corpus, "source": "/g"}, base_th("EQ-PRECISION"), ""
 
 
 # -- compute-ready graph ----------------------------------------------------------------------------------------
@@ -226,17 +233,17 @@ COARSE_TIMER = dict(FINE_TIMER, clock="perf_counter", implementation="clock_gett
 
 def jitter(timer, p1, p50, p99):
     return ({"timer": timer, "latency_ns": {"n": 1000, "p1": p1, "p50": p50, "p99": p99, "max": p99 + 5},
-             "workload": "a fixed operation"}, {"max_ns": 2.5}, "cuda:0")
+             "workload": "a fixed operation"}, base_th("CRG-JITTER", max_ns=2.5), "cuda:0")
 
 
 # -- deployment health ------------------------------------------------------------------------------------------
 
-ECC_TH = {"require_enabled": True, "max_volatile_uncorrected": 0, "max_aggregate_uncorrected": 0}
+ECC_TH = base_th("DEP-ECC", require_enabled=True, max_volatile_uncorrected=0, max_aggregate_uncorrected=0)
 ECC_ZERO = {"volatile_uncorrected": 0, "aggregate_uncorrected": 0, "volatile_corrected": 3, "aggregate_corrected": 12}
 ROWS_OK = {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
-THROTTLE_TH = {"max_fault_share": 0.0}
+THROTTLE_TH = base_th("DEP-THROTTLE", max_fault_share=0.0)
 AER_ZERO = {"fatal": 0, "nonfatal": 0, "correctable": 2}
-CRITICAL_XIDS = {"critical_xids": [48, 63, 64, 79, 94, 95], "max_critical_events": 0}
+CRITICAL_XIDS = base_th("DEP-XID", critical_xids=[48, 63, 64, 79, 94, 95], max_critical_events=0)
 
 
 def ecc(mode, counts, pending=None):
@@ -266,7 +273,8 @@ def powercap(enforced_w, requested_w=None):
 
 def pcie_errors(after, replays_after=5):
     return ({"aer_before": AER_ZERO, "aer_after": after, "replay_before": 5, "replay_after": replays_after,
-             "window_s": 30}, {"max_new_fatal": 0, "max_new_nonfatal": 0, "max_new_replays": 0}, "0000:17:00.0")
+             "window_s": 30}, base_th("DEP-PCIE-ERRORS", max_new_fatal=0, max_new_nonfatal=0, max_new_replays=0),
+            "0000:17:00.0")
 
 
 def xid(events, history=()):
@@ -285,7 +293,7 @@ FW_ALLOWED = {"driver": [{"min": "550", "reason": "CUDA 12.4 floor"}],
 
 def firmware(versions):
     return ({"versions": versions, "module_signature": {"state": "signed", "reason": "sig_enforce"}},
-            {"allowed": FW_ALLOWED}, "0000:17:00.0")
+            base_th("SEC-FIRMWARE", allowed=FW_ALLOWED), "0000:17:00.0")
 
 
 def tee(value):
@@ -302,7 +310,8 @@ BMC_SOURCE = {"fast": False, "readings": 30, "failed": 0, "p99_ms": 900.0, "max_
 
 def plp_sample(nvml=NVML_SOURCE, overruns=0):
     return ({"period_ms": 10, "sources": {"nvml": nvml, "bmc": BMC_SOURCE}, "primary_power": ["nvml"],
-             "ticks": 1000, "overruns": overruns, "statement": "test"}, {"max_skew_periods": 1.0}, "cuda:0")
+             "ticks": 1000, "overruns": overruns, "statement": "test"}, base_th("PLP-SAMPLE", max_skew_periods=1.0),
+            "cuda:0")
 
 
 PEAK = {"flops_per_s": 1e15, "theoretical": True, "source": "profile hardware.fp16_dense_tflops"}
@@ -311,7 +320,7 @@ PPL_POINT = {"target_qps": 10.0, "rho": 0.5, "rho_p99": 0.6, "rho_max": 0.7, "st
 
 def plp_ppl(point=PPL_POINT, window_ms=10, peak=PEAK):
     return ({"window_ms": window_ms, "rho_rule": "sliding windows", "peak": peak, "points": [point]},
-            {"window_ms": 10}, "cuda:0")
+            base_th("PLP-PPL", window_ms=10), "cuda:0")
 
 
 SWEEP = [{"target_qps": 10.0, "rho": 0.4, "power_w": 450.0, "power_valid_reads": 100, "power_failed_reads": 0,
@@ -323,11 +332,12 @@ SWEEP = [{"target_qps": 10.0, "rho": 0.4, "power_w": 450.0, "power_valid_reads":
 
 
 def plp_power(max_power_w, sweep=SWEEP):
-    return {"sweep": sweep}, {"at_load_max": 0.85, "max_power_w": max_power_w}, "cuda:0"
+    return {"sweep": sweep}, base_th("PLP-POWER", at_load_max=0.85, max_power_w=max_power_w), "cuda:0"
 
 
 def plp_latency(max_latency_us, sweep=SWEEP):
-    return {"sweep": sweep}, {"at_load_max": 0.70, "metric": "query", "max_latency_us": max_latency_us}, "cuda:0"
+    return ({"sweep": sweep}, base_th("PLP-LATENCY", at_load_max=0.70, metric="query", max_latency_us=max_latency_us),
+            "cuda:0")
 
 
 TENANT = {"name": "chat", "p99_latency_s": 0.05, "early_stopping": {"estimate_s": 0.06, "queries": 5000},
@@ -419,7 +429,7 @@ def device_bw2(samples, floor=0.8, verified=True):
 def pcie_bw2(h2d, d2h, link=None):
     one = lambda s: {"samples_gbps": s, "gbps_median": float(np.median(s))}  # noqa: E731
     return ({"bandwidth": {"h2d": one(h2d), "d2h": one(d2h), "verified": True, "method": "m", "hold": "x"},
-             "link": link or {"gen": 5, "width": 16}}, {"min_efficiency": 0.7}, "d")
+             "link": link or {"gen": 5, "width": 16}}, base_th("TOPO-PCIE-BW", min_efficiency=0.7), "d")
 
 
 def gemm2(fp16, bf16, th):
@@ -428,17 +438,21 @@ def gemm2(fp16, bf16, th):
     return {"results": res, "method": "torch matmul"}, th, "cuda:0"
 
 
+def node_th(floor, ceiling):
+    return base_th("CRG-NODE", min_tflops=floor, max_tflops=ceiling)
+
+
 def edge2(fwd, rev, floor=300):
     return ({"pair": [0, 1], "forward": {"samples_gbps": fwd}, "reverse": {"samples_gbps": rev},
              "gbps_median": min(float(np.median(fwd)), float(np.median(rev))), "verified": True, "peer_access": True,
-             "nvlink_bytes": None}, {"min_gbps": floor}, "cuda:0<->cuda:1")
+             "nvlink_bytes": None}, base_th("CRG-EDGE", min_gbps=floor), "cuda:0<->cuda:1")
 
 
 def sync2(bus_samples_gbps, floor=0.3):
     n, nbytes = 8, 1 << 28
     times = [nbytes / (b * n / (2 * (n - 1))) / 1e9 for b in bus_samples_gbps]
     return ({"backend": "nccl", "world_size": n, "bytes": nbytes, "samples_s": times, "busbw_gbps": 350.0,
-             "algbw_gbps": 200.0, "verified": True}, {"min_tbps": floor}, "8 devices")
+             "algbw_gbps": 200.0, "verified": True}, base_th("CRG-SYNC", min_tbps=floor), "8 devices")
 
 
 def throughput2(samples, control_before, control_after):
@@ -469,7 +483,7 @@ def skew_sample(p99_ms, n=1000):
 
 def plp_sample2(nvml):
     return ({"period_ms": 10, "sources": {"nvml": nvml, "bmc": BMC_SOURCE}, "primary_power": ["nvml"],
-             "ticks": 1000, "overruns": 0, "statement": "test"}, {"max_skew_periods": 1.0}, "cuda:0")
+             "ticks": 1000, "overruns": 0, "statement": "test"}, base_th("PLP-SAMPLE", max_skew_periods=1.0), "cuda:0")
 
 
 def lat_tail(p99_s, n=2000, seed=5):
@@ -501,16 +515,17 @@ def sla3(**change):
               "error_rate": 0.0, "errors": 0, "issued": 5000, "completed": 5000, "error_kinds": None}
     tenant.update(change)
     return ({"tenant": tenant, "rule": "LoadGen Server, per tenant", "span_s": 500.0},
-            {"p99_ms": 100, "min_rps": 5, "max_error_rate": 0.01}, "chat")
+            base_th("SVC-SLA", p99_ms=100, min_rps=5, max_error_rate=0.01), "chat")
 
 
 def coldstart2(samples, ceiling):
-    return (dict(COLDSTART, samples_s=samples, total_s=float(np.median(samples))), {"max_s": ceiling}, "cold start")
+    return (dict(COLDSTART, samples_s=samples, total_s=float(np.median(samples))), base_th("SVC-COLDSTART", max_s=ceiling),
+            "cold start")
 
 
 def frag2(center, rel=0.1):
     return (dict(KV_POOL, fraction=center, step_fractions=scatter(center, rel, 400, seed=11)),
-            {"max_fraction": 0.03}, "kv-pool")
+            base_th("SVC-FRAG", max_fraction=0.03), "kv-pool")
 
 
 NOISE_SAMPLES = {
@@ -539,7 +554,7 @@ NOISE_SAMPLES = {
         ("moved-down", lambda: device_bw2([2500.0, 2450.0, 2400.0, 2350.0, 2300.0, 2250.0, 2200.0]), INCONCLUSIVE),
         ("not-verified", lambda: device_bw2(scatter(3000, 0.003, 7), verified=False), FAIL),
         ("no-floor", lambda: device_bw2(scatter(3000, 0.003, 7), floor=None), WARN),
-        ("absent", lambda: ({"absent": "no GPU"}, {"datasheet_gbps": 3350}, "x"), SKIP),
+        ("absent", lambda: ({"absent": "no GPU"}, base_th("MEM-BW-EFFICIENCY", datasheet_gbps=3350), "x"), SKIP),
     ],
     "TOPO-PCIE-BW": [
         ("gen5-x16", lambda: pcie_bw2(scatter(53.0, 0.01, 7), scatter(52.0, 0.01, 7, seed=2)), PASS),
@@ -548,12 +563,12 @@ NOISE_SAMPLES = {
         ("unknown-link", lambda: pcie_bw2([53.0] * 7, [52.0] * 7, {"gen": None, "width": 16}), INCONCLUSIVE),
     ],
     "CRG-NODE": [
-        ("within-floor", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), {"min_tflops": 500}), PASS),
-        ("above-ceiling", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), {"max_tflops": 128}), FAIL),
-        ("below-floor", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), {"min_tflops": 800}), FAIL),
-        ("on-the-floor", lambda: gemm2(scatter(700, 0.05, 5), scatter(700, 0.05, 5, 2), {"min_tflops": 700}),
+        ("within-floor", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), node_th(500, None)), PASS),
+        ("above-ceiling", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), node_th(None, 128)), FAIL),
+        ("below-floor", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), node_th(800, None)), FAIL),
+        ("on-the-floor", lambda: gemm2(scatter(700, 0.05, 5), scatter(700, 0.05, 5, 2), node_th(700, None)),
          INCONCLUSIVE),
-        ("no-bound", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), {}), WARN),
+        ("no-bound", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), node_th(None, None)), WARN),
     ],
     "CRG-EDGE": [
         ("nvlink-pair", lambda: edge2(scatter(350, 0.01, 7), scatter(349, 0.01, 7, 2)), PASS),
@@ -588,8 +603,8 @@ NOISE_SAMPLES = {
         ("nvml-4ms", lambda: plp_sample2(skew_sample(4.0)), PASS),
         ("nvml-25ms", lambda: plp_sample2(skew_sample(25.0)), FAIL),
         ("nvml-near-10ms", lambda: plp_sample2(skew_sample(10.0)), INCONCLUSIVE),
-        ("overruns", lambda: (dict(plp_sample2(skew_sample(4.0))[0], overruns=200), {"max_skew_periods": 1.0},
-                              "cuda:0"), INCONCLUSIVE),
+        ("overruns", lambda: (dict(plp_sample2(skew_sample(4.0))[0], overruns=200),
+                              base_th("PLP-SAMPLE", max_skew_periods=1.0), "cuda:0"), INCONCLUSIVE),
     ],
     "PLP-PPL": [
         ("rho-0.5", lambda: plp_ppl(dict(PPL_POINT, rho_tail=quantile_tail(list(np.random.default_rng(6).uniform(0.3, 0.7, 500)), 0.99))),
@@ -650,7 +665,7 @@ NOISE_SAMPLES = {
         ("kv-pool-1pct", lambda: frag2(0.01), PASS),
         ("kv-pool-20pct", lambda: frag2(0.2), FAIL),
         ("kv-pool-near-3pct", lambda: frag2(0.03, 0.3), INCONCLUSIVE),
-        ("allocator-20pct", lambda: (ALLOCATOR, {"max_fraction": 0.03}, "allocator"), FAIL),
+        ("allocator-20pct", lambda: (ALLOCATOR, base_th("SVC-FRAG", max_fraction=0.03), "allocator"), FAIL),
     ],
     "THERM-GPU-STEADY": [
         ("dither", lambda: gpu_steady(DITHER), PASS),
@@ -778,7 +793,7 @@ SAMPLES = {
         ("allowed", lambda: firmware(FW_VERSIONS), PASS),
         ("old-driver", lambda: firmware(dict(FW_VERSIONS, driver="535.104.05")), FAIL),
         ("vbios-unread", lambda: firmware(dict(FW_VERSIONS, vbios=None)), INCONCLUSIVE),
-        ("no-allow-list", lambda: (firmware(FW_VERSIONS)[0], {}, "0000:17:00.0"), WARN),
+        ("no-allow-list", lambda: (firmware(FW_VERSIONS)[0], base_th("SEC-FIRMWARE"), "0000:17:00.0"), WARN),
     ],
     "SEC-TEE": [
         ("sev-snp", lambda: tee("yes"), PASS),

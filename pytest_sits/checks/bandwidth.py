@@ -233,7 +233,7 @@ def device_bw_decision(ev: Dict[str, Any], thresholds: Dict[str, Any]) -> Dict[s
     ds = float(thresholds.get("datasheet_gbps") or 0) or 1.0
     samples = [float(g) / ds for g in ev.get("samples_gbps") or []]
     stat = mean_interval(samples, level(_looks(ev)))
-    return decide(stat, thresholds.get("min_efficiency"), AT_LEAST, samples=samples, show=_pct,
+    return decide(stat, thresholds["min_efficiency"], AT_LEAST, samples=samples, show=_pct,
                   seconds_per_trial=_seconds_per_trial(ev), what="share of the datasheet bandwidth")
 
 
@@ -246,7 +246,7 @@ def check_device_bw(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str
     thresholds: ``min_efficiency`` and ``datasheet_gbps`` (the profile's hardware.memory_bandwidth_gbps)."""
     req = "MEM-BW-EFFICIENCY"
     datasheet_gbps = thresholds.get("datasheet_gbps")
-    floor = thresholds.get("min_efficiency")
+    floor = thresholds["min_efficiency"]
     if not datasheet_gbps:
         return Verdict(req, INCONCLUSIVE, "the profile gives no datasheet memory bandwidth "
                        "(hardware.memory_bandwidth_gbps)", subject=subject, evidence=ev or {})

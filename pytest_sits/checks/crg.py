@@ -39,7 +39,7 @@ def check_jitter(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: 
     ``hardware_clocks`` [{device, name, granularity_ns, ...}] (PTP clocks found), ``latency_ns`` {n, p1, p50,
     p99, max}, ``workload``."""
     req = "CRG-JITTER"
-    bound = float(thresholds.get("max_ns", 2.5))
+    bound = float(thresholds["max_ns"])
     timer = evidence.get("timer") or {}
     lat = evidence.get("latency_ns") or {}
     res, gran = timer.get("resolution_ns"), timer.get("granularity_ns")
@@ -111,7 +111,7 @@ def _g(x: float) -> str:
 def node_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Per verified dtype: the mean TFLOPS of its timed loops with a t-interval, decided against the floor
     ``min_tflops`` and the ceiling ``max_tflops`` (each where the profile sets it; neither: reported)."""
-    lo, hi = thresholds.get("min_tflops"), thresholds.get("max_tflops")
+    lo, hi = thresholds["min_tflops"], thresholds["max_tflops"]
     out = []
     for r in evidence.get("results") or []:
         if r.get("tflops") is None or not r.get("verified"):
@@ -139,7 +139,7 @@ def check_node(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: st
     ``sequential``."""
     req = "CRG-NODE"
     results = evidence.get("results") or []
-    lo, hi = thresholds.get("min_tflops"), thresholds.get("max_tflops")
+    lo, hi = thresholds["min_tflops"], thresholds["max_tflops"]
     parts = []
     if lo is not None:
         parts.append(f">= {lo:g} TFLOPS")
@@ -197,7 +197,7 @@ def edge_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> List
     out = []
     for name, samples in _edge_directions(evidence):
         samples = [float(x) for x in samples]
-        d = decide(mean_interval(samples, level(_looks(evidence))), thresholds.get("min_gbps"), AT_LEAST,
+        d = decide(mean_interval(samples, level(_looks(evidence))), thresholds["min_gbps"], AT_LEAST,
                    samples=samples, show=_g, seconds_per_trial=_per_trial(evidence), what=f"{name} GB/s")
         d["way"] = name
         out.append(d)
@@ -213,7 +213,7 @@ def check_edge(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: st
     evidence: ``pair`` [src, dst], ``forward``/``reverse`` (each with ``samples_gbps``; or ``samples_gbps`` of the
     pair), ``gbps_median``, ``verified``, ``peer_access`` (bool), ``nvlink_bytes``, ``sequential``."""
     req = "CRG-EDGE"
-    floor = thresholds.get("min_gbps")
+    floor = thresholds["min_gbps"]
     threshold = f">= {floor:g} GB/s" if floor is not None else "no floor in the profile"
     path = "peer access" if evidence.get("peer_access") else "no peer access (staged through the host)"
     nv = evidence.get("nvlink_bytes")
@@ -256,7 +256,7 @@ def sync_samples(evidence: Dict[str, Any]) -> List[float]:
 
 def sync_decision(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> Dict[str, Any]:
     samples = sync_samples(evidence)
-    floor = thresholds.get("min_tbps")
+    floor = thresholds["min_tbps"]
     return decide(mean_interval(samples, level(_looks(evidence))), floor * 1000 if floor is not None else None,
                   AT_LEAST, samples=samples, show=_g, seconds_per_trial=_per_trial(evidence), what="bus GB/s")
 
@@ -270,7 +270,7 @@ def check_sync(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: st
     evidence: ``backend`` (nccl/gloo), ``world_size``, ``bytes``, ``samples_s``, ``busbw_gbps``, ``verified``,
     ``sequential``."""
     req = "CRG-SYNC"
-    floor = thresholds.get("min_tbps")
+    floor = thresholds["min_tbps"]
     bus = evidence.get("busbw_gbps")
     threshold = f">= {floor:g} TB/s" if floor is not None else "no floor in the profile"
     how = f"{evidence.get('backend')} all-reduce of {evidence.get('bytes')} bytes across {evidence.get('world_size')} " \

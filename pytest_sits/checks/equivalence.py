@@ -46,7 +46,7 @@ def resolve_tolerance(operator: Dict[str, Any], thresholds: Dict[str, Any], risk
     import math
 
     dtype = operator["dtype"]
-    risk = risk_class or thresholds.get("risk_class", "default")
+    risk = risk_class or thresholds["risk_class"]
     atol = float(thresholds["atol"][risk])
     if operator.get("override"):
         rtol, atol = operator["override"]
@@ -218,13 +218,13 @@ def check_latency_ratio(evidence: Dict[str, Any], thresholds: Dict[str, Any], su
     """EQ-LATENCY: per operator, the latency here over the golden set's (the runs' t-interval over the stored
     figure), against ``max_ratio``; the worst decides.  evidence: ``operators`` (op, dtype, here, reference, ratio,
     samples)."""
-    return _ratio_v2("EQ-LATENCY", evidence["operators"], thresholds.get("max_ratio"), subject, "latency")
+    return _ratio_v2("EQ-LATENCY", evidence["operators"], thresholds["max_ratio"], subject, "latency")
 
 
 @check("EQ-RESOURCE", version=2)
 def check_resource_ratio(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
     """EQ-RESOURCE, on peak device memory (a count: exact); evidence as for EQ-LATENCY."""
-    return _ratio_v2("EQ-RESOURCE", evidence["operators"], thresholds.get("max_ratio"), subject, "peak device memory")
+    return _ratio_v2("EQ-RESOURCE", evidence["operators"], thresholds["max_ratio"], subject, "peak device memory")
 
 
 def _ratio_v2(req: str, rows: List[Dict[str, Any]], max_ratio: Optional[float], subject: str, what: str) -> Verdict:

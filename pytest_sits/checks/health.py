@@ -34,8 +34,8 @@ def check_ecc(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
     {corrected|uncorrected} (int or None), ``source``, ``errors`` (fields the probe could not read)."""
     req = "DEP-ECC"
     counts = evidence.get("counts") or {}
-    required = bool(thresholds.get("require_enabled", True))
-    limits = {k: thresholds.get(f"max_{k}") for k in COUNT_KEYS}
+    required = bool(thresholds["require_enabled"])
+    limits = {k: thresholds[f"max_{k}"] for k in COUNT_KEYS}
     shown = ", ".join(f"{k.replace('_', ' ')} {counts.get(k) if counts.get(k) is not None else 'n/a'}"
                       for k in COUNT_KEYS)
     threshold = ("ECC enabled; " if required else "") + ", ".join(
@@ -92,9 +92,9 @@ def check_rowremap(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
     req = "DEP-ROWREMAP"
     rows = evidence.get("remapped_rows")
     pages = evidence.get("retired_pages")
-    lim_unc = thresholds.get("max_uncorrectable_remaps")
-    lim_cor = thresholds.get("max_correctable_remaps")
-    lim_pages = thresholds.get("max_retired_pages")
+    lim_unc = thresholds["max_uncorrectable_remaps"]
+    lim_cor = thresholds["max_correctable_remaps"]
+    lim_pages = thresholds["max_retired_pages"]
     parts = []
     if rows:
         parts.append(f"remapped rows: {rows.get('correctable')} correctable, {rows.get('uncorrectable')} "
@@ -174,8 +174,8 @@ def check_throttle(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
     evidence: ``samples`` [{t, reasons (bitmask or None), under_load}], ``load`` (what the load did)."""
     req = "DEP-THROTTLE"
     samples = evidence.get("samples") or []
-    max_fault = float(thresholds.get("max_fault_share", 0.0))
-    max_cap = thresholds.get("max_sw_power_cap_share")
+    max_fault = float(thresholds["max_fault_share"])
+    max_cap = thresholds["max_sw_power_cap_share"]
     valid = [s for s in samples if s.get("reasons") is not None]
     loaded = [s for s in valid if s.get("under_load") and not int(s["reasons"]) & CLOCK_EVENT_BITS["gpu_idle"]]
     threshold = (f"share of loaded samples with {', '.join(FAULT_REASONS)} <= {max_fault:g}"
@@ -226,7 +226,7 @@ def check_persistence(evidence: Dict[str, Any], thresholds: Dict[str, Any], subj
 
     evidence: ``persistence_mode`` (bool or None), ``errors``."""
     req = "DEP-PERSIST"
-    want = bool(thresholds.get("expected", True))
+    want = bool(thresholds["expected"])
     got = evidence.get("persistence_mode")
     threshold = "enabled" if want else "disabled"
     common = dict(threshold=threshold, subject=subject, evidence=evidence, method="nvmlDeviceGetPersistenceMode")
@@ -256,7 +256,7 @@ def check_powercap(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
     ``tdp_w`` (profile fact), ``tolerance`` (share)."""
     req = "DEP-POWERCAP"
     tdp = thresholds.get("tdp_w")
-    tol = float(thresholds.get("tolerance", 0.03))
+    tol = float(thresholds["tolerance"])
     enforced, requested, default = (_w(evidence.get(k)) for k in ("enforced_mw", "requested_mw", "default_mw"))
     cons = evidence.get("constraints_mw") or [None, None]
     lo, hi = _w(cons[0]), _w(cons[1])
@@ -307,9 +307,9 @@ def check_pcie_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], subj
     if evidence.get("aer_log") is not None:
         return _pcie_errors_in_log(evidence, thresholds, subject)
     before, after = evidence.get("aer_before"), evidence.get("aer_after")
-    limits = {"fatal": thresholds.get("max_new_fatal", 0), "nonfatal": thresholds.get("max_new_nonfatal", 0),
-              "correctable": thresholds.get("max_new_correctable")}
-    max_replays = thresholds.get("max_new_replays", 0)
+    limits = {"fatal": thresholds["max_new_fatal"], "nonfatal": thresholds["max_new_nonfatal"],
+              "correctable": thresholds["max_new_correctable"]}
+    max_replays = thresholds["max_new_replays"]
     new = {k: _delta(before, after, k) for k in limits}
     rb, ra = evidence.get("replay_before"), evidence.get("replay_after")
     new_replays = ra - rb if ra is not None and rb is not None else None
@@ -353,8 +353,8 @@ def _pcie_errors_in_log(evidence: Dict[str, Any], thresholds: Dict[str, Any], su
     req = "DEP-PCIE-ERRORS"
     log = evidence["aer_log"]
     counts = log.get("counts") or {}
-    limits = {"fatal": thresholds.get("max_new_fatal", 0), "nonfatal": thresholds.get("max_new_nonfatal", 0),
-              "correctable": thresholds.get("max_new_correctable")}
+    limits = {"fatal": thresholds["max_new_fatal"], "nonfatal": thresholds["max_new_nonfatal"],
+              "correctable": thresholds["max_new_correctable"]}
     threshold = ", ".join(f"{k} <= {v}" for k, v in limits.items() if v is not None) + " in the log"
     files = ", ".join(log.get("files") or [])
     replay = evidence.get("replay_reading")
@@ -398,8 +398,8 @@ def check_xid(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
 
     evidence: ``watch`` {source, reason, events [{xid}]}; ``history`` {readable, source, reason, xids [{xid}]}."""
     req = "DEP-XID"
-    critical = set(int(x) for x in thresholds.get("critical_xids", []))
-    limit = int(thresholds.get("max_critical_events", 0))
+    critical = set(int(x) for x in thresholds["critical_xids"])
+    limit = int(thresholds["max_critical_events"])
     watch = evidence.get("watch") or {}
     hist = evidence.get("history") or {}
     events = watch.get("events") if watch.get("source") else None
@@ -425,7 +425,7 @@ def check_xid(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
         xids = sorted({int(x["xid"]) for x in past})
         text = (f"no critical XID during the run, but the kernel log since boot holds {len(past)}: "
                 f"{', '.join(f'XID {x}' for x in xids)} (first: {past[0].get('line', '')[:160]})")
-        if thresholds.get("fail_on_history"):
+        if thresholds["fail_on_history"]:
             return Verdict(req, FAIL, text, measured=len(past), **common,
                            remediation="; ".join(XID_HINTS.get(x, f"XID {x}: see NVIDIA's XID catalogue")
                                                  for x in xids))

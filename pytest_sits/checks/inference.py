@@ -66,8 +66,8 @@ SLA_KEYS = ("p99_ms", "min_rps", "max_error_rate", "ttft_p99_ms", "tpot_p99_ms")
 
 def tenant_sla(th: Dict[str, Any], name: str) -> Dict[str, Any]:
     """The SLA of tenant ``name``: its own entry in ``tenants``, over the requirement's defaults."""
-    base = {k: th.get(k) for k in SLA_KEYS}
-    for t in th.get("tenants") or []:
+    base = {k: th[k] for k in SLA_KEYS}
+    for t in th["tenants"] or []:
         if t.get("name") == name:
             base.update({k: t[k] for k in SLA_KEYS if k in t})
     return base
@@ -104,7 +104,7 @@ def _per_query(p: Dict[str, Any]) -> Optional[float]:
 def sample_decisions(ev: Dict[str, Any], th: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Per judged power source and sweep point: the P99 of the skew (ms) with its order-statistic interval, against
     ``max_skew_periods`` periods."""
-    limit = float(th.get("max_skew_periods", 1.0)) * float(ev["period_ms"])
+    limit = float(th["max_skew_periods"]) * float(ev["period_ms"])
     srcs = ev["sources"]
     out = []
     for name, s in sorted(srcs.items()):
@@ -124,8 +124,8 @@ def check_sample(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdic
     high end is within, FAIL when one's low end is beyond, else INCONCLUSIVE."""
     req = "PLP-SAMPLE"
     period = float(ev["period_ms"])
-    limit = float(th.get("max_skew_periods", 1.0)) * period
-    threshold = f"skew <= {th.get('max_skew_periods', 1.0):g} period(s) = {limit:g} ms"
+    limit = float(th["max_skew_periods"]) * period
+    threshold = f"skew <= {th['max_skew_periods']:g} period(s) = {limit:g} ms"
     method = ("per power source and sweep point: the P99 over the records of |sensor timestamp (or read time) - the "
               "record's tick|, with its binomial order-statistic interval; the latency and ρ parts of a record refer "
               "to the tick itself. " + ev.get("statement", ""))
@@ -180,7 +180,7 @@ def check_ppl(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     window did more than the peak allows (one such window is impossible, not noise: the peak or the work count
     is wrong); the P99 of ρ at the highest load is reported with its binomial order-statistic interval."""
     req = "PLP-PPL"
-    want = float(th.get("window_ms", 10))
+    want = float(th["window_ms"])
     got = float(ev["window_ms"])
     threshold = f"ρ over sliding {want:g} ms windows, against the theoretical peak"
     method = ev.get("rho_rule")
@@ -244,8 +244,8 @@ def check_power(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict
     point's blocks of time, against ``max_power_w``: PASS when every interval's high end is within, FAIL when one's
     low end is above, else INCONCLUSIVE."""
     req = "PLP-POWER"
-    at = float(th.get("at_load_max", 0.85))
-    ceiling = th.get("max_power_w")
+    at = float(th["at_load_max"])
+    ceiling = th["max_power_w"]
     threshold = f"P <= {ceiling:g} W at ρ <= {at:g}" if ceiling is not None else f"no ceiling set (ρ <= {at:g})"
     method = ("P of a point = energy counter difference / time over the point's run (the primary sources' sum); its "
               "interval: the t-interval over the point's blocks of time (batch means)")
@@ -292,8 +292,8 @@ def latency_point_decision(p: Dict[str, Any], th: Dict[str, Any], looks: Optiona
     """One point's P99 latency (per query, or per output token) against ``max_latency_us``: with two runs or more
     (``latency_runs``), the mean of the runs' P99s and its t-interval (each look at its share of the error rate);
     with one run, its binomial order-statistic interval (``latency_tail``)."""
-    token = th.get("metric", "query") == "token"
-    ceiling = th.get("max_latency_us")
+    token = th["metric"] == "token"
+    ceiling = th["max_latency_us"]
     key = "p99_token_latency_s" if token else "p99_latency_s"
     thr = float(ceiling) / 1e6 if ceiling is not None else None
     runs = [r for r in p.get("latency_runs") or [] if isinstance(r, dict) and r.get(key) is not None]
@@ -325,10 +325,10 @@ def _check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verd
     one's low end is above, else INCONCLUSIVE (with the runs, or queries, and seconds at that load, that would
     decide).  Version 2's evidence (one run per point) decides as version 2 did."""
     req = "PLP-LATENCY"
-    at = float(th.get("at_load_max", 0.70))
-    metric = th.get("metric", "query")
+    at = float(th["at_load_max"])
+    metric = th["metric"]
     what = "P99 latency per output token" if metric == "token" else "P99 query latency"
-    ceiling_us = th.get("max_latency_us")
+    ceiling_us = th["max_latency_us"]
     threshold = (f"{what} <= {ceiling_us:g} µs at ρ <= {at:g}" if ceiling_us is not None
                  else f"no ceiling set (ρ <= {at:g})")
     method = (f"{what} of each LoadGen Server point, from the per-query log (issued to completed; per output token: "
@@ -422,8 +422,8 @@ def sla_decisions(t: Dict[str, Any], sla: Dict[str, Any], span_s: Optional[float
         out.append(d)
 
     pct("latency", t.get("latency"), sla["p99_ms"])
-    pct("TTFT", t.get("ttft"), sla.get("ttft_p99_ms"))
-    pct("TPOT", t.get("tpot"), sla.get("tpot_p99_ms"))
+    pct("TTFT", t.get("ttft"), sla["ttft_p99_ms"])
+    pct("TPOT", t.get("tpot"), sla["tpot_p99_ms"])
     if t.get("issued"):
         d = decide(proportion_interval(int(t.get("errors") or 0), int(t["issued"])), float(sla["max_error_rate"]),
                    AT_MOST, show=lambda x: f"{x:.3%}", what="error rate")
@@ -462,7 +462,7 @@ def check_sla(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     t = ev["tenant"]
     sla = tenant_sla(th, t["name"])
     p99_ms, min_rps, max_err = float(sla["p99_ms"]), float(sla["min_rps"]), float(sla["max_error_rate"])
-    ttft_ms, tpot_ms = sla.get("ttft_p99_ms"), sla.get("tpot_p99_ms")
+    ttft_ms, tpot_ms = sla["ttft_p99_ms"], sla["tpot_p99_ms"]
     threshold = (f"P99 <= {p99_ms:g} ms" + (f", TTFT P99 <= {float(ttft_ms):g} ms" if ttft_ms is not None else "")
                  + (f", TPOT P99 <= {float(tpot_ms):g} ms" if tpot_ms is not None else "")
                  + f", throughput >= {min_rps:g} req/s, error rate < {max_err:g}")
@@ -529,7 +529,7 @@ def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Ver
     ``max_s``: PASS when the interval's high end is within, FAIL when its low end is above, else INCONCLUSIVE;
     reported (WARN) without a ceiling."""
     req = "SVC-COLDSTART"
-    ceiling = th.get("max_s")
+    ceiling = th["max_s"]
     threshold = f"<= {ceiling:g} s to the first token" if ceiling is not None else "reported (no ceiling set)"
     samples = [float(x) for x in ev.get("samples_s") or [ev["total_s"]]]
     d = decide(mean_interval(samples, level(int((ev.get("sequential") or {}).get("looks") or 1))),
@@ -565,7 +565,7 @@ FRAG_BATCHES = 10
 def frag_decision(ev: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
     """The KV pool: the mean fragmentation over the loaded steps with the t-interval over FRAG_BATCHES batch means;
     the allocator: its bytes at the peak, a count (exact)."""
-    limit = float(th.get("max_fraction", 0.03))
+    limit = float(th["max_fraction"])
     series = ev.get("step_fractions")
     if ev.get("view") == "kv-pool" and series and len(series) >= 2 * FRAG_BATCHES:
         stat = mean_interval(batch_means(series, FRAG_BATCHES), method="t-interval over batch means")
@@ -581,7 +581,7 @@ def check_frag(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     allocator: the inactive split bytes at the peak over the reserved bytes (a count).  PASS when the interval's
     high end is within ``max_fraction``, FAIL when its low end is above, else INCONCLUSIVE."""
     req = "SVC-FRAG"
-    limit = float(th.get("max_fraction", 0.03))
+    limit = float(th["max_fraction"])
     threshold = f"fragmentation <= {limit:.1%}"
     d = frag_decision(ev, th)
     ev = dict(ev, decision=d)

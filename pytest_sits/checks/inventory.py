@@ -87,7 +87,7 @@ def check_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject:
         return Verdict("INV-DEVICES", PASS, f"{want_n} × {expected.get('model')} present (the profile gives no "
                        "memory size to compare)", measured=len(matching), threshold=threshold, unit="devices",
                        subject="accelerators", evidence=ev)
-    tol = float(thresholds.get("memory_tolerance", 0.1))
+    tol = float(thresholds["memory_tolerance"])
     floor = mem_gb * GIB * (1 - tol)
     unknown = [a for a in matching if a.get("memory_total_bytes") is None]
     small = [a for a in matching if a.get("memory_total_bytes") is not None and a["memory_total_bytes"] < floor]
@@ -116,7 +116,7 @@ def _memory_verdict(expected: Dict[str, Any], thresholds: Dict[str, Any], matchi
     mem_gb = expected.get("memory_gb")
     if not mem_gb:
         return None
-    tol = float(thresholds.get("memory_tolerance", 0.1))
+    tol = float(thresholds["memory_tolerance"])
     floor = mem_gb * GIB * (1 - tol)
     small = [a for a in matching if a.get("memory_total_bytes") is not None and a["memory_total_bytes"] < floor]
     if not small:
@@ -212,9 +212,9 @@ def check_capacity(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
     evidence: ``accelerators`` (those matching the profile)."""
     accelerators = evidence["accelerators"]
     need = workload_need(thresholds["workload"])
-    floor = float(thresholds.get("min_gb_per_card", 0)) * GB
+    floor = float(thresholds["min_gb_per_card"]) * GB
     required = max(floor, need["per_card_bytes"])
-    ev = {"workload": thresholds["workload"], "need": need, "min_gb_per_card": thresholds.get("min_gb_per_card"),
+    ev = {"workload": thresholds["workload"], "need": need, "min_gb_per_card": thresholds["min_gb_per_card"],
           "cards": [{"bdf": a["bdf"], "memory_total_bytes": a.get("memory_total_bytes"),
                      "memory_source": a.get("memory_source")} for a in accelerators]}
     threshold = (f">= {required / GB:.1f} GB per card (max of SITS2026 floor {floor / GB:.0f} GB and "
@@ -254,7 +254,7 @@ def _version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
 def check_driver(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "driver") -> Verdict:
     """DEP-DRIVER: NVIDIA driver and CUDA driver API at or above the floor.  evidence: ``nvml`` (facts)."""
     nvml = evidence["nvml"]
-    min_drv, min_cuda = thresholds.get("min_nvidia_driver"), thresholds.get("min_cuda")
+    min_drv, min_cuda = thresholds["min_nvidia_driver"], thresholds["min_cuda"]
     threshold = f"driver >= {min_drv}, CUDA >= {min_cuda}"
     ev = {k: nvml.get(k) for k in ("available", "reason", "driver_version", "cuda_driver_version")}
     if not nvml.get("available"):

@@ -44,9 +44,9 @@ def check_firmware(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
     evidence: ``versions`` {driver, vbios, inforom, gsp} (str or None), ``module_signature`` {state, reason}."""
     req = "SEC-FIRMWARE"
     versions = evidence.get("versions") or {}
-    allowed = thresholds.get("allowed") or {}
+    allowed = thresholds["allowed"] or {}
     sig = evidence.get("module_signature") or {}
-    need_sig = bool(thresholds.get("require_signed_module", False))
+    need_sig = bool(thresholds["require_signed_module"])
     found = ", ".join(f"{c} {versions.get(c) or 'n/a'}" for c in COMPONENTS)
     found += f"; kernel module signature: {sig.get('state', 'not read')}"
     listed = [c for c in COMPONENTS if allowed.get(c)]
@@ -110,7 +110,7 @@ def check_tee(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
     evidence: ``cpu`` and ``gpu`` rows {capability, role, value yes|no|unknown, source, detail}."""
     req = "SEC-TEE"
     rows = list(evidence.get("cpu") or []) + list(evidence.get("gpu") or [])
-    required = list(thresholds.get("required") or [])
+    required = list(thresholds["required"] or [])
     common = dict(threshold=("required: " + ", ".join(required)) if required else "report only", subject=subject,
                   evidence=evidence, measured=_summary([r for r in rows if r["value"] == "yes"]) or "none",
                   method="kernel files (/proc/cpuinfo flags, KVM module parameters, /dev/sev*, /dev/tdx_guest) and "

@@ -20,7 +20,7 @@ def check_pcie_direct(evidence: Dict[str, Any], thresholds: Dict[str, Any], subj
 
     evidence: ``path``, the device's PCIe path (``device``, ``hops`` with port types, ``method``)."""
     path = evidence["path"]
-    limit = int(thresholds.get("max_switch_ports", 0))
+    limit = int(thresholds["max_switch_ports"])
     chain = " <- ".join([path["device"]] + [_hop_text(h) for h in path["hops"]]) or path["device"]
     found = switch_ports(path)
     method = path.get("method_text") or (
@@ -84,7 +84,7 @@ def check_pcie_link(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
         how = f"{under} ({len(loaded)} samples)" if loaded else "already at the achievable link while idle"
         return Verdict("TOPO-PCIE-LINK", PASS, f"link at {measured} {how}", measured=measured, threshold=threshold,
                        subject=subject, evidence=evidence, method=method)
-    if not loaded and thresholds.get("require_load", True):
+    if not loaded and thresholds["require_load"]:
         return Verdict("TOPO-PCIE-LINK", INCONCLUSIVE,
                        f"link read {measured} while idle only ({evidence.get('load', {}).get('reason') or 'no load'}); "
                        "accelerators lower their link (down to 2.5 GT/s) when idle, so an idle reading cannot fail it",
@@ -114,7 +114,7 @@ def check_numa_bind(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
     ev = evidence
     node = device.get("numa_node") if device else None
     if device is not None and (node is None or node < 0):
-        if n_nodes > 1 and thresholds.get("require_known_node", True):
+        if n_nodes > 1 and thresholds["require_known_node"]:
             return Verdict("TOPO-NUMA-BIND", FAIL, f"{subject} reports NUMA node {node} on a {n_nodes}-node host: "
                            "load cannot be bound to its domain", measured=node, threshold="a known node",
                            subject=subject, evidence=ev,
@@ -157,7 +157,7 @@ def check_peer_mesh(evidence: Dict[str, Any], thresholds: Dict[str, Any], subjec
 
     evidence: ``mesh`` (P2P matrix, devices and links, source), ``expected_devices`` (count matching the profile)."""
     mesh, n_expected_devices = evidence["mesh"], int(evidence.get("expected_devices", 0))
-    required = bool(thresholds.get("required", False))
+    required = bool(thresholds["required"])
     devs = mesh.get("devices", [])
     ev = {"mesh": mesh, "required": required}
     threshold = "every pair P2P over NVLink/XGMI" + ("" if required else " (not required by the profile)")
