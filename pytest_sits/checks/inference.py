@@ -12,7 +12,7 @@ import math
 
 from typing import Any, Dict, List, Optional
 
-from . import check
+from . import Finding, check
 from .interval import (AT_LEAST, AT_MOST, FAIL_, PASS_, RUNS_METHOD, UNDECIDED, batch_means, combine, decide,
                        describe, exact, level, mean_interval, percentile_decision, proportion_interval, rate_interval,
                        rule_text, undecided_text)
@@ -117,12 +117,11 @@ def sample_decisions(ev: Dict[str, Any], th: Dict[str, Any]) -> List[Dict[str, A
     return out
 
 
-@check("PLP-SAMPLE", version=2)
-def check_sample(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("PLP-SAMPLE", version=2, default_subject="host")
+def check_sample(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """Per fast primary power source and sweep point: the P99 of |reading timestamp - the record's tick|, with its
     binomial order-statistic interval, within ``max_skew_periods`` sampling periods: PASS when every interval's
     high end is within, FAIL when one's low end is beyond, else INCONCLUSIVE."""
-    req = "PLP-SAMPLE"
     period = float(ev["period_ms"])
     limit = float(th["max_skew_periods"]) * period
     threshold = f"skew <= {th['max_skew_periods']:g} period(s) = {limit:g} ms"
@@ -133,25 +132,22 @@ def check_sample(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdic
     judged = {n: s for n, s in srcs.items() if s.get("fast", True) and n in ev.get("primary_power", srcs)}
     slow = sorted(n for n, s in srcs.items() if not s.get("fast", True))
     note = f"; slow source(s) {', '.join(slow)} reported, not judged (a BMC updates about once a second)" if slow else ""
+    f.set(threshold=threshold, evidence=ev, method=method)
     if not judged:
-        return Verdict(req, SKIP, "no fast power source to judge" + note, threshold=threshold, evidence=ev,
-                       method=method)
+        return f(SKIP, "no fast power source to judge" + note)
     if ev.get("ticks") and ev.get("overruns", 0) / (ev["ticks"] + ev["overruns"]) > MAX_OVERRUN_SHARE:
         share = ev["overruns"] / (ev["ticks"] + ev["overruns"])
-        return Verdict(req, INCONCLUSIVE, f"the sampler missed {share:.1%} of its {period:g} ms ticks: the machine "
-                       "was too loaded to sample at this period", threshold=threshold, evidence=ev, method=method)
+        return f(INCONCLUSIVE, f"the sampler missed {share:.1%} of its {period:g} ms ticks: the machine was too loaded "
+                 "to sample at this period")
     for name, s in judged.items():
         if s["readings"] and s["failed"] == s["readings"]:
-            return Verdict(req, INCONCLUSIVE, f"{name}: every one of {s['readings']} readings failed; the skew "
-                           "cannot be measured", threshold=threshold, evidence=ev, method=method)
+            return f(INCONCLUSIVE, f"{name}: every one of {s['readings']} readings failed; the skew cannot be measured")
         if s["readings"] and s["failed"] / s["readings"] > MAX_FAILED_READ_SHARE:
-            return Verdict(req, INCONCLUSIVE, f"{name}: {s['failed']} of {s['readings']} readings failed "
-                           f"({s['failed'] / s['readings']:.1%}): the sensor dropped out", threshold=threshold,
-                           evidence=ev, method=method)
+            return f(INCONCLUSIVE, f"{name}: {s['failed']} of {s['readings']} readings failed "
+                     f"({s['failed'] / s['readings']:.1%}): the sensor dropped out")
     ds = sample_decisions(ev, th)
     if not ds:
-        return Verdict(req, INCONCLUSIVE, "no skew sample of a judged source was kept", threshold=threshold,
-                       evidence=ev, method=method)
+        return f(INCONCLUSIVE, "no skew sample of a judged source was kept")
     d = combine(ds)
     worst = max(ds, key=lambda x: x["estimate"] if x["estimate"] is not None else -1.0)
     ev = dict(ev, decisions=ds, decision=d)
@@ -161,38 +157,35 @@ def check_sample(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdic
     if unstamped:
         note += (f"; {', '.join(unstamped)} give(s) no timestamp of their own: skew measured from the read, the "
                  "value's own age is the sensor's update interval")
-    common = dict(measured=worst["estimate"], threshold=threshold, unit="ms", evidence=ev, method=method)
+    f.set(measured=worst["estimate"], unit="ms", evidence=ev, method=method)
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, f"{d['source']}: skew P99 {describe(d, _ms)} exceeds {limit:g} ms at sweep point "
-                       f"{d['point']}{_sim(ev)}{note}", **common,
-                       remediation="read the sensor's instantaneous field (NVML_FI_DEV_POWER_INSTANT, not the 1 s "
-                                   "average) or a faster counter; a lagging sensor cannot be joined with 10 ms "
-                                   "latency and load windows")
+        return f(FAIL, f"{d['source']}: skew P99 {describe(d, _ms)} exceeds {limit:g} ms at sweep point "
+                 f"{d['point']}{_sim(ev)}{note}",
+                 remediation="read the sensor's instantaneous field (NVML_FI_DEV_POWER_INSTANT, not the 1 s average) "
+                             "or a faster counter; a lagging sensor cannot be joined with 10 ms latency and load windows")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, f"skew within {limit:g} ms: worst {text}{_sim(ev)}{note}", **common)
-    return Verdict(req, INCONCLUSIVE, f"{text}; {d['source']} at point {d['point']}: "
-                   f"{undecided_text(d, _ms, 'records')}{_sim(ev)}{note}", **common)
+        return f(PASS, f"skew within {limit:g} ms: worst {text}{_sim(ev)}{note}")
+    return f(INCONCLUSIVE, f"{text}; {d['source']} at point {d['point']}: {undecided_text(d, _ms, 'records')}"
+             f"{_sim(ev)}{note}")
 
 
-@check("PLP-PPL", version=2)
-def check_ppl(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("PLP-PPL", version=2, default_subject="host")
+def check_ppl(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """ρ over sliding ``window_ms`` windows against the theoretical peak.  FAIL on the wrong window, or when a
     window did more than the peak allows (one such window is impossible, not noise: the peak or the work count
     is wrong); the P99 of ρ at the highest load is reported with its binomial order-statistic interval."""
-    req = "PLP-PPL"
     want = float(th["window_ms"])
     got = float(ev["window_ms"])
     threshold = f"ρ over sliding {want:g} ms windows, against the theoretical peak"
     method = ev.get("rho_rule")
     peak = ev["peak"]
     pts = [p for p in ev["points"] if p.get("rho") is not None]
+    f.set(threshold=threshold, evidence=ev, method=method)
     if abs(got - want) > 0.01 * want:
-        return Verdict(req, FAIL, f"ρ was measured over {got:g} ms windows; the requirement asks {want:g} ms",
-                       measured=got, threshold=threshold, unit="ms", evidence=ev, method=method,
-                       remediation=f"measure again with PLP-PPL.window_ms = {want:g}")
+        return f(FAIL, f"ρ was measured over {got:g} ms windows; the requirement asks {want:g} ms", measured=got,
+                 unit="ms", remediation=f"measure again with {f.requirement}.window_ms = {want:g}")
     if not pts or not peak.get("flops_per_s"):
-        return Verdict(req, INCONCLUSIVE, f"no ρ could be computed ({peak.get('source')})", threshold=threshold,
-                       evidence=ev, method=method)
+        return f(INCONCLUSIVE, f"no ρ could be computed ({peak.get('source')})")
     top = max(pts, key=lambda p: p.get("rho_max") or 0.0)
     highest = max(pts, key=lambda p: p.get("target_qps") or 0.0)
     rho_max, rho_p99 = top.get("rho_max") or 0.0, top.get("rho_p99") or 0.0
@@ -205,24 +198,22 @@ def check_ppl(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     summary = ", ".join(f"{p['target_qps']:.4g} QPS: ρ {p['rho']:.3g} (P99 {p['rho_p99']:.3g})" for p in pts)
     derived = dict(ev, derived={"rho_max": rho_max, "rho_p99_at_highest_load": rho_p99}, decision=d)
     shown = f"P99 at {highest['target_qps']:.4g} QPS {describe(d, lambda x: f'{x:.3g}')}"
+    f.set(evidence=derived, measured=rho_p99)
     if peak.get("theoretical") and rho_max > 1 + RHO_TOLERANCE:
-        return Verdict(req, FAIL, f"a {got:g} ms window did {rho_max:.2f}x the theoretical peak of "
-                       f"{peak['flops_per_s'] / 1e12:.4g} TFLOP/s ({peak['source']}): the peak or the work count is "
-                       f"wrong{_sim(ev)}", measured=rho_max, threshold=threshold, evidence=derived, method=method,
-                       remediation="check the profile's peak (PLP-PPL.peak_tflops or hardware.fp16_dense_tflops, "
-                                   "for the model's dtype) and the FLOPs counted per step")
+        return f(FAIL, f"a {got:g} ms window did {rho_max:.2f}x the theoretical peak of "
+                 f"{peak['flops_per_s'] / 1e12:.4g} TFLOP/s ({peak['source']}): the peak or the work count is "
+                 f"wrong{_sim(ev)}", measured=rho_max,
+                 remediation=f"check the profile's peak ({f.requirement}.peak_tflops or hardware.fp16_dense_tflops, for "
+                             "the model's dtype) and the FLOPs counted per step")
     if steps and steps[len(steps) // 2] > got:
-        return Verdict(req, INCONCLUSIVE, f"the engine's steps last {steps[len(steps) // 2]:.3g} ms (median), longer "
-                       f"than the {got:g} ms window: the window cannot resolve the load", measured=rho_p99,
-                       threshold=threshold, evidence=derived, method=method)
+        return f(INCONCLUSIVE, f"the engine's steps last {steps[len(steps) // 2]:.3g} ms (median), longer than the "
+                 f"{got:g} ms window: the window cannot resolve the load")
     if not peak.get("theoretical"):
-        return Verdict(req, WARN, f"ρ measured over {got:g} ms windows ({summary}; {shown}), but against the measured "
-                       f"maximum ({peak['flops_per_s'] / 1e9:.4g} GFLOP/s): the profile states no theoretical peak for "
-                       f"this device; set PLP-PPL.peak_tflops{_sim(ev)}", measured=rho_p99, threshold=threshold,
-                       evidence=derived, method=method)
-    return Verdict(req, PASS, f"ρ over {got:g} ms windows against {peak['flops_per_s'] / 1e12:.4g} TFLOP/s "
-                   f"({peak['source']}): {summary}; {shown}; highest window {rho_max:.3g}{_sim(ev)}",
-                   measured=rho_p99, threshold=threshold, evidence=derived, method=method)
+        return f(WARN, f"ρ measured over {got:g} ms windows ({summary}; {shown}), but against the measured maximum "
+                 f"({peak['flops_per_s'] / 1e9:.4g} GFLOP/s): the profile states no theoretical peak for this device; "
+                 f"set {f.requirement}.peak_tflops{_sim(ev)}")
+    return f(PASS, f"ρ over {got:g} ms windows against {peak['flops_per_s'] / 1e12:.4g} TFLOP/s ({peak['source']}): "
+             f"{summary}; {shown}; highest window {rho_max:.3g}{_sim(ev)}")
 
 
 def power_decisions(points: List[Dict[str, Any]], ceiling: Optional[float]) -> List[Dict[str, Any]]:
@@ -238,54 +229,50 @@ def power_decisions(points: List[Dict[str, Any]], ceiling: Optional[float]) -> L
     return out
 
 
-@check("PLP-POWER", version=2)
-def check_power(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("PLP-POWER", version=2, default_subject="host")
+def check_power(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """Per sweep point with ρ at or below ``at_load_max``: its power (energy over time) with the t-interval over the
     point's blocks of time, against ``max_power_w``: PASS when every interval's high end is within, FAIL when one's
     low end is above, else INCONCLUSIVE."""
-    req = "PLP-POWER"
     at = float(th["at_load_max"])
     ceiling = th["max_power_w"]
     threshold = f"P <= {ceiling:g} W at ρ <= {at:g}" if ceiling is not None else f"no ceiling set (ρ <= {at:g})"
     method = ("P of a point = energy counter difference / time over the point's run (the primary sources' sum); its "
               "interval: the t-interval over the point's blocks of time (batch means)")
     points = ev["sweep"]
+    f.set(threshold=threshold, evidence=ev, method=method)
     if not any(p.get("power_w") is not None for p in points):
         if ev.get("primary_power"):
-            return Verdict(req, INCONCLUSIVE, f"the power sensor(s) {', '.join(ev['primary_power'])} gave no valid "
-                           "reading at any sweep point", threshold=threshold, evidence=ev, method=method)
-        return Verdict(req, SKIP, ev.get("power_reason") or "no power reading at any sweep point",
-                       threshold=threshold, evidence=ev, method=method)
+            return f(INCONCLUSIVE, f"the power sensor(s) {', '.join(ev['primary_power'])} gave no valid reading at any "
+                     "sweep point")
+        return f(SKIP, ev.get("power_reason") or "no power reading at any sweep point")
     judged = _judged(points, at)
     if not judged:
         lo = min((p["rho"] for p in points if p.get("rho") is not None), default=None)
-        return Verdict(req, INCONCLUSIVE, f"no sweep point had ρ <= {at:g} (lowest {lo}); nothing to judge",
-                       threshold=threshold, evidence=ev, method=method)
+        return f(INCONCLUSIVE, f"no sweep point had ρ <= {at:g} (lowest {lo}); nothing to judge")
     for p in judged:
         reads = (p.get("power_valid_reads") or 0) + (p.get("power_failed_reads") or 0)
         if p.get("power_w") is None or (reads and p.get("power_failed_reads", 0) / reads > MAX_FAILED_READ_SHARE):
-            return Verdict(req, INCONCLUSIVE, f"at {p['target_qps']:.4g} QPS the power sensor failed "
-                           f"{p.get('power_failed_reads', 0)} of {reads} readings: power is not decided",
-                           threshold=threshold, evidence=ev, method=method)
+            return f(INCONCLUSIVE, f"at {p['target_qps']:.4g} QPS the power sensor failed "
+                     f"{p.get('power_failed_reads', 0)} of {reads} readings: power is not decided")
     ds = power_decisions(judged, ceiling)
     d = combine(ds) if ceiling is not None else max(ds, key=lambda x: x["estimate"])
     worst = max(ds, key=lambda x: x["estimate"])
     ev = dict(ev, decisions=ds, decision=d)
     method += f"; decided per point: {d['rule']}"
     listing = ", ".join(f"{describe(x, _w)} @ ρ {x['rho']:.3g}" for x in ds)
-    common = dict(measured=worst["estimate"], threshold=threshold, unit="W", evidence=ev, method=method)
+    f.set(measured=worst["estimate"], unit="W", evidence=ev, method=method)
     if ceiling is None:
-        return Verdict(req, WARN, f"measured {listing}; the profile sets no power ceiling{_sim(ev)}", **common)
+        return f(WARN, f"measured {listing}; the profile sets no power ceiling{_sim(ev)}")
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, f"{describe(d, _w)} at {d['target_qps']:.4g} QPS (ρ {d['rho']:.3g}) exceeds "
-                       f"{float(ceiling):g} W ({listing}){_sim(ev)}", **common,
-                       remediation="check the enforced power limit and cooling (DEP-POWERCAP, DEP-THROTTLE); the "
-                                   "device draws more than the profile allows at this load")
+        return f(FAIL, f"{describe(d, _w)} at {d['target_qps']:.4g} QPS (ρ {d['rho']:.3g}) exceeds {float(ceiling):g} W "
+                 f"({listing}){_sim(ev)}",
+                 remediation="check the enforced power limit and cooling (DEP-POWERCAP, DEP-THROTTLE); the device draws "
+                             "more than the profile allows at this load")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, f"at most {_w(worst['estimate'])} over {len(judged)} point(s) with ρ <= {at:g} "
-                       f"({listing}){_sim(ev)}", **common)
-    return Verdict(req, INCONCLUSIVE, f"at {d['target_qps']:.4g} QPS: {undecided_text(d, _w, 'blocks')} "
-                   f"({listing}){_sim(ev)}", **common)
+        return f(PASS, f"at most {_w(worst['estimate'])} over {len(judged)} point(s) with ρ <= {at:g} ({listing})"
+                 f"{_sim(ev)}")
+    return f(INCONCLUSIVE, f"at {d['target_qps']:.4g} QPS: {undecided_text(d, _w, 'blocks')} ({listing}){_sim(ev)}")
 
 
 def latency_point_decision(p: Dict[str, Any], th: Dict[str, Any], looks: Optional[int] = None) -> Dict[str, Any]:
@@ -317,14 +304,17 @@ def latency_decisions(points: List[Dict[str, Any]], th: Dict[str, Any]) -> List[
     return [latency_point_decision(p, th) for p in points]
 
 
-def _check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+#: Version 3 repeats each point until the rule decides; version 2's reports (one run per point) replay with this
+#: same rule (:mod:`.legacy.inference` registers version 2 as a call of it): its decision on a point without
+#: ``latency_runs`` must stay version 2's.
+@check("PLP-LATENCY", version=3, default_subject="host")
+def check_latency(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """Per sweep point with ρ at or below ``at_load_max``: the P99 latency (per query, or per output token with
     ``metric: token``) against ``max_latency_us``, with the t-interval over the point's runs where it ran more than
     once (version 3's evidence: the sweep repeats each point until this rule decides), else with its binomial
     order-statistic interval over the point's queries: PASS when every interval's high end is within, FAIL when
     one's low end is above, else INCONCLUSIVE (with the runs, or queries, and seconds at that load, that would
     decide).  Version 2's evidence (one run per point) decides as version 2 did."""
-    req = "PLP-LATENCY"
     at = float(th["at_load_max"])
     metric = th["metric"]
     what = "P99 latency per output token" if metric == "token" else "P99 query latency"
@@ -344,56 +334,46 @@ def _check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verd
                    "error rate: a run's P99 moves from run to run more than its order-statistic interval says, as "
                    "queries queue behind each other")
     judged = _judged(ev["sweep"], at)
+    f.set(threshold=threshold, evidence=ev, method=method)
     if not judged:
         lo = min((p["rho"] for p in ev["sweep"] if p.get("rho") is not None), default=None)
-        return Verdict(req, INCONCLUSIVE, f"no sweep point had ρ <= {at:g} (lowest {lo}); nothing to judge",
-                       threshold=threshold, evidence=ev, method=method)
+        return f(INCONCLUSIVE, f"no sweep point had ρ <= {at:g} (lowest {lo}); nothing to judge")
     bad = [p for p in judged if (p.get("error_rate") or 0) > MAX_POINT_ERROR_RATE or p.get(key) is None]
     if bad:
         p = bad[0]
-        return Verdict(req, INCONCLUSIVE, f"at {p['target_qps']:.4g} QPS {p.get('error_rate', 1):.1%} of queries failed: "
-                       "the latency of the rest does not represent the load", threshold=threshold, evidence=ev,
-                       method=method)
+        return f(INCONCLUSIVE, f"at {p['target_qps']:.4g} QPS {p.get('error_rate', 1):.1%} of queries failed: the "
+                 "latency of the rest does not represent the load")
     ds = latency_decisions(judged, th)
     worst = max(ds, key=lambda x: x["estimate"] if x["estimate"] is not None else -1.0)
     d = combine(ds) if ceiling_us is not None else worst
     ev = dict(ev, decisions=ds, decision=d)
     method += f"; decided per point: {d['rule']}"
     listing = ", ".join(f"{describe(x, _us)} @ ρ {x['rho']:.3g}" for x in ds)
-    common = dict(measured=round(worst["estimate"] * 1e6, 3), threshold=threshold, unit="µs", evidence=ev,
-                  method=method)
+    f.set(measured=round(worst["estimate"] * 1e6, 3), unit="µs", evidence=ev, method=method)
     if ceiling_us is None:
-        return Verdict(req, WARN, f"{what}: {listing}; the profile sets no latency ceiling{_sim(ev)}", **common)
+        return f(WARN, f"{what}: {listing}; the profile sets no latency ceiling{_sim(ev)}")
     failed = [(x, p) for x, p in zip(ds, judged) if x["outcome"] == FAIL_]
     moved = [(x, p) for x, p in failed if (p.get("reference_moved") or 0.0) > _load_tolerance(ev, p)]
     if failed and len(moved) == len(failed):
         x, p = moved[0]
         b, a = p["max_qps_around"]
-        return Verdict(req, INCONCLUSIVE, f"{what} {describe(x, _us)} at {x['target_qps']:.4g} QPS exceeds "
-                       f"{float(ceiling_us):g} µs, but the device's speed moved under the sweep (its maximum "
-                       f"throughput {number(b)} and {number(a)} queries/s before and after that point against the "
-                       f"{number(ev['max']['qps'])} the load levels were planned from; more than "
-                       f"{LOAD_REF_TOLERANCE:.0%} apart, or than the {_load_tolerance(ev, p):.0%} the maximum's "
-                       f"measurement resolves): the point ran at another load than planned; run again when the machine "
-                       f"holds still ({listing}){_sim(ev)}", **common)
+        return f(INCONCLUSIVE, f"{what} {describe(x, _us)} at {x['target_qps']:.4g} QPS exceeds {float(ceiling_us):g} "
+                 f"µs, but the device's speed moved under the sweep (its maximum throughput {number(b)} and "
+                 f"{number(a)} queries/s before and after that point against the {number(ev['max']['qps'])} the load "
+                 f"levels were planned from; more than {LOAD_REF_TOLERANCE:.0%} apart, or than the "
+                 f"{_load_tolerance(ev, p):.0%} the maximum's measurement resolves): the point ran at another load than "
+                 f"planned; run again when the machine holds still ({listing}){_sim(ev)}")
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, f"{what} {describe(d, _us)} at {d['target_qps']:.4g} QPS (ρ {d['rho']:.3g}) exceeds "
-                       f"{float(ceiling_us):g} µs ({listing}){_sim(ev)}", **common,
-                       remediation="the device serves this model too slowly at loads the requirement covers: check "
-                                   "clocks and throttling (DEP-THROTTLE), the host binding (TOPO-NUMA-BIND), and the "
-                                   "profile's model size")
+        return f(FAIL, f"{what} {describe(d, _us)} at {d['target_qps']:.4g} QPS (ρ {d['rho']:.3g}) exceeds "
+                 f"{float(ceiling_us):g} µs ({listing}){_sim(ev)}",
+                 remediation="the device serves this model too slowly at loads the requirement covers: check clocks "
+                             "and throttling (DEP-THROTTLE), the host binding (TOPO-NUMA-BIND), and the profile's model "
+                             "size")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, f"{what} at most {_us(worst['estimate'])} over {len(judged)} point(s) with ρ <= "
-                       f"{at:g} ({listing}){_sim(ev)}", **common)
+        return f(PASS, f"{what} at most {_us(worst['estimate'])} over {len(judged)} point(s) with ρ <= {at:g} "
+                 f"({listing}){_sim(ev)}")
     unit = "runs" if d.get("method") == RUNS_METHOD else "queries"
-    return Verdict(req, INCONCLUSIVE, f"at {d['target_qps']:.4g} QPS: {undecided_text(d, _us, unit)} "
-                   f"({listing}){_sim(ev)}", **common)
-
-
-#: Version 3 repeats each point until the rule decides; version 2's reports (one run per point) replay with this
-#: same rule (:mod:`.legacy.inference` registers version 2 as a call of it): its decision on a point without
-#: ``latency_runs`` must stay version 2's.
-check_latency = check("PLP-LATENCY", version=3)(_check_latency)
+    return f(INCONCLUSIVE, f"at {d['target_qps']:.4g} QPS: {undecided_text(d, _us, unit)} ({listing}){_sim(ev)}")
 
 
 def sla_decisions(t: Dict[str, Any], sla: Dict[str, Any], span_s: Optional[float]) -> List[Dict[str, Any]]:
@@ -451,14 +431,13 @@ def _sla_show(name: str) -> Any:
     return lambda x: f"{number(x)} req/s"
 
 
-@check("SVC-SLA", version=3)
-def check_sla(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("SVC-SLA", version=3, default_subject="host")
+def check_sla(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """One tenant (``ev["tenant"]``) of an SLA run, each figure with its interval: the P99 of request latency (and
     of TTFT and TPOT where the SLA sets them) by binomial order statistics, the error rate by Clopper-Pearson, the
     throughput by Poisson.  FAIL when an interval lies wholly beyond its target (a client that was the limit makes
     it INCONCLUSIVE instead); PASS when every interval is within its target and LoadGen's early-stopping estimate of
     the P99 is too; otherwise INCONCLUSIVE, with the queries (and seconds) that would decide."""
-    req = "SVC-SLA"
     t = ev["tenant"]
     sla = tenant_sla(th, t["name"])
     p99_ms, min_rps, max_err = float(sla["p99_ms"]), float(sla["min_rps"]), float(sla["max_error_rate"])
@@ -484,11 +463,10 @@ def check_sla(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     rule = ("per figure: PASS when its interval is within its target, FAIL when it lies wholly beyond; the tenant "
             "PASSes when every figure does and LoadGen's early-stopping estimate of the P99 is within the target too; "
             "a FAIL that a saturated client explains is INCONCLUSIVE")
-    method = f"{ev.get('rule')}; decided: {rule}"
-    kw = dict(threshold=threshold, evidence=derived, method=method)
-    measured = round(p99 * 1e3, 3) if p99 is not None else None
+    f.set(threshold=threshold, evidence=derived, method=f"{ev.get('rule')}; decided: {rule}")
     if not t["issued"]:
-        return Verdict(req, INCONCLUSIVE, f"tenant {t['name']} received no query", **kw)
+        return f(INCONCLUSIVE, f"tenant {t['name']} received no query")
+    f.set(measured=round(p99 * 1e3, 3) if p99 is not None else None, unit="ms")
     d = combine(ds)
     derived["decision"] = d
     fails = [x for x in ds if x["outcome"] == FAIL_]
@@ -496,39 +474,33 @@ def check_sla(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     client_bound = [x for x in fails if x["name"] != "error rate" or errors_not_timeouts / max(1, t["issued"]) < max_err]
     names = ", ".join(x.get("why") or f"{x['name']} {describe(x, _sla_show(x['name']))} beyond its target" for x in fails)
     if fails and client.get("limited") and len(client_bound) == len(fails):
-        return Verdict(req, INCONCLUSIVE, f"{names}, but {client.get('statement')} — {figures}{_sim(ev)}",
-                       measured=measured, unit="ms", **kw)
+        return f(INCONCLUSIVE, f"{names}, but {client.get('statement')} — {figures}{_sim(ev)}")
     if fails:
-        return Verdict(req, FAIL, f"{names} — {figures}{_sim(ev)}", measured=measured, unit="ms",
-                       remediation="the service does not hold this tenant's SLA at the offered load: lower the load, "
-                                   "add capacity, or look at the errors in the evidence (requests_file lists every "
-                                   "request)", **kw)
+        return f(FAIL, f"{names} — {figures}{_sim(ev)}",
+                 remediation="the service does not hold this tenant's SLA at the offered load: lower the load, add "
+                             "capacity, or look at the errors in the evidence (requests_file lists every request)")
     if t["offered_rps"] < min_rps:
-        return Verdict(req, INCONCLUSIVE, f"the run offered tenant {t['name']} {t['offered_rps']:.4g} req/s, below its "
-                       f"throughput floor of {min_rps:g}: raise SVC-SLA.target_qps — {figures}", measured=measured,
-                       unit="ms", **kw)
+        return f(INCONCLUSIVE, f"the run offered tenant {t['name']} {t['offered_rps']:.4g} req/s, below its throughput "
+                 f"floor of {min_rps:g}: raise {f.requirement}.target_qps — {figures}")
     if d["outcome"] != PASS_:
         unit = "queries" if d["name"] != "throughput" else "completions"
-        return Verdict(req, INCONCLUSIVE, f"{d['name']}: {undecided_text(d, _sla_show(d['name']), unit)}; lengthen "
-                       "SVC-SLA.duration_s "
-                       f"— {figures}", measured=measured, unit="ms", **kw)
+        return f(INCONCLUSIVE, f"{d['name']}: {undecided_text(d, _sla_show(d['name']), unit)}; lengthen "
+                 f"{f.requirement}.duration_s — {figures}")
     if es.get("estimate_s") is None:
-        return Verdict(req, INCONCLUSIVE, f"every interval is within its target, but LoadGen's early stopping needs "
-                       f"{es.get('queries_needed')} queries and the tenant had {es.get('queries')}: lengthen "
-                       f"SVC-SLA.duration_s — {figures}", measured=measured, unit="ms", **kw)
+        return f(INCONCLUSIVE, f"every interval is within its target, but LoadGen's early stopping needs "
+                 f"{es.get('queries_needed')} queries and the tenant had {es.get('queries')}: lengthen "
+                 f"{f.requirement}.duration_s — {figures}")
     if es["estimate_s"] * 1e3 > p99_ms:
-        return Verdict(req, INCONCLUSIVE, f"every interval is within its target, but the early-stopping estimate "
-                       f"{_fmt_s(es['estimate_s'])} is not: too few queries to claim it with 99% confidence "
-                       f"— {figures}", measured=measured, unit="ms", **kw)
-    return Verdict(req, PASS, f"{figures}{_sim(ev)}", measured=measured, unit="ms", **kw)
+        return f(INCONCLUSIVE, f"every interval is within its target, but the early-stopping estimate "
+                 f"{_fmt_s(es['estimate_s'])} is not: too few queries to claim it with 99% confidence — {figures}")
+    return f(PASS, f"{figures}{_sim(ev)}")
 
 
-@check("SVC-COLDSTART", version=2)
-def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("SVC-COLDSTART", version=2, default_subject="host")
+def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """Cold start to the first token, the mean of its trials (fresh interpreters) with a t-interval, against
     ``max_s``: PASS when the interval's high end is within, FAIL when its low end is above, else INCONCLUSIVE;
     reported (WARN) without a ceiling."""
-    req = "SVC-COLDSTART"
     ceiling = th["max_s"]
     threshold = f"<= {ceiling:g} s to the first token" if ceiling is not None else "reported (no ceiling set)"
     samples = [float(x) for x in ev.get("samples_s") or [ev["total_s"]]]
@@ -542,19 +514,19 @@ def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Ver
     cache = (ev.get("page_cache") or {}).get("state", "unknown")
     text = (f"{describe(d, lambda x: f'{number(x)} s')} to the first token (the median trial: {stages}); page cache "
             f"{cache}{_sim(ev)}")
-    common = dict(measured=round(d["estimate"], 6), threshold=threshold, unit="s", evidence=ev, method=method)
+    f.set(measured=round(d["estimate"], 6), threshold=threshold, unit="s", evidence=ev, method=method)
     if len(samples) < 2:
-        return Verdict(req, INCONCLUSIVE, f"{text}: one cold start, an interval needs two or more", **common)
+        return f(INCONCLUSIVE, f"{text}: one cold start, an interval needs two or more")
     if ceiling is None:
-        return Verdict(req, WARN, f"{text}; the profile sets no ceiling", **common)
+        return f(WARN, f"{text}; the profile sets no ceiling")
     if d["outcome"] == FAIL_:
         slowest = max(ev["stages"], key=lambda s: s["seconds"])
-        return Verdict(req, FAIL, f"{text}: over {float(ceiling):g} s; slowest stage {slowest['stage']}", **common,
-                       remediation=f"the {slowest['stage'].replace('_', ' ')} stage dominates: keep the runtime and "
-                                   "weights on local fast storage (page cache warm), pre-create the device context")
+        return f(FAIL, f"{text}: over {float(ceiling):g} s; slowest stage {slowest['stage']}",
+                 remediation=f"the {slowest['stage'].replace('_', ' ')} stage dominates: keep the runtime and weights on "
+                             "local fast storage (page cache warm), pre-create the device context")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, text, **common)
-    return Verdict(req, INCONCLUSIVE, f"{text}; {undecided_text(d, lambda x: f'{number(x)} s', 'cold starts')}", **common)
+        return f(PASS, text)
+    return f(INCONCLUSIVE, f"{text}; {undecided_text(d, lambda x: f'{number(x)} s', 'cold starts')}")
 
 
 #: SVC-FRAG's KV pool: steps at or above this share of the peak's blocks are the loaded part of the run.
@@ -574,13 +546,12 @@ def frag_decision(ev: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
     return decide(stat, limit, AT_MOST, show=lambda x: f"{x:.2%}", what=f"{ev.get('view')} fragmentation")
 
 
-@check("SVC-FRAG", version=2)
-def check_frag(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("SVC-FRAG", version=2, default_subject="host")
+def check_frag(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """One view.  The paged KV pool: the mean of the fragmentation of every step at or above half of the peak
     occupancy (the loaded part of the run), with the t-interval over batch means of those steps; the device
     allocator: the inactive split bytes at the peak over the reserved bytes (a count).  PASS when the interval's
     high end is within ``max_fraction``, FAIL when its low end is above, else INCONCLUSIVE."""
-    req = "SVC-FRAG"
     limit = float(th["max_fraction"])
     threshold = f"fragmentation <= {limit:.1%}"
     d = frag_decision(ev, th)
@@ -597,10 +568,10 @@ def check_frag(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
                 f"{ev.get('unused_reserved_fraction', 0):.2%} reserved but unallocated")
         fix = ("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or preallocate the KV cache once at start "
                "(as paged serving stacks do)")
-    common = dict(measured=round(d["estimate"], 6), threshold=threshold, evidence=ev,
-                  method=f"{ev.get('method')}; decided: {d['rule']}")
+    f.set(measured=round(d["estimate"], 6), threshold=threshold, evidence=ev,
+          method=f"{ev.get('method')}; decided: {d['rule']}")
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, f"{text}: over {limit:.1%}{_sim(ev)}", remediation=fix, **common)
+        return f(FAIL, f"{text}: over {limit:.1%}{_sim(ev)}", remediation=fix)
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, f"{text}{_sim(ev)}", **common)
-    return Verdict(req, INCONCLUSIVE, f"{text}; {undecided_text(d, pct, 'batches')}{_sim(ev)}", **common)
+        return f(PASS, f"{text}{_sim(ev)}")
+    return f(INCONCLUSIVE, f"{text}; {undecided_text(d, pct, 'batches')}{_sim(ev)}")
