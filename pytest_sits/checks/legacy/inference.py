@@ -14,14 +14,11 @@ from ..inference import check_latency
 #: Above this share of failed sensor reads in a judged interval, power is not decided.
 MAX_FAILED_READ_SHARE = 0.05
 
-
 #: Above this share of missed sampler ticks, the sampling is not decided.
 MAX_OVERRUN_SHARE = 0.05
 
-
 #: ρ above the theoretical peak by more than this means the peak or the work count is wrong.
 RHO_TOLERANCE = 0.05
-
 
 #: Above this error rate at a judged point, the latency of the remaining queries does not represent the load.
 MAX_POINT_ERROR_RATE = 0.01
@@ -187,13 +184,18 @@ def check_power_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verd
                    method=method)
 
 
+#: The threshold defaults version 2 read its thresholds with (``th.get(key, default)``): a stored report's
+#: thresholds may lack a key that the current check, given a resolved profile's, reads without a default.
+LATENCY_V2_DEFAULTS = {"at_load_max": 0.70, "metric": "query", "max_latency_us": None}
+
+
 @check("PLP-LATENCY", version=2, legacy=True)
 def check_latency_v2(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     """Version 2 (one run per point), replayed by the current rule (version 3): on a point without
     ``latency_runs`` it decides as version 2 did, on the point's binomial order-statistic interval.  Not frozen:
     version 3 keeps version 2's decision for such points (the note at
-    :data:`pytest_sits.checks.inference.check_latency`)."""
-    return check_latency(ev, th, subject)
+    :data:`pytest_sits.checks.inference.check_latency`).  The verdict records the thresholds as given."""
+    return check_latency(ev, dict(LATENCY_V2_DEFAULTS, **th), subject)
 
 
 @check("PLP-LATENCY", version=1, legacy=True)

@@ -14,9 +14,7 @@ from .. import check
 
 SUBWINDOWS = 4
 
-
 MIN_SAMPLES = 8
-
 
 RULE = ("over the last {w:g} s of contiguous valid readings: |least-squares slope × {w:g} s| <= {tol:g} °C; "
         "each of 4 sub-window means within ±{tol:g} °C of the window mean; max - min <= max({tol2:g} °C, one "
