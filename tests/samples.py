@@ -912,6 +912,9 @@ LEGACY_SAMPLES = {
     ],
     ("PLP-LATENCY", 2): [
         ("under-5ms", lambda: plp_latency(5000, SWEEP2), PASS),
+        # a report's stored thresholds without a key version 2 had a default for (metric: query)
+        ("under-5ms-no-metric", lambda: ({"sweep": SWEEP2}, {"at_load_max": 0.70, "max_latency_us": 5000}, "cuda:0"),
+         PASS),
         ("over-3ms", lambda: plp_latency(3000, SWEEP2), FAIL),
         ("on-4ms", lambda: plp_latency(4000, SWEEP2), INCONCLUSIVE),
         ("over-3ms-max-moved", lambda: (dict(plp_latency(3000, [dict(p, max_qps_around=[100.0, 88.0],

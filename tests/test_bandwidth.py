@@ -168,6 +168,7 @@ def _copies(samples, **extra):
 
 
 DEV_TH = {"min_efficiency": 0.8, "datasheet_gbps": 3350}
+PCIE_TH = {"min_efficiency": 0.7, "bytes": 268435456}
 
 
 def test_device_bandwidth_checks():
@@ -181,7 +182,7 @@ def test_device_bandwidth_checks():
     assert v.status == FAIL and "56.7%" in v.reason and v.evidence["decision"]["high"] < 0.8
     assert check_device_bw(ev, {"min_efficiency": None, "datasheet_gbps": 3350}, "x").status == WARN
     assert check_device_bw(dict(ev, verified=False), DEV_TH, "x").status == FAIL
-    assert check_device_bw({"absent": "no GPU"}, {"datasheet_gbps": 3350}, "x").status == SKIP
+    assert check_device_bw({"absent": "no GPU"}, DEV_TH, "x").status == SKIP
     assert check_device_bw(ev, {"min_efficiency": 0.8, "datasheet_gbps": None}, "x").status == INCONCLUSIVE
 
 
@@ -210,12 +211,12 @@ def test_pcie_bandwidth_checks():
     h2d, d2h = [53.0, 53.2, 52.8, 53.1, 52.9], [52.0, 52.2, 51.8, 52.1, 51.9]
     good = {"h2d": _copies(h2d), "d2h": _copies(d2h), "verified": True, "method": "m", "hold": "x"}
     link = {"gen": 5, "width": 16}
-    v = check_pcie_bw({"bandwidth": good, "link": link}, {"min_efficiency": 0.7}, "d")
+    v = check_pcie_bw({"bandwidth": good, "link": link}, PCIE_TH, "d")
     assert v.status == PASS and {d["copy_direction"] for d in v.evidence["decisions"]} == {"h2d", "d2h"}
     bad = dict(good, d2h=_copies([20.0, 20.1, 19.9, 20.0]))
-    v = check_pcie_bw({"bandwidth": bad, "link": link}, {"min_efficiency": 0.7}, "d")
+    v = check_pcie_bw({"bandwidth": bad, "link": link}, PCIE_TH, "d")
     assert v.status == FAIL and "d2h below 70%" in v.reason
-    v = check_pcie_bw({"bandwidth": good, "link": {"gen": None, "width": 16}}, {"min_efficiency": 0.7}, "d")
+    v = check_pcie_bw({"bandwidth": good, "link": {"gen": None, "width": 16}}, PCIE_TH, "d")
     assert v.status == INCONCLUSIVE
 
 

@@ -15,6 +15,17 @@ from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 H100 = resolve("h100")
 #: Complete thresholds (every key the requirement declares), as a resolved profile hands them over.
 TH = {r: H100.check_thresholds(r) for r in ("CRG-NODE", "CRG-EDGE", "CRG-SYNC", "CRG-JITTER")}
+
+
+def base_th(rid, **override):
+    """The thresholds a resolved profile gives requirement ``rid`` (the base profile's defaults), with ``override``."""
+    return dict(resolve("base").thresholds(rid), **override)
+
+
+def jitter_th(max_ns):
+    return base_th("CRG-JITTER", max_ns=max_ns)
+
+
 NODE = {"results": [{"dtype": "float16", "tflops": 702.0, "samples_tflops": [701.0, 702.0, 703.5, 702.0, 700.9],
                      "verified": True},
                     {"dtype": "bfloat16", "tflops": 688.5, "samples_tflops": [688.5, 687.0, 689.9, 688.0, 688.6],
@@ -46,7 +57,7 @@ CASES = {
                                                    "samples_tflops": [210.0, 209.0, 211.0]}]},
                          H100.check_thresholds("CRG-NODE"), FAIL),
     "node-b-ceiling": (check_node, NODE, resolve("base").check_thresholds("CRG-NODE"), FAIL),
-    "node-no-bound": (check_node, NODE, {"max_tflops": None, "min_tflops": None}, WARN),
+    "node-no-bound": (check_node, NODE, base_th("CRG-NODE", max_tflops=None, min_tflops=None), WARN),
     "node-unverified": (check_node, {"results": [{"dtype": "float16", "tflops": 700.0, "verified": False}]},
                         H100.check_thresholds("CRG-NODE"), INCONCLUSIVE),
     "edge-ok": (check_edge, EDGE, H100.check_thresholds("CRG-EDGE"), PASS),
@@ -57,13 +68,13 @@ CASES = {
     "sync-slow": (check_sync, _sync([40.0, 40.5, 39.8]), H100.check_thresholds("CRG-SYNC"), FAIL),
     "sync-host-no-floor": (check_sync, _sync([0.6, 0.61, 0.59], n=2, backend="gloo"),
                            resolve("host").check_thresholds("CRG-SYNC"), WARN),
-    "jitter-report-only": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, {"max_ns": 2.5}, SKIP),
-    "jitter-within-loose-bound": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, {"max_ns": 1000.0}, PASS),
-    "jitter-over-bound": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, {"max_ns": 200.0}, FAIL),
+    "jitter-report-only": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, jitter_th(2.5), SKIP),
+    "jitter-within-loose-bound": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, jitter_th(1000.0), PASS),
+    "jitter-over-bound": (check_jitter, {"timer": TIMER, "latency_ns": LAT}, jitter_th(200.0), FAIL),
     # A PTP hardware clock read at 1 ns steps decides the document's ±2.5 ns itself.
-    "jitter-hardware-clock-within": (check_jitter, {"timer": PHC, "latency_ns": TIGHT}, {"max_ns": 2.5}, PASS),
-    "jitter-hardware-clock-over": (check_jitter, {"timer": PHC, "latency_ns": LAT}, {"max_ns": 2.5}, FAIL),
-    "jitter-no-sample": (check_jitter, {"timer": PHC, "latency_ns": {"n": 0}}, {"max_ns": 2.5}, INCONCLUSIVE),
+    "jitter-hardware-clock-within": (check_jitter, {"timer": PHC, "latency_ns": TIGHT}, jitter_th(2.5), PASS),
+    "jitter-hardware-clock-over": (check_jitter, {"timer": PHC, "latency_ns": LAT}, jitter_th(2.5), FAIL),
+    "jitter-no-sample": (check_jitter, {"timer": PHC, "latency_ns": {"n": 0}}, jitter_th(2.5), INCONCLUSIVE),
 }
 
 
@@ -90,14 +101,14 @@ def test_check_decides_and_replays(name):
 def test_jitter_never_passes_the_document_bound_on_a_software_timer():
     """Report only: never a pass, never a result held back, the timer's figures and the jitter it saw said."""
     v = check_jitter({"timer": TIMER, "latency_ns": dict(LAT, p1=9400.0, p99=9400.0), "hardware_clocks": []},
-                     {"max_ns": 2.5}, "host")
+                     jitter_th(2.5), "host")
     assert v.status == SKIP and v.reason.startswith("report only") and "granularity 24 ns" in v.reason
     assert "no PTP hardware clock" in v.reason and v.measured == 0.0
 
 
 def test_jitter_names_hardware_clocks_too_coarse_to_decide():
     coarse = [{"device": "/dev/ptp0", "name": "mlx5_ptp", "granularity_ns": 480.0}]
-    v = check_jitter({"timer": TIMER, "latency_ns": LAT, "hardware_clocks": coarse}, {"max_ns": 2.5}, "host")
+    v = check_jitter({"timer": TIMER, "latency_ns": LAT, "hardware_clocks": coarse}, jitter_th(2.5), "host")
     assert v.status == SKIP and "/dev/ptp0 (mlx5_ptp, granularity 480.0 ns)" in v.reason
 
 
@@ -119,7 +130,7 @@ def test_a_ptp_clock_of_this_machine_is_read_or_its_absence_recorded(tmp_path):
     assert clock["device"] == "/dev/ptp7" and clock["name"] == "fake nic" and "error" in clock  # no /dev/ptp7 here
     ev = acquire_jitter(None, dict(TH["CRG-JITTER"], samples=50, max_ns=2.5), tmp_path)
     assert ev["timer"]["clock"] == "time.perf_counter_ns" and ev["hardware_clocks"][0]["device"] == "/dev/ptp7"
-    assert check_jitter(ev, {"max_ns": 2.5}, "host").status == SKIP
+    assert check_jitter(ev, jitter_th(2.5), "host").status == SKIP
 
 
 def test_busbw_and_percentiles():
@@ -144,9 +155,9 @@ def test_sim_figures_pass_the_bundled_bounds_and_fail_with_crg_slow(profile):
 def test_edges_and_sync_skip_with_one_device_and_say_why():
     one = [{"bdf": "0000:17:00.0"}]
     (ev, subject), = acquire_edges(one, dict(TH["CRG-EDGE"], bytes=1 << 20))
-    assert check_edge(ev, {"min_gbps": 300}, subject).status == SKIP and "found 1" in ev["absent"]
+    assert check_edge(ev, base_th("CRG-EDGE", min_gbps=300), subject).status == SKIP and "found 1" in ev["absent"]
     ev = acquire_sync(one, 8, TH["CRG-SYNC"])
-    assert check_sync(ev, {"min_tbps": 0.3}, "accelerators").status == SKIP
+    assert check_sync(ev, base_th("CRG-SYNC", min_tbps=0.3), "accelerators").status == SKIP
 
 
 def test_no_cuda_device_is_a_skip_with_the_reason():
@@ -173,11 +184,11 @@ def test_snapshot_like_platform_measures_nothing():
 
 def test_gloo_allreduce_between_two_processes_runs_for_real():
     pytest.importorskip("torch", reason="the gloo all-reduce needs torch")
-    ev = acquire_sync([], 0, dict(TH["CRG-SYNC"], host_bytes=4 << 20, iterations=3))
+    ev = acquire_sync([], 0, base_th("CRG-SYNC", host_bytes=4 << 20, iterations=3, min_tbps=None))
     assert ev["backend"] == "gloo" and ev["world_size"] == 2 and ev["verified"], ev
     assert ev["busbw_gbps"] > 0 and len(ev["samples_s"]) == 3
-    assert check_sync(ev, {"min_tbps": None}, "host").status == WARN
-    assert check_sync(ev, {"min_tbps": 2.0}, "host").status == FAIL  # B's 2 TB/s is not a CPU figure
+    assert check_sync(ev, base_th("CRG-SYNC", min_tbps=None), "host").status == WARN
+    assert check_sync(ev, base_th("CRG-SYNC", min_tbps=2.0), "host").status == FAIL  # B's 2 TB/s is not a CPU figure
 
 
 def test_timer_is_measured():

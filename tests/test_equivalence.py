@@ -132,9 +132,9 @@ def test_ratio_and_coverage_checks():
     assert check_latency_ratio({"operators": rows}, {"max_ratio": 2.0}, "cuda:0").status == PASS
     assert check_latency_ratio({"operators": []}, {"max_ratio": 2.0}, "cuda:0").status == SKIP
     v = check_golden_coverage({"golden": ["gemm__float16"], "corpus": ["gemm__float16", "gelu__float16"],
-                               "source": "/g"}, {})
+                               "source": "/g"}, TH)
     assert v.status == INCONCLUSIVE and "gelu__float16" in v.reason
-    assert check_golden_coverage({"golden": ["a"], "corpus": ["a"], "source": "/g"}, {}).status == PASS
+    assert check_golden_coverage({"golden": ["a"], "corpus": ["a"], "source": "/g"}, TH).status == PASS
 
 
 @pytest.mark.slow

@@ -30,10 +30,17 @@ from pytest_sits.probes.readers import amd_smi, classify, lspci_pp, lspci_tv, nv
 from pytest_sits.probes.readers.amd_common import AmdTextError
 from pytest_sits.probes.readers.text import TextEvidenceError
 from pytest_sits.probes.submitted import read_evidence
+from pytest_sits.profiles import resolve
 from pytest_sits.report.replay import replay_report
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
 DATA = Path(__file__).resolve().parent / "data"
+
+
+def base_th(rid, **override):
+    """The thresholds a resolved profile gives requirement ``rid`` (the base profile's defaults), with ``override``."""
+    return dict(resolve("base").thresholds(rid), **override)
+
 H100 = ("nvidia-smi-q-h100-570.txt", "nvidia-smi-topo-hgx-h100-nic12.txt", "lspci-tv-hgx-h100-nvswitch.txt")
 
 
@@ -286,10 +293,10 @@ def test_the_amd_folder_is_one_machine_judged_on_xgmi_ecc_power_and_firmware(tmp
     accs = {a["bdf"]: a for a in inv["accelerators"]}
     assert list(accs) == ["0000:03:00.0", "0000:23:00.0", "0000:43:00.0", "0000:61:00.0"]
     assert [a["numa_node"] for a in accs.values()] == [0, 0, 1, 1]
-    th = {"tdp_w": 750, "tolerance": 0.03}
+    th = base_th("DEP-POWERCAP", tdp_w=750, tolerance=0.03)
     assert check_powercap(acquire_powercap(inv, accs["0000:23:00.0"]), th, "0000:23:00.0").status == FAIL
     assert check_powercap(acquire_powercap(inv, accs["0000:03:00.0"]), th, "0000:03:00.0").status == PASS
-    eth = {"require_enabled": True, "max_volatile_uncorrected": 0}
+    eth = base_th("DEP-ECC", require_enabled=True, max_volatile_uncorrected=0)
     assert check_ecc(acquire_ecc(inv, accs["0000:43:00.0"]), eth, "x").status == FAIL
     assert check_ecc(acquire_ecc(inv, accs["0000:03:00.0"]), eth, "x").status == PASS
     mesh = acquire_peer_mesh(inv, {"pci_ids": ["1002:74a1"]})
@@ -297,10 +304,10 @@ def test_the_amd_folder_is_one_machine_judged_on_xgmi_ecc_power_and_firmware(tmp
     assert v.status == FAIL and "0000:43:00.0<->0000:61:00.0" in v.reason
     fw = acquire_firmware(inv, accs["0000:03:00.0"], None)
     assert fw["versions"]["vbios"] == "022.040.003.043.000001" and fw["versions"]["driver"] == "6.8.5"
-    allowed = {"allowed": {"vbios": [{"min": "022.040.003.043.000001", "reason": "OEM 2024 release"}]}}
+    allowed = base_th("SEC-FIRMWARE", allowed={"vbios": [{"min": "022.040.003.043.000001", "reason": "OEM 2024 release"}]})
     assert check_firmware(fw, allowed, "x").status == PASS
-    assert check_firmware(fw, {"allowed": {"vbios": [{"version": "022.040.003.042.000000", "reason": "old"}]}},
-                          "x").status == FAIL
+    assert check_firmware(fw, base_th("SEC-FIRMWARE", allowed={"vbios": [{"version": "022.040.003.042.000000",
+                                                                          "reason": "old"}]}), "x").status == FAIL
     assert "NVIDIA driver setting" in acquire_persistence(inv, accs["0000:03:00.0"])["absent"]
 
 
@@ -398,7 +405,7 @@ def _reading(mask, util, not_shown=()):
     (0x0, 97, ("SW Thermal Slowdown",), INCONCLUSIVE, "does not show SW Thermal Slowdown"),
 ])
 def test_dep_throttle_on_one_submitted_reading(mask, util, not_shown, status, words):
-    v = check_throttle(_reading(mask, util, not_shown), {"max_fault_share": 0.0})
+    v = check_throttle(_reading(mask, util, not_shown), base_th("DEP-THROTTLE", max_fault_share=0.0))
     assert v.status == status and words in v.reason, v.reason
 
 
@@ -407,14 +414,14 @@ def test_an_idle_reading_with_only_gpu_idle_is_not_measured():
     acc = inv["accelerators"][0]
     ev = submitted_throttle(inv, acc)
     assert "only GPU-idle is active" in ev["unavailable"]
-    v = check_throttle(ev, {})
+    v = check_throttle(ev, base_th("DEP-THROTTLE"))
     assert v.status == SKIP and v.reason.startswith("not measured:")
 
 
 def test_dep_xid_from_a_submitted_log():
     period = "in the submitted kernel log (k.txt, 14 lines)"
     base = {"history": {"readable": False}, "watch": {"source": "submitted kernel log (k.txt)", "period": period}}
-    th = {"critical_xids": [79], "max_critical_events": 0}
+    th = base_th("DEP-XID", critical_xids=[79], max_critical_events=0)
     fail = check_xid(dict(base, watch=dict(base["watch"], events=[{"xid": 79, "line": "NVRM: Xid ...: 79"}])), th)
     assert fail.status == FAIL and period in fail.reason and "fell off the bus" in fail.remediation
     ok = check_xid(dict(base, watch=dict(base["watch"], events=[])), th)
@@ -424,7 +431,7 @@ def test_dep_xid_from_a_submitted_log():
 
 
 def test_dep_pcie_errors_from_a_submitted_log():
-    th = {"max_new_fatal": 0, "max_new_nonfatal": 0, "max_new_correctable": None}
+    th = base_th("DEP-PCIE-ERRORS", max_new_fatal=0, max_new_nonfatal=0, max_new_correctable=None)
     log = {"files": ["k.txt"], "records": 14, "lines": ["... Uncorrected (Fatal) ..."]}
     bad = check_pcie_errors({"aer_log": dict(log, counts={"fatal": 1, "nonfatal": 0, "correctable": 0})}, th,
                             "0000:9b:00.0")
@@ -435,7 +442,7 @@ def test_dep_pcie_errors_from_a_submitted_log():
 
 
 def test_dep_ecc_counts_over_the_limit_fail_even_with_the_mode_unread():
-    th = {"require_enabled": True, "max_volatile_uncorrected": 0}
+    th = base_th("DEP-ECC", require_enabled=True, max_volatile_uncorrected=0)
     counts = {"volatile_uncorrected": 1, "aggregate_uncorrected": 5, "volatile_corrected": 0, "aggregate_corrected": 0}
     v = check_ecc({"ecc_mode_current": None, "counts": counts, "errors": []}, th)
     assert v.status == FAIL and "volatile uncorrected 1 > 0" in v.reason

@@ -45,8 +45,9 @@ def test_ecc(sits_device, sits_inventory, sits_thresholds, sits_record):
 
 
 @pytest.mark.sits_requirement("DEP-ECC")
-def test_wrong_requirement(sits_device, sits_inventory, sits_thresholds, sits_record):
-    sits_record(check_xid({"events": [], "source": "nvml", "history": {"events": []}}, {}, sits_device["bdf"]))
+def test_wrong_requirement(sits_device, sits_inventory, sits_profile, sits_record):
+    sits_record(check_xid({"events": [], "source": "nvml", "history": {"events": []}},
+                          sits_profile.check_thresholds("DEP-XID"), sits_device["bdf"]))
 
 
 def test_unmarked(sits_thresholds):

@@ -27,6 +27,11 @@ from pytest_sits.profiles import resolve
 from pytest_sits.plugin.session import SitsRun, SitsUsageError
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
+def base_th(rid, **override):
+    """The thresholds a resolved profile gives requirement ``rid`` (the base profile's defaults), with ``override``."""
+    return dict(resolve("base").thresholds(rid), **override)
+
+
 SWEEP_KEYS = {"target_qps": float, "rho": float, "power_w": (float, type(None)), "p50_latency_s": float,
               "p99_latency_s": float, "throughput_qps": float, "tokens_per_s": float, "error_rate": float,
               "energy_j": (float, type(None))}
@@ -70,12 +75,12 @@ def test_power_with_a_dropped_out_sensor_is_not_decided():
 
 def test_latency_ceiling_by_query_and_by_token():
     ev = {"sweep": [point(0.2, p99=0.004), point(0.6, p99=0.030), point(0.9, p99=2.0)]}
-    assert check_latency(ev, {"max_latency_us": 50_000, "at_load_max": 0.7}, "g").status == PASS
-    v = check_latency(ev, {"max_latency_us": 320, "at_load_max": 0.7}, "g")
+    assert check_latency(ev, base_th("PLP-LATENCY", max_latency_us=50_000, at_load_max=0.7), "g").status == PASS
+    v = check_latency(ev, base_th("PLP-LATENCY", max_latency_us=320, at_load_max=0.7), "g")
     assert v.status == FAIL and v.measured == pytest.approx(30_000)
-    v = check_latency(ev, {"max_latency_us": 3500, "at_load_max": 0.7, "metric": "token"}, "g")
+    v = check_latency(ev, base_th("PLP-LATENCY", max_latency_us=3500, at_load_max=0.7, metric="token"), "g")
     assert v.status == PASS and v.measured == pytest.approx(3000)
-    assert check_latency({"sweep": [point(0.9)]}, {"max_latency_us": 320, "at_load_max": 0.7}, "g").status == \
+    assert check_latency({"sweep": [point(0.9)]}, base_th("PLP-LATENCY", max_latency_us=320, at_load_max=0.7), "g").status == \
         INCONCLUSIVE
 
 
@@ -86,7 +91,7 @@ def _runs(*p99s, looks=1):
 
 
 def test_latency_of_a_repeated_point_is_decided_on_its_runs():
-    th = {"max_latency_us": 18_300, "at_load_max": 0.7}
+    th = base_th("PLP-LATENCY", max_latency_us=18_300, at_load_max=0.7)
     ok = {"sweep": [point(0.2, p99=0.004, **_runs(0.0040, 0.0042)), point(0.6, p99=0.009, **_runs(0.009, 0.0095))]}
     v = check_latency(ok, th, "g")
     assert v.status == PASS and "t-interval over the point's runs, 2 runs" in v.reason and "runs' P99s" in v.method
@@ -129,14 +134,14 @@ def test_ppl_fails_when_a_window_exceeds_the_theoretical_peak_and_warns_on_a_mea
     pts = [{"target_qps": 5.0, "rho": 0.4, "rho_p99": 0.6, "rho_max": 0.7, "step_ms_p50": 2.0}]
     theo = {"flops_per_s": 1e15, "theoretical": True, "source": "datasheet"}
     ev = {"window_ms": 10, "period_ms": 10, "peak": theo, "points": pts}
-    assert check_ppl(ev, {"window_ms": 10}, "g").status == PASS
+    assert check_ppl(ev, base_th("PLP-PPL", window_ms=10), "g").status == PASS
     over = dict(ev, points=[dict(pts[0], rho_max=1.4)])
-    assert check_ppl(over, {"window_ms": 10}, "g").status == FAIL
-    assert check_ppl(ev, {"window_ms": 20}, "g").status == FAIL  # measured over other windows than asked
+    assert check_ppl(over, base_th("PLP-PPL", window_ms=10), "g").status == FAIL
+    assert check_ppl(ev, base_th("PLP-PPL", window_ms=20), "g").status == FAIL  # measured over other windows than asked
     coarse = dict(ev, points=[dict(pts[0], step_ms_p50=25.0)])
-    assert check_ppl(coarse, {"window_ms": 10}, "g").status == INCONCLUSIVE
+    assert check_ppl(coarse, base_th("PLP-PPL", window_ms=10), "g").status == INCONCLUSIVE
     measured = dict(ev, peak={"flops_per_s": 1e9, "theoretical": False, "source": "measured"})
-    assert check_ppl(measured, {"window_ms": 10}, "g").status == WARN
+    assert check_ppl(measured, base_th("PLP-PPL", window_ms=10), "g").status == WARN
 
 
 def _values(p99, n=1000, seed=0):
@@ -152,17 +157,17 @@ def test_sample_skew_against_the_period():
     src = {"kind": "nvml", "fast": True, "readings": 1000, "failed": 0, "p99_ms": 1.2, "max_ms": 3.0,
            "sensor_stamped": True, "tails": [quantile_tail(_values(1.2), 0.99)]}
     ev = {"period_ms": 10, "sources": {"nvml:0": src}, "primary_power": ["nvml:0"], "ticks": 1000, "overruns": 0}
-    v = check_sample(ev, {"max_skew_periods": 1.0}, "g")
+    v = check_sample(ev, base_th("PLP-SAMPLE", max_skew_periods=1.0), "g")
     assert v.status == PASS and "binomial order statistics, 1000 samples" in v.reason
     lag = dict(ev, sources={"nvml:0": dict(src, p99_ms=48.0, tails=[quantile_tail(_values(48.0), 0.99)])})
-    assert check_sample(lag, {"max_skew_periods": 1.0}, "g").status == FAIL
+    assert check_sample(lag, base_th("PLP-SAMPLE", max_skew_periods=1.0), "g").status == FAIL
     near = dict(ev, sources={"nvml:0": dict(src, p99_ms=10.0, tails=[quantile_tail(_values(10.0), 0.99)])})
-    v = check_sample(near, {"max_skew_periods": 1.0}, "g")
+    v = check_sample(near, base_th("PLP-SAMPLE", max_skew_periods=1.0), "g")
     assert v.status == INCONCLUSIVE and "more records would decide" in v.reason
     drop = dict(ev, sources={"nvml:0": dict(src, failed=300)})
-    assert check_sample(drop, {"max_skew_periods": 1.0}, "g").status == INCONCLUSIVE
+    assert check_sample(drop, base_th("PLP-SAMPLE", max_skew_periods=1.0), "g").status == INCONCLUSIVE
     busy = dict(ev, overruns=200)
-    assert check_sample(busy, {"max_skew_periods": 1.0}, "g").status == INCONCLUSIVE
+    assert check_sample(busy, base_th("PLP-SAMPLE", max_skew_periods=1.0), "g").status == INCONCLUSIVE
 
 
 def _tenant(p99_s=0.06, **kw):
@@ -175,8 +180,8 @@ def _tenant(p99_s=0.06, **kw):
 
 
 def test_sla_per_tenant_from_the_tenants_list_over_the_defaults():
-    th = {"p99_ms": 120, "min_rps": 85, "max_error_rate": 0.003,
-          "tenants": [{"name": "chat", "share": 0.5, "p99_ms": 50}, {"name": "batch", "share": 0.5}]}
+    th = base_th("SVC-SLA", p99_ms=120, min_rps=85, max_error_rate=0.003,
+                 tenants=[{"name": "chat", "share": 0.5, "p99_ms": 50}, {"name": "batch", "share": 0.5}])
     assert tenant_sla(th, "chat")["p99_ms"] == 50 and tenant_sla(th, "batch")["p99_ms"] == 120
     assert check_sla(_tenant(), th, "g").status == FAIL  # 60 ms > chat's 50 ms
     ok = dict(th, tenants=[{"name": "chat", "share": 1.0}])
@@ -195,8 +200,8 @@ def test_sla_per_tenant_from_the_tenants_list_over_the_defaults():
 
 
 def test_sla_ttft_and_tpot_targets_fail_and_pass_on_data():
-    th = {"p99_ms": 500, "min_rps": 85, "max_error_rate": 0.003, "ttft_p99_ms": 200, "tpot_p99_ms": 30,
-          "tenants": [{"name": "chat", "share": 1.0}]}
+    th = base_th("SVC-SLA", p99_ms=500, min_rps=85, max_error_rate=0.003, ttft_p99_ms=200, tpot_p99_ms=30,
+                 tenants=[{"name": "chat", "share": 1.0}])
     fast = {"ttft": _dist(0.15, seed=1), "tpot": _dist(0.02, seed=2)}
     assert check_sla(_tenant(**fast), th, "g").status == PASS
     v = check_sla(_tenant(**dict(fast, ttft=_dist(0.45, seed=1))), th, "g")
@@ -211,7 +216,7 @@ def test_sla_ttft_and_tpot_targets_fail_and_pass_on_data():
 
 
 def test_sla_a_client_that_was_the_limit_makes_latency_failures_inconclusive_never_errors():
-    th = {"p99_ms": 120, "min_rps": 85, "max_error_rate": 0.003, "tenants": [{"name": "chat", "share": 1.0}]}
+    th = base_th("SVC-SLA", p99_ms=120, min_rps=85, max_error_rate=0.003, tenants=[{"name": "chat", "share": 1.0}])
     limited = {"limited": True, "statement": "the client was the limit: all 64 slots busy"}
     slow = dict(_tenant(11.8, early_stopping={"estimate_s": 12.0}), client=limited)
     v = check_sla(slow, th, "g")
@@ -235,22 +240,22 @@ def test_sim_stream_faults_fail_their_target_and_pass_without(tmp_path, fault, k
 def test_coldstart_and_frag_on_data():
     cs = {"stages": [{"stage": "torch_import", "seconds": 2.0}, {"stage": "first_token", "seconds": 0.5}],
           "total_s": 2.5, "samples_s": [2.5, 2.45, 2.55], "page_cache": {"state": "warm"}}
-    v = check_coldstart(cs, {"max_s": 10}, "c")
+    v = check_coldstart(cs, base_th("SVC-COLDSTART", max_s=10), "c")
     assert v.status == PASS and "t-interval, 3 trials" in v.reason
-    v = check_coldstart(cs, {"max_s": 1}, "c")
+    v = check_coldstart(cs, base_th("SVC-COLDSTART", max_s=1), "c")
     assert v.status == FAIL and "torch_import" in v.reason
-    assert check_coldstart(cs, {"max_s": None}, "c").status == WARN
-    assert check_coldstart(dict(cs, samples_s=[2.4, 2.6, 2.5]), {"max_s": 2.5}, "c").status == INCONCLUSIVE
-    assert check_coldstart(dict(cs, samples_s=[2.5]), {"max_s": 10}, "c").status == INCONCLUSIVE  # one trial
+    assert check_coldstart(cs, base_th("SVC-COLDSTART", max_s=None), "c").status == WARN
+    assert check_coldstart(dict(cs, samples_s=[2.4, 2.6, 2.5]), base_th("SVC-COLDSTART", max_s=2.5), "c").status == INCONCLUSIVE
+    assert check_coldstart(dict(cs, samples_s=[2.5]), base_th("SVC-COLDSTART", max_s=10), "c").status == INCONCLUSIVE  # one trial
     steps = list(np.random.default_rng(3).normal(0.021, 0.003, 300))
     pool = {"view": "kv-pool", "fraction": 0.021, "peak_blocks_used": 900, "pool_blocks": 1024, "block_tokens": 16,
             "fraction_time_weighted": 0.02, "step_fractions": steps}
-    v = check_frag(pool, {"max_fraction": 0.03}, "c")
+    v = check_frag(pool, base_th("SVC-FRAG", max_fraction=0.03), "c")
     assert v.status == PASS and "batch means, 10 batches" in v.reason
     high = dict(pool, fraction=0.08, step_fractions=[x + 0.06 for x in steps])
-    assert check_frag(high, {"max_fraction": 0.03}, "c").status == FAIL
+    assert check_frag(high, base_th("SVC-FRAG", max_fraction=0.03), "c").status == FAIL
     near = dict(pool, step_fractions=list(np.random.default_rng(3).normal(0.03, 0.01, 300)))
-    assert check_frag(near, {"max_fraction": 0.03}, "c").status == INCONCLUSIVE
+    assert check_frag(near, base_th("SVC-FRAG", max_fraction=0.03), "c").status == INCONCLUSIVE
 
 
 def test_efficiency_needs_counters_at_every_point():
@@ -312,15 +317,15 @@ def test_sim_sla_frag_coldstart_pass_and_fail(tmp_path):
     v = check_sla(per_tenant(acquire_sla(bad, th, tmp_path))[0], th, "t")
     assert v.status == FAIL and "error rate" in v.reason
     frag = acquire_frag(rig, prof.thresholds("SVC-FRAG"), tmp_path)
-    assert {k: check_frag(e, {"max_fraction": 0.03}, k).status for k, e in frag.items()} == {
+    assert {k: check_frag(e, base_th("SVC-FRAG", max_fraction=0.03), k).status for k, e in frag.items()} == {
         "kv-pool": PASS, "allocator": PASS}
     _, bad, _ = _sim(["frag-high"])
     frag = acquire_frag(bad, prof.thresholds("SVC-FRAG"), tmp_path)
-    assert {check_frag(e, {"max_fraction": 0.03}, k).status for k, e in frag.items()} == {FAIL}
+    assert {check_frag(e, base_th("SVC-FRAG", max_fraction=0.03), k).status for k, e in frag.items()} == {FAIL}
     _, slow, _ = _sim(["coldstart-slow"])
     cs = prof.thresholds("SVC-COLDSTART")
-    assert check_coldstart(acquire_coldstart(rig, cs), {"max_s": 60}, "c").status == PASS
-    assert check_coldstart(acquire_coldstart(slow, cs), {"max_s": 60}, "c").status == FAIL
+    assert check_coldstart(acquire_coldstart(rig, cs), base_th("SVC-COLDSTART", max_s=60), "c").status == PASS
+    assert check_coldstart(acquire_coldstart(slow, cs), base_th("SVC-COLDSTART", max_s=60), "c").status == FAIL
 
 
 # -- sampler, windows, skew ------------------------------------------------------------------------------------

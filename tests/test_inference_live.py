@@ -17,6 +17,11 @@ from pytest_sits.inference.model import Engine, ModelConfig, TinyDecoder, KVBloc
 from pytest_sits.profiles import resolve  # noqa: E402
 from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN  # noqa: E402
 
+
+def base_th(rid, **override):
+    """The thresholds a resolved profile gives requirement ``rid`` (the base profile's defaults), with ``override``."""
+    return dict(resolve("base").thresholds(rid), **override)
+
 TINY = {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "max_seq_tokens": 256, "pool_blocks": 256,
         "max_batch": 16, "threads": 1}
 SHORT = {"samples": 256, "prompt_tokens": [8, 16], "output_tokens": [1, 3]}
@@ -110,9 +115,8 @@ def test_endpoint_client_classifies_errors_and_streams_the_engine(stream):
 
 def _sla_cfg(**kw):
     # 70 QPS for 10.5 s: ~735 queries, above the 662 LoadGen's early stopping needs for a P99
-    cfg = dict(BASE.thresholds("SVC-SLA"), p99_ms=500, min_rps=50, max_error_rate=0.003,
-               tenants=[{"name": "chat", "share": 1.0}], target_qps=70, duration_s=10.5, timeout_s=5, workload=SHORT,
-               model=TINY)
+    cfg = base_th("SVC-SLA", p99_ms=500, min_rps=50, max_error_rate=0.003, tenants=[{"name": "chat", "share": 1.0}],
+                  target_qps=70, duration_s=10.5, timeout_s=5, workload=SHORT, model=TINY)
     cfg.update(kw)
     return cfg
 
@@ -178,11 +182,11 @@ def test_coldstart_in_a_fresh_interpreter():
     assert all(s["seconds"] >= 0 for s in ev["stages"])
     assert ev["total_s"] == pytest.approx(sum(s["seconds"] for s in ev["stages"]), rel=1e-3)
     assert ev["page_cache"]["state"] in ("warm", "cold", "partly warm", "unknown")
-    assert check_coldstart(ev, {"max_s": None}, "cpu").status == WARN
+    assert check_coldstart(ev, base_th("SVC-COLDSTART", max_s=None), "cpu").status == WARN
     # a ceiling at half the fastest cold start: FAIL when the trials' interval lies wholly above it; with a few
     # trials scattered by a loaded host it may still hold it, and then the verdict says so (never a PASS)
     ceiling = min(ev["samples_s"]) / 2
-    v = check_coldstart(ev, {"max_s": ceiling}, "cpu")
+    v = check_coldstart(ev, base_th("SVC-COLDSTART", max_s=ceiling), "cpu")
     d = v.evidence["decision"]
     assert v.status == (FAIL if d["low"] is not None and d["low"] > ceiling else INCONCLUSIVE), v.reason
 
@@ -196,9 +200,9 @@ def test_kv_fragmentation_under_a_mixed_length_workload(tmp_path):
     assert pool["queries"] == 48 and pool["errors"] == 0
     assert 0 < pool["fraction"] < 1 and pool["peak_blocks_used"] > 0
     assert pool["peak_tokens_stored"] <= pool["peak_blocks_used"] * pool["block_tokens"]
-    assert check_frag(ev["allocator"], {"max_fraction": 0.03}, "cpu allocator").status == SKIP
-    assert check_frag(pool, {"max_fraction": 1.0}, "cpu kv-pool").status == PASS
-    assert check_frag(pool, {"max_fraction": pool["fraction"] / 2}, "cpu kv-pool").status == FAIL
+    assert check_frag(ev["allocator"], base_th("SVC-FRAG", max_fraction=0.03), "cpu allocator").status == SKIP
+    assert check_frag(pool, base_th("SVC-FRAG", max_fraction=1.0), "cpu kv-pool").status == PASS
+    assert check_frag(pool, base_th("SVC-FRAG", max_fraction=pool["fraction"] / 2), "cpu kv-pool").status == FAIL
 
 
 @pytest.mark.slow
@@ -220,4 +224,4 @@ def test_live_sweep_on_the_cpu(tmp_path):
     if not ev["primary_power"]:  # this machine has no readable sensor: said, never invented
         assert ev["power_reason"] and all(p["power_w"] is None for p in ev["sweep"])
         assert ev["tokens_per_joule"] is None and ev["reason"]
-    assert check_latency(ev, {"max_latency_us": 1e9, "at_load_max": 1.0}, "cpu").status == PASS
+    assert check_latency(ev, base_th("PLP-LATENCY", max_latency_us=1e9, at_load_max=1.0), "cpu").status == PASS

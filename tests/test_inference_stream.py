@@ -233,7 +233,8 @@ def test_the_verdict_names_the_p99_and_the_early_stopping_estimate_apart():
          "latency": {"p99_s": 0.0779, "tail": quantile_tail(list(np.random.default_rng(0).uniform(0, 0.0779 / 0.99,
                                                                                                   1000)), 0.99)},
          "early_stopping": {"queries": 1000, "estimate_s": 0.1100, "queries_needed": None}}
-    v = check_sla({"tenant": t, "rule": "r"}, {"p99_ms": 120, "min_rps": 85, "max_error_rate": 0.003}, "g")
+    th = dict(resolve("base").thresholds("SVC-SLA"), p99_ms=120, min_rps=85, max_error_rate=0.003)
+    v = check_sla({"tenant": t, "rule": "r"}, th, "g")
     assert v.status == PASS and v.measured == pytest.approx(77.9)  # the P99, not the 110 ms estimate
     assert "latency 78 ms [" in v.reason and "binomial order statistics, 1000 samples" in v.reason
     assert "early-stopping estimate of the P99 110 ms" in v.reason

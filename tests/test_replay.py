@@ -237,9 +237,10 @@ def test_a_verdict_of_an_earlier_check_version_is_checked_against_the_profile_to
     """A report this version wrote before a check's version was bumped (PLP-LATENCY 2, given the profile's
     thresholds as they stand) replays clean; the same verdict with a loosened ceiling is a finding.  Only a version
     given thresholds derived per subject (EQ-PRECISION 1) cannot be checked against the profile."""
-    from pytest_sits.checks import LEGACY
+    from pytest_sits.checks import LEGACY, load_all
     from pytest_sits.report.model import plain, revive
 
+    load_all()  # the earlier versions are registered by the legacy package, which load_all imports
     report = _run(pytester, conformance_args, "--sits-platform=sim:h100", "--sits-level=standard")
     idx = [i for i, v in enumerate(report["verdicts"]) if v["requirement"] == "PLP-LATENCY"]
     assert idx

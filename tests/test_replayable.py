@@ -7,6 +7,7 @@ decides another non-FAIL status) and one that fails.
 """
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,28 @@ def test_every_implemented_requirement_has_a_registered_check():
     missing = [rid for rid in implemented if rid not in covered]
     assert implemented
     assert not missing, f"implemented requirements without a registered check: {', '.join(missing)}"
+
+
+def test_earlier_versions_live_in_the_legacy_package():
+    """Every earlier check version is defined in a module of pytest_sits.checks.legacy, and no other module of the
+    checks registers one (``legacy=True``): the current modules hold only today's rules."""
+    import ast
+
+    import pytest_sits.checks as checks
+    from pytest_sits.checks import LEGACY
+
+    load_all()
+    assert LEGACY
+    outside = sorted(f"{name}@v{version}: {c.fn.__module__}" for (name, version), c in LEGACY.items()
+                     if not c.fn.__module__.startswith("pytest_sits.checks.legacy."))
+    assert not outside, f"earlier versions defined outside pytest_sits.checks.legacy: {outside}"
+    root = Path(checks.__file__).parent
+    registering = []
+    for path in sorted(root.rglob("*.py")):
+        if "legacy" in path.relative_to(root).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.keyword) and node.arg == "legacy"
+                    and not (isinstance(node.value, ast.Constant) and node.value.value is False)):
+                registering.append(f"{path.relative_to(root)}:{node.value.lineno}")
+    assert not registering, f"legacy versions registered outside pytest_sits.checks.legacy: {registering}"

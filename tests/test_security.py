@@ -18,20 +18,25 @@ ALLOW = {"driver": [{"min": "550.54.15", "max": "560.99", "reason": "validated b
          "vbios": [{"version": "96.00.89.00.01", "reason": "OEM release 2024-06 (ticket 4711)"}]}
 
 
+def fw_th(**override):
+    """SEC-FIRMWARE's thresholds as a resolved profile gives them (the base profile's), with ``override``."""
+    return dict(resolve("base").thresholds("SEC-FIRMWARE"), **override)
+
+
 def fw(**change):
     return dict({"versions": dict(VERSIONS), "module_signature": dict(SIGNED)}, **change)
 
 
 CASES = {
-    "listed": (fw(), {"allowed": ALLOW}, PASS),
-    "driver-below-range": (fw(versions=dict(VERSIONS, driver="535.104.05")), {"allowed": ALLOW}, FAIL),
-    "vbios-unlisted": (fw(versions=dict(VERSIONS, vbios="96.00.30.00.01")), {"allowed": ALLOW}, FAIL),
-    "no-allow-list": (fw(), {"allowed": {}}, WARN),
-    "vbios-unread": (fw(versions=dict(VERSIONS, vbios=None)), {"allowed": ALLOW}, INCONCLUSIVE),
+    "listed": (fw(), fw_th(allowed=ALLOW), PASS),
+    "driver-below-range": (fw(versions=dict(VERSIONS, driver="535.104.05")), fw_th(allowed=ALLOW), FAIL),
+    "vbios-unlisted": (fw(versions=dict(VERSIONS, vbios="96.00.30.00.01")), fw_th(allowed=ALLOW), FAIL),
+    "no-allow-list": (fw(), fw_th(allowed={}), WARN),
+    "vbios-unread": (fw(versions=dict(VERSIONS, vbios=None)), fw_th(allowed=ALLOW), INCONCLUSIVE),
     "unsigned-module": (fw(module_signature={"state": "unsigned", "reason": "taint E"}),
-                        {"allowed": ALLOW, "require_signed_module": True}, FAIL),
+                        fw_th(allowed=ALLOW, require_signed_module=True), FAIL),
     "signature-unknown": (fw(module_signature={"state": "unknown", "reason": "no sig_enforce"}),
-                          {"allowed": ALLOW, "require_signed_module": True}, INCONCLUSIVE),
+                          fw_th(allowed=ALLOW, require_signed_module=True), INCONCLUSIVE),
 }
 
 
@@ -57,7 +62,7 @@ def test_firmware_check(name):
 
 
 def test_warn_lists_what_was_found():
-    v = check_firmware(fw(), {"allowed": {}}, "d")
+    v = check_firmware(fw(), fw_th(allowed={}), "d")
     assert "96.00.89.00.01" in v.reason and "G520.0200.00.05" in v.reason
 
 

@@ -17,6 +17,7 @@ BRIDGE = 0x060400
 GPU = 0x030200
 TH_DIRECT = {"max_switch_ports": 0}
 TH_LINK = {"samples": 3, "require_load": True}
+TH_NUMA = {"require_known_node": True}
 
 
 def tree(tmp_path, switches=0, dev_gen=4, dev_width=16, slot_gen=4, slot_width=16, cur_gen=None, cur_width=None,
@@ -138,21 +139,20 @@ def bind_evidence(device, nodes, binding):
 
 
 def test_numa_unknown_on_two_node_host_fails():
-    v = check_numa_bind(bind_evidence({"bdf": "0000:17:00.0", "numa_node": -1}, NODES2, None),
-                        {"require_known_node": True})
+    v = check_numa_bind(bind_evidence({"bdf": "0000:17:00.0", "numa_node": -1}, NODES2, None), TH_NUMA)
     assert v.status == FAIL and "NUMA node -1 on a 2-node host" in v.reason
 
 
 def test_numa_binding_applied_passes_and_refused_fails():
     ok = {"node": 1, "applied": True, "cpus_in_force": list(range(32, 64)),
           "memory_policy_in_force": {"mode": "bind", "nodes": [1]}}
-    v = check_numa_bind(bind_evidence({"bdf": "0000:97:00.0", "numa_node": 1}, NODES2, ok), {})
+    v = check_numa_bind(bind_evidence({"bdf": "0000:97:00.0", "numa_node": 1}, NODES2, ok), TH_NUMA)
     assert v.status == PASS and "on node 1" in v.reason
     refused = dict(ok, applied=False, errors=["set_mempolicy(bind, [1]): Operation not permitted"])
-    v = check_numa_bind(bind_evidence({"bdf": "0000:97:00.0", "numa_node": 1}, NODES2, refused), {})
+    v = check_numa_bind(bind_evidence({"bdf": "0000:97:00.0", "numa_node": 1}, NODES2, refused), TH_NUMA)
     assert v.status == FAIL and "Operation not permitted" in v.reason
     snap = {"node": 1, "applied": None, "reason": "a snapshot cannot bind"}
-    v = check_numa_bind(bind_evidence({"bdf": "0000:97:00.0", "numa_node": 1}, NODES2, snap), {})
+    v = check_numa_bind(bind_evidence({"bdf": "0000:97:00.0", "numa_node": 1}, NODES2, snap), TH_NUMA)
     assert v.status == INCONCLUSIVE
 
 
@@ -161,7 +161,7 @@ def test_numa_binding_for_real_on_this_machine():
     for n in nodes:
         with numa.bind(n["node"], n["cpus"]) as binding:
             assert os.sched_getaffinity(0) == set(n["cpus"])
-            v = check_numa_bind(bind_evidence(None, nodes, dict(binding)), {})
+            v = check_numa_bind(bind_evidence(None, nodes, dict(binding)), TH_NUMA)
         assert v.status == PASS, v.reason
         assert "memory policy bind" in v.reason
     assert numa.get_policy()["mode"] == "default"  # restored
@@ -171,7 +171,7 @@ def test_numa_binding_to_a_missing_node_fails_for_real():
     nodes = LivePlatform().inventory()["numa"]
     missing = max(n["node"] for n in nodes) + 7
     with numa.bind(missing, [0]) as binding:
-        v = check_numa_bind(bind_evidence(None, nodes, dict(binding)), {})
+        v = check_numa_bind(bind_evidence(None, nodes, dict(binding)), TH_NUMA)
     assert v.status == FAIL and "Invalid argument" in v.reason
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..probes.pcie import link_theoretical_gbps
-from . import check
+from . import Finding, check
 from .interval import (AT_LEAST, FAIL_, PASS_, combine, decide, describe, level, mean_interval,
                        undecided_text)
 from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, WARN, Verdict
@@ -19,118 +19,6 @@ def hold_series(ev: Dict[str, Any]) -> Dict[str, Any]:
             "x": [r["t"] for r in rows], "y": [r.get("occupancy") for r in rows],
             "gap_label": "load paused: the peak was re-measured",
             "band": ev["band"], "mark_from": next((r["t"] for r in ev["timeline"] if r["phase"] == "hold"), None)}
-
-
-@check("MEM-BW-HOLD", version=2, legacy=True)
-def check_hold_v2(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "host") -> Verdict:
-    """Version 2 (reports before decisions under noise), kept so that they replay: the share of the hold's windows
-    whose occupancy lay inside the band, against the threshold with no interval; INCONCLUSIVE when the reference
-    (the peak the occupancy is a share of) moved by more than the band's width under the measurement."""
-    lo, hi = thresholds["band_low"], thresholds["band_high"]
-    need = thresholds["min_in_band_share"]
-    threshold = f">= {need:.0%} of {thresholds['window_ms']:.0f} ms windows in [{lo:.2f}, {hi:.2f}] of peak"
-    ev = dict(ev, series=[hold_series(ev)])
-    method = (f"occupancy from {ev['source']} over a measured peak of {ev['peak_gbps']:.1f} GB/s (STREAM copy); "
-              "settling windows before the body started are shown, not counted")
-    if ev.get("errors"):
-        return Verdict("MEM-BW-HOLD", ERROR, f"the injector broke: {'; '.join(ev['errors'])}", threshold=threshold,
-                       evidence=ev, method=method)
-    if not ev["windows"]:
-        return Verdict("MEM-BW-HOLD", INCONCLUSIVE, "no measurement window completed during the hold",
-                       threshold=threshold, evidence=ev, method=method)
-    share = ev["windows_in_band"] / ev["windows"]
-    occ = [r["occupancy"] for r in ev["timeline"] if r["phase"] == "hold"]
-    text = (f"{ev['windows_in_band']}/{ev['windows']} windows in band ({share:.1%}); occupancy "
-            f"{min(occ):.3f}..{max(occ):.3f}")
-    ref = ev.get("reference")
-    if ref is None:
-        method += "; the peak was not re-measured after the hold"
-    else:
-        peaks = [ref["before_gbps"]] + [m["gbps"] for m in ref.get("during", [])] + [ref["after_gbps"]]
-        shown = ", ".join(f"{g:.1f}" for g in peaks)
-        method += f"; the peak re-measured during/after the hold: {shown} GB/s"
-        if ref["moved"] > hi - lo:
-            return Verdict("MEM-BW-HOLD", INCONCLUSIVE,
-                           f"{text}; but the machine moved under the measurement: the peak was {ref['before_gbps']:.1f} "
-                           f"GB/s before and {shown} GB/s when measured again ({ref['moved']:.0%} apart, more than "
-                           f"the band's width of {hi - lo:.0%}), so occupancy as a share of the peak is not known",
-                           measured=round(share, 4), threshold=threshold, unit="share", evidence=ev, method=method)
-    if share >= need:
-        return Verdict("MEM-BW-HOLD", PASS, text, measured=round(share, 4), threshold=threshold, unit="share",
-                       evidence=ev, method=method)
-    below = sum(1 for x in occ if x < lo)
-    return Verdict("MEM-BW-HOLD", FAIL, f"{text}: {below} window(s) below, {len(occ) - ev['windows_in_band'] - below} "
-                   "above the band", measured=round(share, 4), threshold=threshold, unit="share", evidence=ev,
-                   method=method,
-                   remediation="stop other memory-heavy work on the host during the run; give the injector the "
-                               "node's CPUs (no cpuset restriction); if the peak itself is unstable (a VM with "
-                               "noisy neighbours), run on bare metal")
-
-
-@check("MEM-BW-EFFICIENCY", version=1, legacy=True)
-def check_device_bw_v1(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: the median device-copy bandwidth (no interval) as a share of
-    the datasheet peak.
-
-    thresholds: ``min_efficiency`` and ``datasheet_gbps`` (the profile's hardware.memory_bandwidth_gbps)."""
-    datasheet_gbps = thresholds.get("datasheet_gbps")
-    floor = thresholds.get("min_efficiency")
-    if not datasheet_gbps:
-        return Verdict("MEM-BW-EFFICIENCY", INCONCLUSIVE, "the profile gives no datasheet memory bandwidth "
-                       "(hardware.memory_bandwidth_gbps)", subject=subject, evidence=ev or {})
-    threshold = f">= {floor:.0%} of {datasheet_gbps:.0f} GB/s" if floor is not None else "none set by the profile"
-    if not ev.get("verified"):
-        return Verdict("MEM-BW-EFFICIENCY", FAIL, "the copy's data did not verify: device memory corrupted data",
-                       threshold=threshold, subject=subject, evidence=ev,
-                       remediation="run the vendor's memory diagnostics (e.g. `dcgmi diag -r 3`), check ECC "
-                                   "error counters and retired pages")
-    eff = ev["gbps_median"] / datasheet_gbps
-    text = (f"{ev['gbps_median']:.0f} GB/s median ({ev['gbps_min']:.0f}..{ev['gbps_max']:.0f}) = {eff:.1%} of the "
-            f"datasheet {datasheet_gbps:.0f} GB/s")
-    if floor is None:
-        return Verdict("MEM-BW-EFFICIENCY", WARN, text + "; the profile sets no floor", measured=round(eff, 4),
-                       threshold=threshold, unit="of datasheet", subject=subject, evidence=ev, method=ev["method"])
-    if eff < floor:
-        return Verdict("MEM-BW-EFFICIENCY", FAIL, text + f", below the floor {floor:.0%}", measured=round(eff, 4),
-                       threshold=threshold, unit="of datasheet", subject=subject, evidence=ev, method=ev["method"],
-                       remediation="check clocks and throttling reasons (power, thermal), memory clock locks and "
-                                   "MIG/partitioning; compare with the vendor's bandwidth test")
-    return Verdict("MEM-BW-EFFICIENCY", PASS, text, measured=round(eff, 4), threshold=threshold,
-                   unit="of datasheet", subject=subject, evidence=ev, method=ev["method"])
-
-
-@check("TOPO-PCIE-BW", version=1, legacy=True)
-def check_pcie_bw_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: each direction's median pinned-copy bandwidth (no interval)
-    as a share of the link's theoretical rate.
-
-    evidence: ``bandwidth`` (h2d/d2h copies, verified), ``link`` (gen, width: the link's maximum)."""
-    ev, link = evidence["bandwidth"], evidence["link"]
-    gen, width = link.get("gen"), link.get("width")
-    floor = thresholds["min_efficiency"]
-    if not gen or not width:
-        return Verdict("TOPO-PCIE-BW", INCONCLUSIVE, "the link generation/width is unknown", subject=subject,
-                       evidence={"bandwidth": ev, "link": link})
-    theo = link_theoretical_gbps(gen, width)
-    threshold = f">= {floor:.0%} of Gen{gen} x{width} = {theo:.1f} GB/s per direction"
-    evid = {"bandwidth": ev, "link": link, "theoretical_gbps": theo}
-    if not ev.get("verified"):
-        return Verdict("TOPO-PCIE-BW", FAIL, "data copied over the link did not verify", threshold=threshold,
-                       subject=subject, evidence=evid,
-                       remediation="check AER errors (`dmesg | grep -i aer`, `lspci -vv` UESta/CESta) and reseat")
-    effs = {d: ev[d]["gbps_median"] / theo for d in ("h2d", "d2h")}
-    worst = min(effs, key=effs.get)
-    text = ", ".join(f"{d} {ev[d]['gbps_median']:.1f} GB/s ({effs[d]:.0%})" for d in ("h2d", "d2h"))
-    hold = ev.get("hold")
-    if hold is not None:
-        text += f"; host DRAM held at {hold}"
-    if effs[worst] < floor:
-        return Verdict("TOPO-PCIE-BW", FAIL, f"{text}: {worst} below {floor:.0%} of the link", measured=round(effs[worst], 4),
-                       threshold=threshold, unit="of link", subject=subject, evidence=evid, method=ev["method"],
-                       remediation="check the link under load (TOPO-PCIE-LINK), IOMMU/ATS settings, Max Payload/Read "
-                                   "Request sizes (`lspci -vv`), and the NUMA binding of the copying thread")
-    return Verdict("TOPO-PCIE-BW", PASS, text, measured=round(effs[worst], 4), threshold=threshold, unit="of link",
-                   subject=subject, evidence=evid, method=ev["method"])
 
 
 # --------------------------------------------------------------------------
@@ -268,8 +156,8 @@ def reference_problem(ev: Dict[str, Any], thresholds: Dict[str, Any]) -> Optiona
     return None
 
 
-@check("MEM-BW-HOLD", version=3)
-def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "host") -> Verdict:
+@check("MEM-BW-HOLD", version=3, default_subject="host")
+def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """The share of the hold's windows whose occupancy lay in the band, with its interval over batch means of
     BATCH_S: PASS when the interval's low end reaches ``min_in_band_share``, FAIL when its high end stays below,
     else INCONCLUSIVE (the hold was extended while undecided).  INCONCLUSIVE, never FAIL, when the reference
@@ -281,12 +169,11 @@ def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "h
     kernel = ev.get("peak_kernel", "copy")
     method = (f"occupancy from {ev['source']} over a measured peak of {ev['peak_gbps']:.1f} GB/s (STREAM {kernel}); "
               "settling windows before the body started are shown, not counted")
+    f.set(threshold=threshold, evidence=ev, method=method)
     if ev.get("errors"):
-        return Verdict("MEM-BW-HOLD", ERROR, f"the injector broke: {'; '.join(ev['errors'])}", threshold=threshold,
-                       evidence=ev, method=method)
+        return f(ERROR, f"the injector broke: {'; '.join(ev['errors'])}")
     if not ev["windows"]:
-        return Verdict("MEM-BW-HOLD", INCONCLUSIVE, "no measurement window completed during the hold",
-                       threshold=threshold, evidence=ev, method=method)
+        return f(INCONCLUSIVE, "no measurement window completed during the hold")
     d = hold_decision(ev, thresholds)
     ev["decision"] = d
     share = ev["windows_in_band"] / ev["windows"]
@@ -300,12 +187,12 @@ def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "h
         peaks = [ref["before_gbps"]] + [m["gbps"] for m in ref.get("during", [])] + [ref["after_gbps"]]
         method += f"; the peak re-measured during/after the hold: {', '.join(f'{g:.1f}' for g in peaks)} GB/s"
     method += f"; decided: {d['rule']}"
-    common = dict(measured=round(share, 4), threshold=threshold, unit="share", evidence=ev, method=method)
+    f.set(measured=round(share, 4), unit="share", method=method)
     problem = reference_problem(ev, thresholds)
     if problem:
-        return Verdict("MEM-BW-HOLD", INCONCLUSIVE, f"{text}; but {problem}", **common)
+        return f(INCONCLUSIVE, f"{text}; but {problem}")
     if d["outcome"] == PASS_:
-        return Verdict("MEM-BW-HOLD", PASS, text, **common)
+        return f(PASS, text)
     disturbed = disturbed_windows(ev)
     if d["outcome"] == FAIL_ and any(disturbed):
         # Decided again on the windows that measured the DRAM held: a FAIL must stand without the others.
@@ -327,17 +214,17 @@ def check_hold(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "h
         ev["decision_without_disturbed_windows"] = dq
         if dq is None or dq["outcome"] != FAIL_:
             shown = f"; the other {len(quiet)}: {describe(dq, _pct)}" if dq else ""
-            return Verdict("MEM-BW-HOLD", INCONCLUSIVE, f"{text}; but {busy}{shown}: the hold measured the machine "
-                           "moving, not the DRAM held; run again on a quieter host", **common)
+            return f(INCONCLUSIVE, f"{text}; but {busy}{shown}: the hold measured the machine moving, not the DRAM "
+                     "held; run again on a quieter host")
         text += f"; {busy}, and the other {len(quiet)} windows fail too: {describe(dq, _pct)}"
     if d["outcome"] == FAIL_:
         below = sum(1 for x in occ if x < lo)
         above = sum(1 for x in occ if x > hi)
-        return Verdict("MEM-BW-HOLD", FAIL, f"{text}: {below} window(s) below, {above} above the band", **common,
-                       remediation="stop other memory-heavy work on the host during the run; give the injector the "
-                                   "node's CPUs (no cpuset restriction); if the peak itself is unstable (a VM with "
-                                   "noisy neighbours), run on bare metal")
-    return Verdict("MEM-BW-HOLD", INCONCLUSIVE, f"{text}; {undecided_text(d, _pct, 'batches')}", **common)
+        return f(FAIL, f"{text}: {below} window(s) below, {above} above the band",
+                 remediation="stop other memory-heavy work on the host during the run; give the injector the node's "
+                             "CPUs (no cpuset restriction); if the peak itself is unstable (a VM with noisy "
+                             "neighbours), run on bare metal")
+    return f(INCONCLUSIVE, f"{text}; {undecided_text(d, _pct, 'batches')}")
 
 
 def device_bw_decision(ev: Dict[str, Any], thresholds: Dict[str, Any]) -> Dict[str, Any]:
@@ -345,48 +232,46 @@ def device_bw_decision(ev: Dict[str, Any], thresholds: Dict[str, Any]) -> Dict[s
     ds = float(thresholds.get("datasheet_gbps") or 0) or 1.0
     samples = [float(g) / ds for g in ev.get("samples_gbps") or []]
     stat = mean_interval(samples, level(_looks(ev)))
-    return decide(stat, thresholds.get("min_efficiency"), AT_LEAST, samples=samples, show=_pct,
+    return decide(stat, thresholds["min_efficiency"], AT_LEAST, samples=samples, show=_pct,
                   seconds_per_trial=_seconds_per_trial(ev), what="share of the datasheet bandwidth")
 
 
 @check("MEM-BW-EFFICIENCY", version=2)
-def check_device_bw(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_device_bw(ev: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """MEM-BW-EFFICIENCY: the mean device-copy bandwidth over the copies measured (every look), as a share of
     the datasheet peak, with its t-interval: PASS when the low end reaches ``min_efficiency``, FAIL when the
     high end stays below, else INCONCLUSIVE; a figure that moved during its copies never FAILs.
 
     thresholds: ``min_efficiency`` and ``datasheet_gbps`` (the profile's hardware.memory_bandwidth_gbps)."""
-    req = "MEM-BW-EFFICIENCY"
-    datasheet_gbps = thresholds.get("datasheet_gbps")
-    floor = thresholds.get("min_efficiency")
+    datasheet_gbps = thresholds.get("datasheet_gbps")  # a profile fact, not a threshold key: None where not given
+    floor = thresholds["min_efficiency"]
     if not datasheet_gbps:
-        return Verdict(req, INCONCLUSIVE, "the profile gives no datasheet memory bandwidth "
-                       "(hardware.memory_bandwidth_gbps)", subject=subject, evidence=ev or {})
-    threshold = f">= {floor:.0%} of {datasheet_gbps:.0f} GB/s" if floor is not None else "none set by the profile"
+        return f(INCONCLUSIVE, "the profile gives no datasheet memory bandwidth (hardware.memory_bandwidth_gbps)",
+                 evidence=ev or {})
+    f.set(threshold=f">= {floor:.0%} of {datasheet_gbps:.0f} GB/s" if floor is not None else "none set by the profile",
+          evidence=ev)
     if not ev.get("verified"):
-        return Verdict(req, FAIL, "the copy's data did not verify: device memory corrupted data",
-                       threshold=threshold, subject=subject, evidence=ev,
-                       remediation="run the vendor's memory diagnostics (e.g. `dcgmi diag -r 3`), check ECC "
-                                   "error counters and retired pages")
+        return f(FAIL, "the copy's data did not verify: device memory corrupted data",
+                 remediation="run the vendor's memory diagnostics (e.g. `dcgmi diag -r 3`), check ECC error counters "
+                             "and retired pages")
     d = device_bw_decision(ev, thresholds)
     ev = dict(ev, decision=d)
+    f.set(evidence=ev, method=ev.get("method"))
     if d["estimate"] is None or d["trials"] < 2:
-        return Verdict(req, INCONCLUSIVE, f"{d['trials']} copy measured: an interval needs two or more",
-                       threshold=threshold, subject=subject, evidence=ev, method=ev.get("method"))
+        return f(INCONCLUSIVE, f"{d['trials']} copy measured: an interval needs two or more")
     mean_gbps = d["estimate"] * float(datasheet_gbps)
     text = (f"{mean_gbps:.0f} GB/s mean of {d['trials']} copies ({ev['gbps_min']:.0f}..{ev['gbps_max']:.0f}) = "
             f"{describe(d, _pct)} of the datasheet {datasheet_gbps:.0f} GB/s")
-    common = dict(measured=round(d["estimate"], 4), threshold=threshold, unit="of datasheet", subject=subject,
-                  evidence=ev, method=f"{ev.get('method')}; decided: {d['rule']}")
+    f.set(measured=round(d["estimate"], 4), unit="of datasheet", method=f"{ev.get('method')}; decided: {d['rule']}")
     if floor is None:
-        return Verdict(req, WARN, text + "; the profile sets no floor", **common)
+        return f(WARN, text + "; the profile sets no floor")
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, text + f", below the floor {floor:.0%}", **common,
-                       remediation="check clocks and throttling reasons (power, thermal), memory clock locks and "
-                                   "MIG/partitioning; compare with the vendor's bandwidth test")
+        return f(FAIL, text + f", below the floor {floor:.0%}",
+                 remediation="check clocks and throttling reasons (power, thermal), memory clock locks and "
+                             "MIG/partitioning; compare with the vendor's bandwidth test")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, text, **common)
-    return Verdict(req, INCONCLUSIVE, f"{text}; {undecided_text(d, _pct, 'copies')}", **common)
+        return f(PASS, text)
+    return f(INCONCLUSIVE, f"{text}; {undecided_text(d, _pct, 'copies')}")
 
 
 def pcie_bw_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -407,7 +292,7 @@ def pcie_bw_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> L
 
 
 @check("TOPO-PCIE-BW", version=2)
-def check_pcie_bw(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_pcie_bw(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """TOPO-PCIE-BW: each direction's mean pinned-copy bandwidth over the copies measured, as a share of the link's
     theoretical rate, with its t-interval: PASS when both low ends reach ``min_efficiency``, FAIL when a high end
     stays below, else INCONCLUSIVE; a figure that moved during its copies never FAILs.
@@ -417,33 +302,28 @@ def check_pcie_bw(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject:
     gen, width = link.get("gen"), link.get("width")
     floor = thresholds["min_efficiency"]
     if not gen or not width:
-        return Verdict("TOPO-PCIE-BW", INCONCLUSIVE, "the link generation/width is unknown", subject=subject,
-                       evidence={"bandwidth": ev, "link": link})
+        return f(INCONCLUSIVE, "the link generation/width is unknown", evidence={"bandwidth": ev, "link": link})
     theo = link_theoretical_gbps(gen, width)
-    threshold = f">= {floor:.0%} of Gen{gen} x{width} = {theo:.1f} GB/s per direction"
     evid = {"bandwidth": ev, "link": link, "theoretical_gbps": theo}
+    f.set(threshold=f">= {floor:.0%} of Gen{gen} x{width} = {theo:.1f} GB/s per direction", evidence=evid)
     if not ev.get("verified"):
-        return Verdict("TOPO-PCIE-BW", FAIL, "data copied over the link did not verify", threshold=threshold,
-                       subject=subject, evidence=evid,
-                       remediation="check AER errors (`dmesg | grep -i aer`, `lspci -vv` UESta/CESta) and reseat")
+        return f(FAIL, "data copied over the link did not verify",
+                 remediation="check AER errors (`dmesg | grep -i aer`, `lspci -vv` UESta/CESta) and reseat")
     ds = pcie_bw_decisions(evidence, thresholds)
     d = combine(ds)
     evid["decisions"] = ds
     evid["decision"] = d
     if any(x["trials"] < 2 for x in ds):
-        return Verdict("TOPO-PCIE-BW", INCONCLUSIVE, "fewer than two copies each way: an interval needs two or more",
-                       threshold=threshold, subject=subject, evidence=evid, method=ev.get("method"))
+        return f(INCONCLUSIVE, "fewer than two copies each way: an interval needs two or more", method=ev.get("method"))
     text = "; ".join(f"{x['copy_direction']} {x['estimate'] * theo:.1f} GB/s = {describe(x, _pct)}" for x in ds)
     hold = ev.get("hold")
     if hold is not None:
         text += f"; host DRAM held at {hold}"
-    common = dict(measured=round(d["estimate"], 4), threshold=threshold, unit="of link", subject=subject,
-                  evidence=evid, method=f"{ev.get('method')}; decided per direction: {d['rule']}")
+    f.set(measured=round(d["estimate"], 4), unit="of link", method=f"{ev.get('method')}; decided per direction: {d['rule']}")
     if d["outcome"] == FAIL_:
-        return Verdict("TOPO-PCIE-BW", FAIL, f"{text}: {d['copy_direction']} below {floor:.0%} of the link", **common,
-                       remediation="check the link under load (TOPO-PCIE-LINK), IOMMU/ATS settings, Max Payload/Read "
-                                   "Request sizes (`lspci -vv`), and the NUMA binding of the copying thread")
+        return f(FAIL, f"{text}: {d['copy_direction']} below {floor:.0%} of the link",
+                 remediation="check the link under load (TOPO-PCIE-LINK), IOMMU/ATS settings, Max Payload/Read Request "
+                             "sizes (`lspci -vv`), and the NUMA binding of the copying thread")
     if d["outcome"] == PASS_:
-        return Verdict("TOPO-PCIE-BW", PASS, text, **common)
-    return Verdict("TOPO-PCIE-BW", INCONCLUSIVE, f"{text}; {d['copy_direction']}: "
-                   f"{undecided_text(d, _pct, 'copies')}", **common)
+        return f(PASS, text)
+    return f(INCONCLUSIVE, f"{text}; {d['copy_direction']}: {undecided_text(d, _pct, 'copies')}")

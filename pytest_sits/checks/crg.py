@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict, number
-from . import check
+from . import Finding, check
 from .interval import (AT_LEAST, AT_MOST, FAIL_, PASS_, combine, decide, describe, level, mean_interval,
                        undecided_text)
 
@@ -20,113 +20,12 @@ def _simulated(evidence: Dict[str, Any]) -> str:
     return " [simulated figures]" if evidence.get("simulated") else ""
 
 
-@check("CRG-NODE", version=1, legacy=True)
-def check_node_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: the median GEMM TFLOPS per dtype (no interval) against the
-    profile's floor ``min_tflops`` and B's ceiling ``max_tflops``.
-
-    evidence: ``results`` [{dtype, tflops, size, iterations, verified}], ``method``."""
-    req = "CRG-NODE"
-    results = evidence.get("results") or []
-    lo, hi = thresholds.get("min_tflops"), thresholds.get("max_tflops")
-    parts = []
-    if lo is not None:
-        parts.append(f">= {lo:g} TFLOPS")
-    if hi is not None:
-        parts.append(f"<= {hi:g} TFLOPS (B §2.5 ceiling)")
-    threshold = " and ".join(parts) or "no bound in the profile"
-    common = dict(threshold=threshold, unit="TFLOPS", subject=subject, evidence=evidence,
-                  method=(evidence.get("method") or "torch matmul") + _simulated(evidence))
-    good = [r for r in results if r.get("tflops") is not None and r.get("verified")]
-    if not good:
-        why = "; ".join(f"{r.get('dtype')}: {r.get('error') or 'result not verified'}" for r in results) or "no result"
-        return Verdict(req, INCONCLUSIVE, f"no verified GEMM measurement ({why})", measured=None, **common)
-    shown = ", ".join(f"{r['dtype']} {r['tflops']:.1f}" for r in good)
-    low = min(r["tflops"] for r in good)
-    high = max(r["tflops"] for r in good)
-    measured = round(low, 2)
-    if hi is not None and high > hi:
-        return Verdict(req, FAIL, f"{high:.1f} TFLOPS exceeds the node ceiling of {hi:g} TFLOPS ({shown})",
-                       measured=round(high, 2), **common,
-                       remediation="B §2.5 bounds a graph node at this figure, which every current data-centre GPU "
-                                   "exceeds: state the bound that fits this device in the profile (CRG-NODE "
-                                   "max_tflops: null and a min_tflops floor, with the reason), or partition the "
-                                   "graph so that one node is a share of a device")
-    if lo is not None and low < lo:
-        return Verdict(req, FAIL, f"{low:.1f} TFLOPS is below the profile's floor of {lo:g} TFLOPS ({shown})",
-                       measured=measured, **common,
-                       remediation="check DEP-THROTTLE (clock events under load) and DEP-POWERCAP, that no other "
-                                   "process shares the device (`nvidia-smi`), and the application clocks")
-    if lo is None and hi is None:
-        return Verdict(req, WARN, f"measured {shown} TFLOPS; the profile sets no bound", measured=measured, **common)
-    return Verdict(req, PASS, f"dense GEMM {shown} TFLOPS", measured=measured, **common)
-
-
-@check("CRG-EDGE", version=1, legacy=True)
-def check_edge_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: device-to-device copy bandwidth of one pair (median of the
-    runs, no interval, data verified) >= ``min_gbps``.
-
-    evidence: ``pair`` [src, dst], ``gbps_median``, ``samples_gbps``, ``verified``, ``peer_access`` (bool),
-    ``nvlink_bytes`` (NVLink counters' delta, when present)."""
-    req = "CRG-EDGE"
-    floor = thresholds.get("min_gbps")
-    g = evidence.get("gbps_median")
-    threshold = f">= {floor:g} GB/s" if floor is not None else "no floor in the profile"
-    path = "peer access" if evidence.get("peer_access") else "no peer access (staged through the host)"
-    nv = evidence.get("nvlink_bytes")
-    if nv is not None:
-        path += f", {nv} bytes counted on NVLink"
-    common = dict(threshold=threshold, unit="GB/s", subject=subject, evidence=evidence,
-                  method=(evidence.get("method") or "torch copy between devices, median") + _simulated(evidence))
-    if g is None or not evidence.get("verified"):
-        return Verdict(req, INCONCLUSIVE, f"no verified copy measurement ({evidence.get('reason') or 'data differed'})",
-                       measured=g, **common)
-    text = f"{g:.1f} GB/s ({path})"
-    if floor is None:
-        return Verdict(req, WARN, f"{text}; the profile sets no floor", measured=round(g, 2), **common)
-    if g < floor:
-        return Verdict(req, FAIL, f"{text} is below {floor:g} GB/s", measured=round(g, 2), **common,
-                       remediation="check `nvidia-smi topo -m` and `nvidia-smi nvlink --status` (inactive links, "
-                                   "a pair routed over PCIe), that peer access is enabled (IOMMU/ACS settings can "
-                                   "block P2P: `lspci -vvv` ACSCtl), and LINK-NVLINK-MESH")
-    return Verdict(req, PASS, text, measured=round(g, 2), **common)
-
-
-@check("CRG-SYNC", version=1, legacy=True)
-def check_sync_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: all-reduce bus bandwidth (nccl-tests' definition: algorithm
-    bandwidth × 2(n-1)/n), median of the runs (no interval), result verified, >= ``min_tbps``.
-
-    evidence: ``backend`` (nccl/gloo), ``world_size``, ``bytes``, ``busbw_gbps``, ``algbw_gbps``, ``verified``."""
-    req = "CRG-SYNC"
-    floor = thresholds.get("min_tbps")
-    bus = evidence.get("busbw_gbps")
-    threshold = f">= {floor:g} TB/s" if floor is not None else "no floor in the profile"
-    how = f"{evidence.get('backend')} all-reduce of {evidence.get('bytes')} bytes across {evidence.get('world_size')} " \
-          f"{evidence.get('participants', 'processes')}"
-    common = dict(threshold=threshold, unit="GB/s", subject=subject, evidence=evidence,
-                  method=how + ", bus bandwidth = algorithm bandwidth × 2(n-1)/n (nccl-tests)" + _simulated(evidence))
-    if bus is None or not evidence.get("verified"):
-        return Verdict(req, INCONCLUSIVE, f"no verified all-reduce measurement ({evidence.get('reason') or 'result differed'})",
-                       measured=bus, **common)
-    text = f"bus bandwidth {bus:.2f} GB/s ({how})"
-    if floor is None:
-        return Verdict(req, WARN, f"{text}; the profile sets no floor", measured=round(bus, 3), **common)
-    if bus < floor * 1000:
-        return Verdict(req, FAIL, f"{text} is below {floor:g} TB/s", measured=round(bus, 3), **common,
-                       remediation="check CRG-EDGE and LINK-NVLINK-MESH for a slow pair, NCCL's chosen transport "
-                                   "(NCCL_DEBUG=INFO: NVLS/P2P vs SHM/NET), and that fabric manager is running on "
-                                   "NVSwitch systems")
-    return Verdict(req, PASS, text, measured=round(bus, 3), **common)
-
-
 #: The timer step must fit this many times into the ± interval (2 × max_ns) for the bound to be decidable.
 STEPS_PER_INTERVAL = 4
 
 
 @check("CRG-JITTER", version=2)
-def check_jitter(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_jitter(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """Node latency jitter (max of p99 - median and median - p1 of a fixed operation's latency) within
     ± ``max_ns``, decided where a timestamp source resolves the bound: its step (the larger of its reported
     resolution and its measured granularity, the smallest non-zero difference of two back-to-back readings) fits
@@ -139,17 +38,16 @@ def check_jitter(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: 
     evidence: ``timer`` {clock, implementation, resolution_ns, granularity_ns, read_cost_ns} (the source used),
     ``hardware_clocks`` [{device, name, granularity_ns, ...}] (PTP clocks found), ``latency_ns`` {n, p1, p50,
     p99, max}, ``workload``."""
-    req = "CRG-JITTER"
-    bound = float(thresholds.get("max_ns", 2.5))
+    bound = float(thresholds["max_ns"])
     timer = evidence.get("timer") or {}
     lat = evidence.get("latency_ns") or {}
     res, gran = timer.get("resolution_ns"), timer.get("granularity_ns")
     steps = [x for x in (res, gran) if x is not None]
     threshold = f"within ±{bound:g} ns"
-    common = dict(threshold=threshold, unit="ns", subject=subject, evidence=evidence,
-                  method=f"{timer.get('clock', 'timer')} around {evidence.get('workload') or 'a fixed operation'}")
+    f.set(threshold=threshold, unit="ns", evidence=evidence,
+          method=f"{timer.get('clock', 'timer')} around {evidence.get('workload') or 'a fixed operation'}")
     if not steps:
-        return Verdict(req, INCONCLUSIVE, "the timer's resolution could not be measured", measured=None, **common)
+        return f(INCONCLUSIVE, "the timer's resolution could not be measured")
     step = max(steps)
     timer_text = (f"{timer.get('clock')} ({timer.get('implementation')}): reported resolution {res:g} ns, measured "
                   f"granularity {gran:g} ns, one reading costs {timer.get('read_cost_ns', float('nan')):g} ns")
@@ -162,62 +60,19 @@ def check_jitter(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: 
         found = ("; PTP hardware clocks found, too coarse to read here: " + ", ".join(
             f"{c.get('device')} ({c.get('name')}, granularity {c.get('granularity_ns')} ns)" for c in clocks)
                  if clocks else "; no PTP hardware clock (/dev/ptp*) on this machine")
-        return Verdict(req, SKIP, f"report only: no timestamp source here resolves ±{bound:g} ns (a step of at most "
-                       f"{2 * bound / STEPS_PER_INTERVAL:g} ns is needed); {timer_text}{seen}{found}",
-                       measured=jitter, **common)
+        return f(SKIP, f"report only: no timestamp source here resolves ±{bound:g} ns (a step of at most "
+                 f"{2 * bound / STEPS_PER_INTERVAL:g} ns is needed); {timer_text}{seen}{found}", measured=jitter)
     if jitter is None:
-        return Verdict(req, INCONCLUSIVE, f"no latency sample; {timer_text}", measured=None, **common)
+        return f(INCONCLUSIVE, f"no latency sample; {timer_text}")
     text = (f"jitter ±{jitter:g} ns (p1 {lat['p1']:g}, median {lat['p50']:g}, p99 {lat['p99']:g} ns over "
             f"{lat['n']} runs); {timer_text}")
+    f.set(measured=jitter)
     if jitter > bound:
-        return Verdict(req, FAIL, f"{text} exceeds ±{bound:g} ns", measured=jitter, **common,
-                       remediation="isolate the measurement CPU (isolcpus/nohz_full), pin it (TOPO-NUMA-BIND), fix "
-                                   "the clocks (persistence mode, locked application clocks), and stop competing "
-                                   "work on the device")
-    return Verdict(req, PASS, text, measured=jitter, **common)
-
-
-@check("CRG-JITTER", version=1, legacy=True)
-def check_jitter_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1 (reports of pytest-sits 0.1), kept so that they replay: INCONCLUSIVE where the timer cannot
-    resolve the bound.  Node latency jitter within ± ``max_ns``.  Decidable only when the timer's step (the
-    larger of its reported resolution and its
-    measured granularity, the smallest non-zero difference of two back-to-back readings) fits
-    STEPS_PER_INTERVAL times into the ± interval; otherwise INCONCLUSIVE with the timer's figures, never a pass.
-
-    evidence: ``timer`` {clock, implementation, resolution_ns, granularity_ns, read_cost_ns},
-    ``latency_ns`` {n, p1, p50, p99, max}, ``workload``."""
-    req = "CRG-JITTER"
-    bound = float(thresholds.get("max_ns", 2.5))
-    timer = evidence.get("timer") or {}
-    lat = evidence.get("latency_ns") or {}
-    res, gran = timer.get("resolution_ns"), timer.get("granularity_ns")
-    steps = [x for x in (res, gran) if x is not None]
-    threshold = f"within ±{bound:g} ns"
-    common = dict(threshold=threshold, unit="ns", subject=subject, evidence=evidence,
-                  method=f"{timer.get('clock', 'timer')} around {evidence.get('workload') or 'a fixed operation'}")
-    if not steps:
-        return Verdict(req, INCONCLUSIVE, "the timer's resolution could not be measured", measured=None, **common)
-    step = max(steps)
-    timer_text = (f"{timer.get('clock')} ({timer.get('implementation')}): reported resolution {res:g} ns, measured "
-                  f"granularity {gran:g} ns, one reading costs {timer.get('read_cost_ns', float('nan')):g} ns")
-    jitter = None
-    if lat.get("n"):
-        jitter = max(lat["p99"] - lat["p50"], lat["p50"] - lat["p1"])
-    if 2 * bound < STEPS_PER_INTERVAL * step:
-        seen = f"; measured jitter ±{jitter:g} ns over {lat['n']} runs" if jitter is not None else ""
-        return Verdict(req, INCONCLUSIVE, f"not measurable here: ±{bound:g} ns needs a timer step of at most "
-                       f"{2 * bound / STEPS_PER_INTERVAL:g} ns; {timer_text}{seen}", measured=jitter, **common)
-    if jitter is None:
-        return Verdict(req, INCONCLUSIVE, f"no latency sample; {timer_text}", measured=None, **common)
-    text = (f"jitter ±{jitter:g} ns (p1 {lat['p1']:g}, median {lat['p50']:g}, p99 {lat['p99']:g} ns over "
-            f"{lat['n']} runs); {timer_text}")
-    if jitter > bound:
-        return Verdict(req, FAIL, f"{text} exceeds ±{bound:g} ns", measured=jitter, **common,
-                       remediation="isolate the measurement CPU (isolcpus/nohz_full), pin it (TOPO-NUMA-BIND), fix "
-                                   "the clocks (persistence mode, locked application clocks), and stop competing "
-                                   "work on the device")
-    return Verdict(req, PASS, text, measured=jitter, **common)
+        return f(FAIL, f"{text} exceeds ±{bound:g} ns",
+                 remediation="isolate the measurement CPU (isolcpus/nohz_full), pin it (TOPO-NUMA-BIND), fix the "
+                             "clocks (persistence mode, locked application clocks), and stop competing work on the "
+                             "device")
+    return f(PASS, text)
 
 
 def busbw(algbw_gbps: float, world_size: int) -> float:
@@ -255,7 +110,7 @@ def _g(x: float) -> str:
 def node_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Per verified dtype: the mean TFLOPS of its timed loops with a t-interval, decided against the floor
     ``min_tflops`` and the ceiling ``max_tflops`` (each where the profile sets it; neither: reported)."""
-    lo, hi = thresholds.get("min_tflops"), thresholds.get("max_tflops")
+    lo, hi = thresholds["min_tflops"], thresholds["max_tflops"]
     out = []
     for r in evidence.get("results") or []:
         if r.get("tflops") is None or not r.get("verified"):
@@ -273,7 +128,7 @@ def node_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> List
 
 
 @check("CRG-NODE", version=2)
-def check_node(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_node(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """Dense GEMM TFLOPS per dtype (fp16, bf16), the mean of its timed loops with a t-interval, against the
     profile's floor ``min_tflops`` and, where it keeps one, B's ceiling ``max_tflops`` (B: a graph node is at most
     128 TFLOPS-equivalent): PASS when every interval clears every bound, FAIL when one lies wholly beyond one,
@@ -281,9 +136,8 @@ def check_node(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: st
 
     evidence: ``results`` [{dtype, tflops, samples_tflops, size, iterations, verified}], ``method``,
     ``sequential``."""
-    req = "CRG-NODE"
     results = evidence.get("results") or []
-    lo, hi = thresholds.get("min_tflops"), thresholds.get("max_tflops")
+    lo, hi = thresholds["min_tflops"], thresholds["max_tflops"]
     parts = []
     if lo is not None:
         parts.append(f">= {lo:g} TFLOPS")
@@ -294,39 +148,38 @@ def check_node(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: st
     ds = node_decisions(evidence, thresholds)
     ev = dict(evidence, decisions=ds)
     method = (evidence.get("method") or "torch matmul") + _simulated(evidence)
-    common = dict(threshold=threshold, unit="TFLOPS", subject=subject, evidence=ev, method=method)
+    f.set(threshold=threshold, unit="TFLOPS", evidence=ev, method=method)
     if not good:
         why = "; ".join(f"{r.get('dtype')}: {r.get('error') or 'result not verified'}" for r in results) or "no result"
-        return Verdict(req, INCONCLUSIVE, f"no verified GEMM measurement ({why})", measured=None, **common)
+        return f(INCONCLUSIVE, f"no verified GEMM measurement ({why})")
     d = combine(ds)
     ev["decision"] = d
-    common["method"] = f"{method}; decided per dtype and bound: {d['rule']}"
-    first = {}
+    f.set(method=f"{method}; decided per dtype and bound: {d['rule']}")
+    first: Dict[str, Dict[str, Any]] = {}
     for x in ds:  # one interval per dtype (the floor's and the ceiling's decisions share it)
         first.setdefault(x["dtype"], x)
     shown = ", ".join(f"{k} {describe(x, _g)}" for k, x in first.items())
     if any(x["trials"] < 2 for x in ds):
-        return Verdict(req, INCONCLUSIVE, f"one timed loop per dtype ({shown}): an interval needs two or more",
-                       measured=round(min(r["tflops"] for r in good), 2), **common)
+        return f(INCONCLUSIVE, f"one timed loop per dtype ({shown}): an interval needs two or more",
+                 measured=round(min(r["tflops"] for r in good), 2))
     if d["outcome"] == FAIL_ and d["direction"] == AT_MOST:
-        return Verdict(req, FAIL, f"{d['dtype']} {describe(d, _g)} TFLOPS exceeds the node ceiling of {hi:g} TFLOPS "
-                       f"({shown})", measured=round(d["estimate"], 2), **common,
-                       remediation="B §2.5 bounds a graph node at this figure, which every current data-centre GPU "
-                                   "exceeds: state the bound that fits this device in the profile (CRG-NODE "
-                                   "max_tflops: null and a min_tflops floor, with the reason), or partition the "
-                                   "graph so that one node is a share of a device")
+        return f(FAIL, f"{d['dtype']} {describe(d, _g)} TFLOPS exceeds the node ceiling of {hi:g} TFLOPS ({shown})",
+                 measured=round(d["estimate"], 2),
+                 remediation="B §2.5 bounds a graph node at this figure, which every current data-centre GPU exceeds: "
+                             f"state the bound that fits this device in the profile ({f.requirement} max_tflops: null "
+                             "and a min_tflops floor, with the reason), or partition the graph so that one node is a "
+                             "share of a device")
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, f"{d['dtype']} {describe(d, _g)} TFLOPS is below the profile's floor of {lo:g} "
-                       f"TFLOPS ({shown})", measured=round(d["estimate"], 2), **common,
-                       remediation="check DEP-THROTTLE (clock events under load) and DEP-POWERCAP, that no other "
-                                   "process shares the device (`nvidia-smi`), and the application clocks")
-    measured = round(min(x["estimate"] for x in ds), 2)
+        return f(FAIL, f"{d['dtype']} {describe(d, _g)} TFLOPS is below the profile's floor of {lo:g} TFLOPS ({shown})",
+                 measured=round(d["estimate"], 2),
+                 remediation="check DEP-THROTTLE (clock events under load) and DEP-POWERCAP, that no other process "
+                             "shares the device (`nvidia-smi`), and the application clocks")
+    f.set(measured=round(min(x["estimate"] for x in ds), 2))
     if lo is None and hi is None:
-        return Verdict(req, WARN, f"measured {shown} TFLOPS; the profile sets no bound", measured=measured, **common)
+        return f(WARN, f"measured {shown} TFLOPS; the profile sets no bound")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, f"dense GEMM {shown} TFLOPS", measured=measured, **common)
-    return Verdict(req, INCONCLUSIVE, f"dense GEMM {shown} TFLOPS; {d['dtype']}: {undecided_text(d, _g)}",
-                   measured=measured, **common)
+        return f(PASS, f"dense GEMM {shown} TFLOPS")
+    return f(INCONCLUSIVE, f"dense GEMM {shown} TFLOPS; {d['dtype']}: {undecided_text(d, _g)}")
 
 
 def _edge_directions(evidence: Dict[str, Any]) -> List[tuple]:
@@ -341,7 +194,7 @@ def edge_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> List
     out = []
     for name, samples in _edge_directions(evidence):
         samples = [float(x) for x in samples]
-        d = decide(mean_interval(samples, level(_looks(evidence))), thresholds.get("min_gbps"), AT_LEAST,
+        d = decide(mean_interval(samples, level(_looks(evidence))), thresholds["min_gbps"], AT_LEAST,
                    samples=samples, show=_g, seconds_per_trial=_per_trial(evidence), what=f"{name} GB/s")
         d["way"] = name
         out.append(d)
@@ -349,47 +202,42 @@ def edge_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> List
 
 
 @check("CRG-EDGE", version=2)
-def check_edge(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_edge(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """Device-to-device copy bandwidth of one pair, each direction the mean of its copies with a t-interval (data
     verified), against ``min_gbps``: PASS when both intervals clear it, FAIL when one lies wholly below, else
     INCONCLUSIVE.
 
     evidence: ``pair`` [src, dst], ``forward``/``reverse`` (each with ``samples_gbps``; or ``samples_gbps`` of the
     pair), ``gbps_median``, ``verified``, ``peer_access`` (bool), ``nvlink_bytes``, ``sequential``."""
-    req = "CRG-EDGE"
-    floor = thresholds.get("min_gbps")
+    floor = thresholds["min_gbps"]
     threshold = f">= {floor:g} GB/s" if floor is not None else "no floor in the profile"
     path = "peer access" if evidence.get("peer_access") else "no peer access (staged through the host)"
     nv = evidence.get("nvlink_bytes")
     if nv is not None:
         path += f", {nv} bytes counted on NVLink"
     method = (evidence.get("method") or "torch copy between devices") + _simulated(evidence)
+    f.set(threshold=threshold, unit="GB/s", evidence=evidence, method=method)
     if evidence.get("gbps_median") is None or not evidence.get("verified"):
-        return Verdict(req, INCONCLUSIVE, f"no verified copy measurement ({evidence.get('reason') or 'data differed'})",
-                       measured=evidence.get("gbps_median"), threshold=threshold, unit="GB/s", subject=subject,
-                       evidence=evidence, method=method)
+        return f(INCONCLUSIVE, f"no verified copy measurement ({evidence.get('reason') or 'data differed'})",
+                 measured=evidence.get("gbps_median"))
     ds = edge_decisions(evidence, thresholds)
     d = combine(ds)
-    ev = dict(evidence, decisions=ds, decision=d)
-    common = dict(threshold=threshold, unit="GB/s", subject=subject, evidence=ev,
-                  method=f"{method}; decided per direction: {d['rule']}")
+    f.set(evidence=dict(evidence, decisions=ds, decision=d), method=f"{method}; decided per direction: {d['rule']}",
+          measured=round(min(x["estimate"] for x in ds), 2))
     ways = "; ".join(f"{x['way']} {describe(x, _g)}" for x in ds)
     text = f"{ways} GB/s ({path})"
-    measured = round(min(x["estimate"] for x in ds), 2)
     if any(x["trials"] < 2 for x in ds):
-        return Verdict(req, INCONCLUSIVE, f"{text}: an interval needs two or more copies each way", measured=measured,
-                       **common)
+        return f(INCONCLUSIVE, f"{text}: an interval needs two or more copies each way")
     if floor is None:
-        return Verdict(req, WARN, f"{text}; the profile sets no floor", measured=measured, **common)
+        return f(WARN, f"{text}; the profile sets no floor")
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, f"{text}: {d['way']} is below {floor:g} GB/s", measured=measured, **common,
-                       remediation="check `nvidia-smi topo -m` and `nvidia-smi nvlink --status` (inactive links, "
-                                   "a pair routed over PCIe), that peer access is enabled (IOMMU/ACS settings can "
-                                   "block P2P: `lspci -vvv` ACSCtl), and LINK-NVLINK-MESH")
+        return f(FAIL, f"{text}: {d['way']} is below {floor:g} GB/s",
+                 remediation="check `nvidia-smi topo -m` and `nvidia-smi nvlink --status` (inactive links, a pair "
+                             "routed over PCIe), that peer access is enabled (IOMMU/ACS settings can block P2P: `lspci "
+                             "-vvv` ACSCtl), and LINK-NVLINK-MESH")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, text, measured=measured, **common)
-    return Verdict(req, INCONCLUSIVE, f"{text}; {d['way']}: {undecided_text(d, _g, 'copies')}", measured=measured,
-                   **common)
+        return f(PASS, text)
+    return f(INCONCLUSIVE, f"{text}; {d['way']}: {undecided_text(d, _g, 'copies')}")
 
 
 def sync_samples(evidence: Dict[str, Any]) -> List[float]:
@@ -400,45 +248,43 @@ def sync_samples(evidence: Dict[str, Any]) -> List[float]:
 
 def sync_decision(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> Dict[str, Any]:
     samples = sync_samples(evidence)
-    floor = thresholds.get("min_tbps")
+    floor = thresholds["min_tbps"]
     return decide(mean_interval(samples, level(_looks(evidence))), floor * 1000 if floor is not None else None,
                   AT_LEAST, samples=samples, show=_g, seconds_per_trial=_per_trial(evidence), what="bus GB/s")
 
 
 @check("CRG-SYNC", version=2)
-def check_sync(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_sync(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """All-reduce bus bandwidth (nccl-tests' definition: algorithm bandwidth × 2(n-1)/n), the mean over the
     all-reduces (each timed by its slowest rank) with a t-interval, result verified, against ``min_tbps``: PASS
     when the interval clears it, FAIL when it lies wholly below, else INCONCLUSIVE.
 
     evidence: ``backend`` (nccl/gloo), ``world_size``, ``bytes``, ``samples_s``, ``busbw_gbps``, ``verified``,
     ``sequential``."""
-    req = "CRG-SYNC"
-    floor = thresholds.get("min_tbps")
+    floor = thresholds["min_tbps"]
     bus = evidence.get("busbw_gbps")
     threshold = f">= {floor:g} TB/s" if floor is not None else "no floor in the profile"
     how = f"{evidence.get('backend')} all-reduce of {evidence.get('bytes')} bytes across {evidence.get('world_size')} " \
           f"{evidence.get('participants', 'processes')}"
     method = how + ", bus bandwidth = algorithm bandwidth × 2(n-1)/n (nccl-tests)" + _simulated(evidence)
+    f.set(threshold=threshold, unit="GB/s", evidence=evidence, method=method)
     if bus is None or not evidence.get("verified"):
-        return Verdict(req, INCONCLUSIVE, f"no verified all-reduce measurement ({evidence.get('reason') or 'result differed'})",
-                       measured=bus, threshold=threshold, unit="GB/s", subject=subject, evidence=evidence,
-                       method=method)
+        return f(INCONCLUSIVE, f"no verified all-reduce measurement ({evidence.get('reason') or 'result differed'})",
+                 measured=bus)
     d = sync_decision(evidence, thresholds)
-    ev = dict(evidence, decision=d)
-    common = dict(threshold=threshold, unit="GB/s", subject=subject, evidence=ev, method=f"{method}; decided: {d['rule']}")
+    f.set(evidence=dict(evidence, decision=d), method=f"{method}; decided: {d['rule']}")
     if d["estimate"] is None or d["trials"] < 2:
-        return Verdict(req, INCONCLUSIVE, f"bus bandwidth {bus:.2f} GB/s from {d['trials']} timed all-reduce(s): an "
-                       "interval needs two or more", measured=round(bus, 3), **common)
+        return f(INCONCLUSIVE, f"bus bandwidth {bus:.2f} GB/s from {d['trials']} timed all-reduce(s): an interval needs "
+                 "two or more", measured=round(bus, 3))
     text = f"bus bandwidth {describe(d, _g)} GB/s ({how})"
-    measured = round(d["estimate"], 3)
+    f.set(measured=round(d["estimate"], 3))
     if floor is None:
-        return Verdict(req, WARN, f"{text}; the profile sets no floor", measured=measured, **common)
+        return f(WARN, f"{text}; the profile sets no floor")
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, f"{text} is below {floor:g} TB/s", measured=measured, **common,
-                       remediation="check CRG-EDGE and LINK-NVLINK-MESH for a slow pair, NCCL's chosen transport "
-                                   "(NCCL_DEBUG=INFO: NVLS/P2P vs SHM/NET), and that fabric manager is running on "
-                                   "NVSwitch systems")
+        return f(FAIL, f"{text} is below {floor:g} TB/s",
+                 remediation="check CRG-EDGE and LINK-NVLINK-MESH for a slow pair, NCCL's chosen transport "
+                             "(NCCL_DEBUG=INFO: NVLS/P2P vs SHM/NET), and that fabric manager is running on NVSwitch "
+                             "systems")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, text, measured=measured, **common)
-    return Verdict(req, INCONCLUSIVE, f"{text}; {undecided_text(d, _g, 'all-reduces')}", measured=measured, **common)
+        return f(PASS, text)
+    return f(INCONCLUSIVE, f"{text}; {undecided_text(d, _g, 'all-reduces')}")

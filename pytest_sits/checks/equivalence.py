@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ..verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
-from . import check
+from . import Finding, check
 from .interval import (AT_MOST, FAIL_, PASS_, bootstrap_interval, combine, decide, exact, mean_interval,
                        undecided_text)
 from .interval import describe as interval_text
@@ -46,7 +46,7 @@ def resolve_tolerance(operator: Dict[str, Any], thresholds: Dict[str, Any], risk
     import math
 
     dtype = operator["dtype"]
-    risk = risk_class or thresholds.get("risk_class", "default")
+    risk = risk_class or thresholds["risk_class"]
     atol = float(thresholds["atol"][risk])
     if operator.get("override"):
         rtol, atol = operator["override"]
@@ -68,116 +68,35 @@ def resolve_tolerance(operator: Dict[str, Any], thresholds: Dict[str, Any], risk
 
 
 @check("EQ-PRECISION", version=2)
-def check_precision(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_precision(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """Every element within atol + rtol * |reference|; the message says everything about the worst.
 
     evidence: ``comparison`` (the comparator's result), ``reference`` (what was compared with), ``operator``
     (the operator's facts that the tolerance depends on); thresholds: the profile's EQ-PRECISION thresholds,
     from which the tolerance of this operator and dtype is resolved here (:func:`resolve_tolerance`)."""
     if evidence.get("not_in_golden"):
-        return Verdict("EQ-PRECISION", INCONCLUSIVE, evidence["not_in_golden"], subject=subject, evidence=evidence)
-    return _precision(evidence, resolve_tolerance(evidence["operator"], thresholds), subject)
+        return f(INCONCLUSIVE, evidence["not_in_golden"], evidence=evidence)
+    return _precision(evidence, resolve_tolerance(evidence["operator"], thresholds), f)
 
 
-@check("EQ-PRECISION", version=1, legacy=True, derived_thresholds=True)
-def check_precision_v1(evidence: Dict[str, Any], tol: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1 (reports of pytest-sits 0.1): the same rule, given the operator's resolved tolerance as its
-    thresholds.  Kept so that older reports replay."""
-    if evidence.get("not_in_golden"):
-        return Verdict("EQ-PRECISION", INCONCLUSIVE, evidence["not_in_golden"], subject=subject, evidence=evidence)
-    return _precision(evidence, tol, subject)
-
-
-def _precision(evidence: Dict[str, Any], tol: Dict[str, Any], subject: str) -> Verdict:
+def _precision(evidence: Dict[str, Any], tol: Dict[str, Any], f: Finding) -> Verdict:
     result, reference = evidence["comparison"], evidence["reference"]
     ev = dict(evidence, tolerance=tol)
     threshold = f"|x - ref| <= {tol['atol']:g} + {tol['rtol']:.3g} * |ref| ({tol['source']})"
-    measured = f"{result['mismatches']} / {result['n']} mismatched"
+    f.set(measured=f"{result['mismatches']} / {result['n']} mismatched", threshold=threshold, evidence=ev)
     if result["passed"]:
         why = (f"all {result['n']} elements within tolerance of {reference}; max rel "
                f"{result.get('max_rel_diff', 0):.3g}, max abs {result.get('max_abs_diff', 0):.3g}, ULP max "
                f"{result.get('ulp_max', 0)}") if not result.get("exact") else f"all {result['n']} elements equal"
-        return Verdict("EQ-PRECISION", PASS, why, measured=measured, threshold=threshold, subject=subject, evidence=ev)
-    return Verdict("EQ-PRECISION", FAIL, f"against {reference}: " + describe(result), measured=measured,
-                   threshold=threshold, subject=subject, evidence=ev,
-                   remediation="compare the kernel (library versions, math modes such as TF32 or fast-math, "
-                               "reduced-precision reductions) with the reference platform's; if the task's risk "
-                               "class allows it, set EQ-PRECISION.risk_class in the profile")
+        return f(PASS, why)
+    return f(FAIL, f"against {reference}: " + describe(result),
+             remediation="compare the kernel (library versions, math modes such as TF32 or fast-math, reduced-precision "
+                         "reductions) with the reference platform's; if the task's risk class allows it, set "
+                         f"{f.requirement}.risk_class in the profile")
 
 
-@check("EQ-THROUGHPUT", version=1, legacy=True)
-def check_throughput_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: the coefficient of variation of the per-round times (no
-    interval) below max_cv; undecidable when the host itself is noisy.
-
-    evidence: ``samples_s`` (per-round times), ``control_cv`` (a fixed host workload's CV), ``method``."""
-    import statistics
-
-    if evidence.get("disabled"):
-        return Verdict("EQ-THROUGHPUT", INCONCLUSIVE, evidence["disabled"], subject=subject, evidence=evidence)
-    samples_s, control_cv, method = evidence["samples_s"], evidence.get("control_cv"), evidence.get("method")
-
-    max_cv = float(thresholds["max_cv"])
-    mean = statistics.mean(samples_s)
-    cv = statistics.pstdev(samples_s) / mean if mean > 0 else float("inf")
-    ev = {"rounds": len(samples_s), "min_s": min(samples_s), "median_s": statistics.median(samples_s),
-          "max_s": max(samples_s), "mean_s": mean, "cv": cv, "control_cv": control_cv,
-          "samples_s": samples_s}
-    text = (f"CV {cv:.2%} over {len(samples_s)} rounds (min {min(samples_s) * 1e3:.3f} ms, median "
-            f"{statistics.median(samples_s) * 1e3:.3f} ms, max {max(samples_s) * 1e3:.3f} ms)")
-    threshold = f"CV < {max_cv:.0%}"
-    if cv < max_cv:
-        return Verdict("EQ-THROUGHPUT", PASS, text, measured=round(cv, 4), threshold=threshold, unit="CV",
-                       subject=subject, evidence=ev, method=method)
-    if control_cv is not None and control_cv >= max_cv / 2:
-        return Verdict("EQ-THROUGHPUT", INCONCLUSIVE, f"{text}; a fixed host workload timed beside it varied by "
-                       f"{control_cv:.2%}: this machine is too noisy to tell the device's fluctuation from its own",
-                       measured=round(cv, 4), threshold=threshold, unit="CV", subject=subject, evidence=ev,
-                       method=method)
-    return Verdict("EQ-THROUGHPUT", FAIL, text + (f"; the host control varied only {control_cv:.2%}"
-                                                  if control_cv is not None else ""),
-                   measured=round(cv, 4), threshold=threshold, unit="CV", subject=subject, evidence=ev,
-                   method=method,
-                   remediation="look for clock or power throttling (clocks-event reasons), thermal state (run "
-                               "after THERM-*-STEADY), background work and frequency scaling on the host")
-
-
-@check("EQ-LATENCY", version=1, legacy=True)
-def check_latency_ratio_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: the worst ratio, no interval.  evidence: ``operators`` (op,
-    dtype, here, reference, ratio); thresholds: ``max_ratio``."""
-    return _ratio("EQ-LATENCY", evidence["operators"], thresholds.get("max_ratio"), subject, "latency")
-
-
-@check("EQ-RESOURCE", version=1, legacy=True)
-def check_resource_ratio_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: EQ-RESOURCE on peak device memory, no interval."""
-    return _ratio("EQ-RESOURCE", evidence["operators"], thresholds.get("max_ratio"), subject, "peak device memory")
-
-
-def _ratio(req: str, rows: List[Dict[str, Any]], max_ratio: Optional[float], subject: str, what: str) -> Verdict:
-    """The worst ratio (here / reference) over the operators."""
-    rows = [r for r in rows if r.get("ratio") is not None]
-    ev = {"operators": rows, "max_ratio": max_ratio}
-    if not rows:
-        return Verdict(req, SKIP, f"no {what} was recorded beside a reference", subject=subject, evidence=ev)
-    worst = max(rows, key=lambda r: r["ratio"])
-    text = (f"worst {what} ratio {worst['ratio']:.2f}x ({worst['op']} {worst['dtype']}) over {len(rows)} operators "
-            "against the golden reference")
-    if max_ratio is None:
-        return Verdict(req, WARN, text + "; the profile sets no allowed ratio", measured=round(worst["ratio"], 3),
-                       threshold="none set", unit="x reference", subject=subject, evidence=ev)
-    if worst["ratio"] > max_ratio:
-        return Verdict(req, FAIL, text + f", above {max_ratio:g}x", measured=round(worst["ratio"], 3),
-                       threshold=f"<= {max_ratio:g}x", unit="x reference", subject=subject, evidence=ev,
-                       remediation=f"profile the slow operators on this platform; check the {what} of the "
-                                   "library versions against the reference platform's")
-    return Verdict(req, PASS, text, measured=round(worst["ratio"], 3), threshold=f"<= {max_ratio:g}x",
-                   unit="x reference", subject=subject, evidence=ev)
-
-
-@check("EQ-PRECISION/golden-coverage", requirement="EQ-PRECISION", version=2)
-def check_golden_coverage(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "golden set") -> Verdict:
+@check("EQ-PRECISION/golden-coverage", requirement="EQ-PRECISION", version=2, default_subject="golden set")
+def check_golden_coverage(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """The golden set holds the same operator/dtype pairs as this corpus.  Given the profile's EQ-PRECISION
     thresholds (version 1 was given none), which the rule does not use.
 
@@ -185,26 +104,18 @@ def check_golden_coverage(evidence: Dict[str, Any], thresholds: Dict[str, Any], 
     golden, here, source = evidence["golden"], evidence["corpus"], evidence["source"]
     missing = sorted(set(here) - set(golden))
     extra = sorted(set(golden) - set(here))
-    ev = {"golden": golden, "corpus": here, "not_in_golden": missing, "only_in_golden": extra, "source": source}
+    f.set(evidence={"golden": golden, "corpus": here, "not_in_golden": missing, "only_in_golden": extra,
+                    "source": source})
     if not missing and not extra:
-        return Verdict("EQ-PRECISION", PASS, f"the golden set and this corpus hold the same {len(here)} "
-                       "operator/dtype pairs", measured=len(here), subject="golden set", evidence=ev)
+        return f(PASS, f"the golden set and this corpus hold the same {len(here)} operator/dtype pairs",
+                 measured=len(here))
     parts = []
     if missing:
         parts.append(f"{len(missing)} pair(s) of this corpus are not in the golden set: {', '.join(missing)}")
     if extra:
         parts.append(f"{len(extra)} pair(s) of the golden set are not in this corpus: {', '.join(extra)}")
-    return Verdict("EQ-PRECISION", INCONCLUSIVE, "; ".join(parts) + f" (golden set {source} was recorded with "
-                   "another operator list)", measured=len(here) - len(missing), subject="golden set", evidence=ev)
-
-
-@check("EQ-PRECISION/golden-coverage", requirement="EQ-PRECISION", version=1, legacy=True,
-       derived_thresholds=True)
-def check_golden_coverage_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "golden set"
-                             ) -> Verdict:
-    """Version 1 (reports of pytest-sits 0.1): the same rule, given no thresholds.  Kept so that older reports
-    replay."""
-    return check_golden_coverage.__wrapped__(evidence, thresholds, subject)
+    return f(INCONCLUSIVE, "; ".join(parts) + f" (golden set {source} was recorded with another operator list)",
+             measured=len(here) - len(missing))
 
 
 # --------------------------------------------------------------------------
@@ -249,7 +160,7 @@ def control_state(evidence: Dict[str, Any], max_cv: float) -> Dict[str, Any]:
 
 
 @check("EQ-THROUGHPUT", version=2)
-def check_throughput(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_throughput(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """The coefficient of variation of the per-round times, with its bootstrap interval (fixed seed), against
     ``max_cv``: PASS when the interval's high end stays below; FAIL when its low end lies above it and the host
     was quiet (a fixed host workload timed before and after the rounds: its CV's high end below half of
@@ -261,7 +172,7 @@ def check_throughput(evidence: Dict[str, Any], thresholds: Dict[str, Any], subje
     import statistics
 
     if evidence.get("disabled"):
-        return Verdict("EQ-THROUGHPUT", INCONCLUSIVE, evidence["disabled"], subject=subject, evidence=evidence)
+        return f(INCONCLUSIVE, evidence["disabled"], evidence=evidence)
     samples_s = evidence["samples_s"]
     max_cv = float(thresholds["max_cv"])
     d = throughput_decision(evidence, thresholds)
@@ -270,19 +181,17 @@ def check_throughput(evidence: Dict[str, Any], thresholds: Dict[str, Any], subje
               median_s=statistics.median(samples_s), max_s=max(samples_s), cv=d["estimate"])
     text = (f"CV {interval_text(d, _pct)} over {len(samples_s)} rounds (min {min(samples_s) * 1e3:.3f} ms, median "
             f"{statistics.median(samples_s) * 1e3:.3f} ms, max {max(samples_s) * 1e3:.3f} ms)")
-    common = dict(measured=round(d["estimate"], 4), threshold=f"CV < {max_cv:.0%}", unit="CV", subject=subject,
-                  evidence=ev, method=f"{evidence.get('method')}; decided: {d['rule']}; FAIL only on a quiet host")
+    f.set(measured=round(d["estimate"], 4), threshold=f"CV < {max_cv:.0%}", unit="CV", evidence=ev,
+          method=f"{evidence.get('method')}; decided: {d['rule']}; FAIL only on a quiet host")
     if d["outcome"] == PASS_:
-        return Verdict("EQ-THROUGHPUT", PASS, text, **common)
+        return f(PASS, text)
     if d["outcome"] == FAIL_ and host["quiet"]:
-        return Verdict("EQ-THROUGHPUT", FAIL, f"{text}; the host control varied only {interval_text(host['cv'], _pct)}",
-                       **common,
-                       remediation="look for clock or power throttling (clocks-event reasons), thermal state (run "
-                                   "after THERM-*-STEADY), background work and frequency scaling on the host")
+        return f(FAIL, f"{text}; the host control varied only {interval_text(host['cv'], _pct)}",
+                 remediation="look for clock or power throttling (clocks-event reasons), thermal state (run after "
+                             "THERM-*-STEADY), background work and frequency scaling on the host")
     if d["outcome"] == FAIL_:
-        return Verdict("EQ-THROUGHPUT", INCONCLUSIVE, f"{text}; but {host['why']}: the device's fluctuation cannot be "
-                       "told from the host's", **common)
-    return Verdict("EQ-THROUGHPUT", INCONCLUSIVE, f"{text}; {undecided_text(d, _pct, 'rounds')}", **common)
+        return f(INCONCLUSIVE, f"{text}; but {host['why']}: the device's fluctuation cannot be told from the host's")
+    return f(INCONCLUSIVE, f"{text}; {undecided_text(d, _pct, 'rounds')}")
 
 
 def ratio_decisions(rows: List[Dict[str, Any]], max_ratio: Optional[float], what: str) -> List[Dict[str, Any]]:
@@ -303,24 +212,25 @@ def ratio_decisions(rows: List[Dict[str, Any]], max_ratio: Optional[float], what
 
 
 @check("EQ-LATENCY", version=2)
-def check_latency_ratio(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_latency_ratio(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """EQ-LATENCY: per operator, the latency here over the golden set's (the runs' t-interval over the stored
     figure), against ``max_ratio``; the worst decides.  evidence: ``operators`` (op, dtype, here, reference, ratio,
     samples)."""
-    return _ratio_v2("EQ-LATENCY", evidence["operators"], thresholds.get("max_ratio"), subject, "latency")
+    return _ratio_v2(f, evidence["operators"], thresholds["max_ratio"], "latency")
 
 
 @check("EQ-RESOURCE", version=2)
-def check_resource_ratio(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_resource_ratio(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """EQ-RESOURCE, on peak device memory (a count: exact); evidence as for EQ-LATENCY."""
-    return _ratio_v2("EQ-RESOURCE", evidence["operators"], thresholds.get("max_ratio"), subject, "peak device memory")
+    return _ratio_v2(f, evidence["operators"], thresholds["max_ratio"], "peak device memory")
 
 
-def _ratio_v2(req: str, rows: List[Dict[str, Any]], max_ratio: Optional[float], subject: str, what: str) -> Verdict:
+def _ratio_v2(f: Finding, rows: List[Dict[str, Any]], max_ratio: Optional[float], what: str) -> Verdict:
     rows = [r for r in rows if r.get("ratio") is not None]
     ev: Dict[str, Any] = {"operators": rows, "max_ratio": max_ratio}
+    f.set(evidence=ev)
     if not rows:
-        return Verdict(req, SKIP, f"no {what} was recorded beside a reference", subject=subject, evidence=ev)
+        return f(SKIP, f"no {what} was recorded beside a reference")
     ds = ratio_decisions(rows, max_ratio, what)
     worst = max(ds, key=lambda d: d["estimate"])
     d = combine(ds) if max_ratio is not None else worst
@@ -328,17 +238,15 @@ def _ratio_v2(req: str, rows: List[Dict[str, Any]], max_ratio: Optional[float], 
     show = lambda x: f"{x:.3g}x"  # noqa: E731
     text = (f"worst {what} ratio {interval_text(worst, show)} ({worst['op']} {worst['dtype']}) over {len(rows)} operators "
             "against the golden reference")
-    common = dict(measured=round(worst["estimate"], 3), unit="x reference", subject=subject, evidence=ev,
-                  method=f"here / the golden set's stored figure, per operator; decided: {d['rule']}")
+    f.set(measured=round(worst["estimate"], 3), unit="x reference",
+          method=f"here / the golden set's stored figure, per operator; decided: {d['rule']}")
     if max_ratio is None:
-        return Verdict(req, WARN, text + "; the profile sets no allowed ratio", threshold="none set", **common)
-    threshold = f"<= {max_ratio:g}x"
+        return f(WARN, text + "; the profile sets no allowed ratio", threshold="none set")
+    f.set(threshold=f"<= {max_ratio:g}x")
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, f"{text}; {d['op']} {d['dtype']} {interval_text(d, show)} is above {max_ratio:g}x",
-                       threshold=threshold, **common,
-                       remediation=f"profile the slow operators on this platform; check the {what} of the "
-                                   "library versions against the reference platform's")
+        return f(FAIL, f"{text}; {d['op']} {d['dtype']} {interval_text(d, show)} is above {max_ratio:g}x",
+                 remediation=f"profile the slow operators on this platform; check the {what} of the library versions "
+                             "against the reference platform's")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, text, threshold=threshold, **common)
-    return Verdict(req, INCONCLUSIVE, f"{text}; {d['op']} {d['dtype']}: {undecided_text(d, show, 'runs')}",
-                   threshold=threshold, **common)
+        return f(PASS, text)
+    return f(INCONCLUSIVE, f"{text}; {d['op']} {d['dtype']}: {undecided_text(d, show, 'runs')}")

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from ..probes.health import CLOCK_EVENT_BITS, decode_reasons
 from ..verdict import FAIL, INCONCLUSIVE, PASS, WARN, Verdict
-from . import check
+from . import Finding, check
 
 COUNT_KEYS = ("volatile_uncorrected", "aggregate_uncorrected", "volatile_corrected", "aggregate_corrected")
 
@@ -27,16 +27,15 @@ def _errors_text(evidence: Dict[str, Any], fields: List[str]) -> str:
 
 
 @check("DEP-ECC", version=2)
-def check_ecc(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_ecc(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """ECC on where the profile requires it; each error count within its limit (None: reported, not judged).
     A count over its limit fails even when the mode could not be read (version 2).
 
     evidence: ``ecc_mode_current``/``ecc_mode_pending`` (bool or None), ``counts`` {volatile|aggregate}_
     {corrected|uncorrected} (int or None), ``source``, ``errors`` (fields the probe could not read)."""
-    req = "DEP-ECC"
     counts = evidence.get("counts") or {}
-    required = bool(thresholds.get("require_enabled", True))
-    limits = {k: thresholds.get(f"max_{k}") for k in COUNT_KEYS}
+    required = bool(thresholds["require_enabled"])
+    limits = {k: thresholds[f"max_{k}"] for k in COUNT_KEYS}
     shown = ", ".join(f"{k.replace('_', ' ')} {counts.get(k) if counts.get(k) is not None else 'n/a'}"
                       for k in COUNT_KEYS)
     threshold = ("ECC enabled; " if required else "") + ", ".join(
@@ -44,31 +43,30 @@ def check_ecc(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
     measured = counts.get("volatile_uncorrected")
     mode = evidence.get("ecc_mode_current")
     pending = evidence.get("ecc_mode_pending")
-    common = dict(measured=measured, threshold=threshold, unit="errors", subject=subject, evidence=evidence,
-                  method=f"{evidence.get('source') or 'management library'}: ECC mode and total error counts")
+    f.set(measured=measured, threshold=threshold, unit="errors", evidence=evidence,
+          method=f"{evidence.get('source') or 'management library'}: ECC mode and total error counts")
     # Counted errors over a limit fail whatever else is unread: the count is the evidence.
     over = [f"{k.replace('_', ' ')} {counts[k]} > {limits[k]}" for k in COUNT_KEYS
             if limits[k] is not None and counts.get(k) is not None and counts[k] > limits[k]]
     if over:
-        return Verdict(req, FAIL, f"ECC error counts over the profile's limits: {'; '.join(over)} ({shown})",
-                       **common, remediation="drain the node; reset the GPU and watch whether the volatile count "
-                                             "returns (`nvidia-smi -q -d ECC,ROW_REMAPPER`); check DEP-ROWREMAP; an "
-                                             "uncorrectable error that recurs after a reset means an RMA")
+        return f(FAIL, f"ECC error counts over the profile's limits: {'; '.join(over)} ({shown})",
+                 remediation="drain the node; reset the GPU and watch whether the volatile count returns (`nvidia-smi "
+                             "-q -d ECC,ROW_REMAPPER`); check DEP-ROWREMAP; an uncorrectable error that recurs after "
+                             "a reset means an RMA")
     if mode is None and required:
-        return Verdict(req, INCONCLUSIVE, "the ECC mode could not be read: "
-                       + _errors_text(evidence, ["ecc_mode_current"]), **common)
+        return f(INCONCLUSIVE, "the ECC mode could not be read: " + _errors_text(evidence, ["ecc_mode_current"]))
     if mode is False and required:
         if pending:
-            return Verdict(req, FAIL, "ECC is disabled now; enabling is pending a GPU reset", **common,
-                           remediation="reset the GPU (`nvidia-smi -r -i <index>` with no process on it) or reboot "
-                                       "so the pending ECC mode takes effect")
-        return Verdict(req, FAIL, "ECC is disabled and the profile requires it", **common,
-                       remediation="enable ECC (`nvidia-smi -e 1`), then reset the GPU or reboot; the suite only "
-                                   "reads the setting")
+            return f(FAIL, "ECC is disabled now; enabling is pending a GPU reset",
+                     remediation="reset the GPU (`nvidia-smi -r -i <index>` with no process on it) or reboot so the "
+                                 "pending ECC mode takes effect")
+        return f(FAIL, "ECC is disabled and the profile requires it",
+                 remediation="enable ECC (`nvidia-smi -e 1`), then reset the GPU or reboot; the suite only reads the "
+                             "setting")
     unread = [k for k in COUNT_KEYS if limits[k] is not None and counts.get(k) is None]
     if unread and mode is not False:
-        return Verdict(req, INCONCLUSIVE, f"limited count(s) not readable: {', '.join(unread)} ("
-                       + _errors_text(evidence, [f"ecc_{k}" for k in unread]) + ")", **common)
+        return f(INCONCLUSIVE, f"limited count(s) not readable: {', '.join(unread)} ("
+                 + _errors_text(evidence, [f"ecc_{k}" for k in unread]) + ")")
     notes = []
     if mode is False:
         notes.append("ECC is disabled (the profile does not require it)")
@@ -80,22 +78,21 @@ def check_ecc(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
         notes.append("uncorrected errors, not limited by the profile: "
                      + ", ".join(f"{k.replace('_', ' ')} {counts[k]}" for k in unc))
     if notes:
-        return Verdict(req, WARN, f"{'; '.join(notes)} ({shown})", **common)
-    return Verdict(req, PASS, f"ECC {'enabled' if mode else 'state n/a'}; {shown}", **common)
+        return f(WARN, f"{'; '.join(notes)} ({shown})")
+    return f(PASS, f"ECC {'enabled' if mode else 'state n/a'}; {shown}")
 
 
 @check("DEP-ROWREMAP")
-def check_rowremap(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_rowremap(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """No pending row remap or page retirement (both need a reset), no remap failure, counts within limits.
 
     evidence: ``remapped_rows`` {correctable, uncorrectable, pending, failure} or None (pre-Ampere parts),
     ``retired_pages`` {sbe, dbe, total, pending} or None (Ampere and later remap rows instead)."""
-    req = "DEP-ROWREMAP"
     rows = evidence.get("remapped_rows")
     pages = evidence.get("retired_pages")
-    lim_unc = thresholds.get("max_uncorrectable_remaps")
-    lim_cor = thresholds.get("max_correctable_remaps")
-    lim_pages = thresholds.get("max_retired_pages")
+    lim_unc = thresholds["max_uncorrectable_remaps"]
+    lim_cor = thresholds["max_correctable_remaps"]
+    lim_pages = thresholds["max_retired_pages"]
     parts = []
     if rows:
         parts.append(f"remapped rows: {rows.get('correctable')} correctable, {rows.get('uncorrectable')} "
@@ -112,26 +109,22 @@ def check_rowremap(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
     threshold = "no pending remap or retirement, no remap failure" + "".join(
         f", {name} <= {lim}" for name, lim in (("uncorrectable remaps", lim_unc), ("correctable remaps", lim_cor),
                                                ("retired pages", lim_pages)) if lim is not None)
-    common = dict(threshold=threshold, subject=subject, evidence=dict(evidence, retired_pages_total=total_pages),
-                  method=evidence.get("source") or "management library")
+    f.set(threshold=threshold, evidence=dict(evidence, retired_pages_total=total_pages),
+          method=evidence.get("source") or "management library")
     if not rows and not pages:
-        return Verdict(req, INCONCLUSIVE, "neither remapped rows nor retired pages could be read: "
-                       + _errors_text(evidence, ["remapped_rows", "retired_pages_sbe", "retired_pages_dbe",
-                                                 "retired_pages_pending", "bad_pages"]),
-                       measured=None, **common)
-    measured = (rows or {}).get("uncorrectable") if rows else total_pages
+        return f(INCONCLUSIVE, "neither remapped rows nor retired pages could be read: "
+                 + _errors_text(evidence, ["remapped_rows", "retired_pages_sbe", "retired_pages_dbe",
+                                           "retired_pages_pending", "bad_pages"]))
+    f.set(measured=(rows or {}).get("uncorrectable") if rows else total_pages)
     reset = ("reset the GPU (`nvidia-smi -r -i <index>` with no process on it, or reboot) so the pending "
              "remap/retirement takes effect; until then the bad memory stays in use")
     if rows and rows.get("failure"):
-        return Verdict(req, FAIL, f"row remapping failed: a bank ran out of spare rows ({shown})", measured=measured,
-                       **common, remediation="drain the node and RMA the GPU: a remapping failure is not "
-                                             "recoverable in the field")
+        return f(FAIL, f"row remapping failed: a bank ran out of spare rows ({shown})",
+                 remediation="drain the node and RMA the GPU: a remapping failure is not recoverable in the field")
     if rows and rows.get("pending"):
-        return Verdict(req, FAIL, f"a row remap is pending ({shown})", measured=measured, **common,
-                       remediation=reset)
+        return f(FAIL, f"a row remap is pending ({shown})", remediation=reset)
     if pages and pages.get("pending"):
-        return Verdict(req, FAIL, f"a page retirement is pending ({shown})", measured=measured, **common,
-                       remediation=reset)
+        return f(FAIL, f"a page retirement is pending ({shown})", remediation=reset)
     over = []
     if rows and lim_unc is not None and (rows.get("uncorrectable") or 0) > lim_unc:
         over.append(f"uncorrectable remaps {rows['uncorrectable']} > {lim_unc}")
@@ -140,10 +133,10 @@ def check_rowremap(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
     if lim_pages is not None and total_pages is not None and total_pages > lim_pages:
         over.append(f"retired pages {total_pages} > {lim_pages}")
     if over:
-        return Verdict(req, FAIL, f"{'; '.join(over)} ({shown})", measured=measured, **common,
-                       remediation="drain the node; the memory has used up the spares the profile allows: RMA "
-                                   "the GPU (attach `nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT`)")
-    return Verdict(req, PASS, shown, measured=measured, **common)
+        return f(FAIL, f"{'; '.join(over)} ({shown})",
+                 remediation="drain the node; the memory has used up the spares the profile allows: RMA the GPU "
+                             "(attach `nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT`)")
+    return f(PASS, shown)
 
 
 def _share(samples: List[Dict[str, Any]], name: str) -> float:
@@ -166,17 +159,16 @@ def _fixes(faults: List[str]) -> List[str]:
 
 
 @check("DEP-THROTTLE")
-def check_throttle(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_throttle(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """Clock-event reasons sampled while the suite's load runs: the share of loaded samples in which HW
     slowdown, HW thermal, HW power brake or SW thermal slowdown was active stays within ``max_fault_share``
     (default 0); SW power cap is reported, and judged when the profile sets ``max_sw_power_cap_share``.  A
     sample with the GPU-idle reason set does not count as loaded, and an idle reading never decides.
 
     evidence: ``samples`` [{t, reasons (bitmask or None), under_load}], ``load`` (what the load did)."""
-    req = "DEP-THROTTLE"
     samples = evidence.get("samples") or []
-    max_fault = float(thresholds.get("max_fault_share", 0.0))
-    max_cap = thresholds.get("max_sw_power_cap_share")
+    max_fault = float(thresholds["max_fault_share"])
+    max_cap = thresholds["max_sw_power_cap_share"]
     valid = [s for s in samples if s.get("reasons") is not None]
     loaded = [s for s in valid if s.get("under_load") and not int(s["reasons"]) & CLOCK_EVENT_BITS["gpu_idle"]]
     threshold = (f"share of loaded samples with {', '.join(FAULT_REASONS)} <= {max_fault:g}"
@@ -185,11 +177,10 @@ def check_throttle(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
             "loaded; shares are over loaded samples")
     shares = {name: round(_share(loaded, name), 4) for name in CLOCK_EVENT_BITS} if loaded else {}
     ev = dict(evidence, loaded_samples=len(loaded), shares=shares)
-    common = dict(threshold=threshold, unit="share of samples", subject=subject, evidence=ev, method=rule)
+    f.set(threshold=threshold, unit="share of samples", evidence=ev, method=rule)
     if not valid:
         why = (evidence.get("errors") or [{}])[0].get("error") if evidence.get("errors") else None
-        return Verdict(req, INCONCLUSIVE, f"no clock-event reading ({why or 'the field is not reported'})",
-                       measured=None, **common)
+        return f(INCONCLUSIVE, f"no clock-event reading ({why or 'the field is not reported'})")
     if not loaded:
         seen = sorted({n for s in valid for n in decode_reasons(s["reasons"]) or []})
         load = evidence.get("load") or {}
@@ -197,52 +188,49 @@ def check_throttle(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
                                                          if any(s.get("under_load") for s in valid) else "no load")
         faults = [n for n in FAULT_REASONS if n in seen]
         look = (f"; {', '.join(faults)} active even without load: {'; '.join(_fixes(faults))}" if faults else "")
-        return Verdict(req, INCONCLUSIVE, f"no reading under load ({why}); idle readings showed "
-                       f"{', '.join(seen) or 'no reason'}, and an idle reading never decides{look}", measured=None,
-                       **common)
+        return f(INCONCLUSIVE, f"no reading under load ({why}); idle readings showed {', '.join(seen) or 'no reason'}, "
+                 f"and an idle reading never decides{look}")
     fault_share = sum(1 for s in loaded if any(int(s["reasons"]) & CLOCK_EVENT_BITS[n] for n in FAULT_REASONS)) \
         / len(loaded)
     ev["fault_share"] = round(fault_share, 4)
     active = ", ".join(f"{n} {shares[n]:.0%}" for n in CLOCK_EVENT_BITS if shares.get(n)) or "none"
     text = f"{len(loaded)} loaded samples; active: {active}"
+    f.set(measured=round(fault_share, 4))
     if fault_share > max_fault:
-        return Verdict(req, FAIL, f"the hardware slowed its clocks under load in {fault_share:.0%} of samples: "
-                       f"{text}", measured=round(fault_share, 4), **common,
-                       remediation="; ".join(_fixes([n for n in FAULT_REASONS if shares.get(n)])))
+        return f(FAIL, f"the hardware slowed its clocks under load in {fault_share:.0%} of samples: {text}",
+                 remediation="; ".join(_fixes([n for n in FAULT_REASONS if shares.get(n)])))
     hidden = [n for n in evidence.get("reasons_not_shown") or [] if n.lower().replace(" ", "_") in FAULT_REASONS]
     if hidden:  # a text cut before some reasons: what it does not show cannot pass
-        return Verdict(req, INCONCLUSIVE, f"{text}; but the text does not show {', '.join(hidden)} (cut), so a "
-                       "slowdown cannot be ruled out", measured=round(fault_share, 4), **common)
+        return f(INCONCLUSIVE, f"{text}; but the text does not show {', '.join(hidden)} (cut), so a slowdown cannot be "
+                 "ruled out")
     if max_cap is not None and shares.get("sw_power_cap", 0) > float(max_cap):
-        return Verdict(req, FAIL, f"SW power cap active in {shares['sw_power_cap']:.0%} of loaded samples (> "
-                       f"{float(max_cap):.0%}): {text}", measured=shares["sw_power_cap"], **common,
-                       remediation="the enforced power limit holds the clocks down: see DEP-POWERCAP and "
-                                   "`nvidia-smi -q -d POWER`")
-    return Verdict(req, PASS, text, measured=round(fault_share, 4), **common)
+        return f(FAIL, f"SW power cap active in {shares['sw_power_cap']:.0%} of loaded samples (> {float(max_cap):.0%}): "
+                 f"{text}", measured=shares["sw_power_cap"],
+                 remediation="the enforced power limit holds the clocks down: see DEP-POWERCAP and `nvidia-smi -q -d "
+                             "POWER`")
+    return f(PASS, text)
 
 
 @check("DEP-PERSIST")
-def check_persistence(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_persistence(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """Persistence mode is what the profile expects (``expected``, default on).
 
     evidence: ``persistence_mode`` (bool or None), ``errors``."""
-    req = "DEP-PERSIST"
-    want = bool(thresholds.get("expected", True))
+    want = bool(thresholds["expected"])
     got = evidence.get("persistence_mode")
     threshold = "enabled" if want else "disabled"
-    common = dict(threshold=threshold, subject=subject, evidence=evidence, method="nvmlDeviceGetPersistenceMode")
+    f.set(threshold=threshold, evidence=evidence, method="nvmlDeviceGetPersistenceMode")
     if got is None:
-        return Verdict(req, INCONCLUSIVE, "persistence mode could not be read: "
-                       + _errors_text(evidence, ["persistence_mode"]), measured=None, **common)
+        return f(INCONCLUSIVE, "persistence mode could not be read: " + _errors_text(evidence, ["persistence_mode"]))
     state = "enabled" if got else "disabled"
     if bool(got) != want:
         fix = ("run the persistence daemon: `systemctl enable --now nvidia-persistenced` (the suite only reads the "
                "setting); without it the driver tears the GPU state down whenever no client holds it, adding "
                "seconds to every start and losing clocks/ECC state" if want else
-               "stop nvidia-persistenced, or set DEP-PERSIST expected: true in the profile")
-        return Verdict(req, FAIL, f"persistence mode is {state}; the profile expects it {threshold}",
-                       measured=state, **common, remediation=fix)
-    return Verdict(req, PASS, f"persistence mode {state}", measured=state, **common)
+               f"stop nvidia-persistenced, or set {f.requirement} expected: true in the profile")
+        return f(FAIL, f"persistence mode is {state}; the profile expects it {threshold}", measured=state,
+                 remediation=fix)
+    return f(PASS, f"persistence mode {state}", measured=state)
 
 
 def _w(mw: Optional[float]) -> Optional[float]:
@@ -250,14 +238,13 @@ def _w(mw: Optional[float]) -> Optional[float]:
 
 
 @check("DEP-POWERCAP")
-def check_powercap(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_powercap(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """The enforced power limit is the profile's TDP within ``tolerance`` (read only: the suite never sets it).
 
     evidence: ``enforced_mw``, ``requested_mw``, ``default_mw``, ``constraints_mw`` [min, max]; thresholds:
     ``tdp_w`` (profile fact), ``tolerance`` (share)."""
-    req = "DEP-POWERCAP"
     tdp = thresholds.get("tdp_w")
-    tol = float(thresholds.get("tolerance", 0.03))
+    tol = float(thresholds["tolerance"])
     enforced, requested, default = (_w(evidence.get(k)) for k in ("enforced_mw", "requested_mw", "default_mw"))
     cons = evidence.get("constraints_mw") or [None, None]
     lo, hi = _w(cons[0]), _w(cons[1])
@@ -266,13 +253,14 @@ def check_powercap(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
         known.append(f"settable {lo}-{hi} W")
     shown = f"enforced {enforced} W" + (f" ({', '.join(known)})" if known else "")
     threshold = f">= {tdp} W × (1 - {tol:g})" if tdp else "the profile's TDP"
-    common = dict(threshold=threshold, unit="W", subject=subject, evidence=evidence,
-                  method="nvmlDeviceGetEnforcedPowerLimit against the profile's hardware.tdp_w")
+    f.set(threshold=threshold, unit="W", evidence=evidence,
+          method="nvmlDeviceGetEnforcedPowerLimit against the profile's hardware.tdp_w")
     if enforced is None:
-        return Verdict(req, INCONCLUSIVE, "the enforced power limit could not be read: "
-                       + _errors_text(evidence, ["power_limit_enforced_mw"]), measured=None, **common)
+        return f(INCONCLUSIVE, "the enforced power limit could not be read: "
+                 + _errors_text(evidence, ["power_limit_enforced_mw"]))
+    f.set(measured=enforced)
     if not tdp:
-        return Verdict(req, WARN, f"the profile gives no TDP to compare with; {shown}", measured=enforced, **common)
+        return f(WARN, f"the profile gives no TDP to compare with; {shown}")
     if enforced < tdp * (1 - tol):
         if requested is not None and default is not None and requested < default * (1 - tol):
             why = f"someone lowered the limit to {requested} W (default {default} W)"
@@ -283,12 +271,10 @@ def check_powercap(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
         else:
             why = "an external cap is in force (BMC or chassis power capping, or a module limit)"
             fix = "check the BMC/chassis power policy (Redfish PowerControl, `ipmitool dcmi power get_limit`)"
-        return Verdict(req, FAIL, f"enforced limit {enforced} W is below the profile's TDP {tdp} W: {why}; {shown}",
-                       measured=enforced, **common, remediation=fix)
+        return f(FAIL, f"enforced limit {enforced} W is below the profile's TDP {tdp} W: {why}; {shown}", remediation=fix)
     if enforced > tdp * (1 + tol):
-        return Verdict(req, WARN, f"enforced limit {enforced} W is above the profile's TDP {tdp} W; {shown}",
-                       measured=enforced, **common)
-    return Verdict(req, PASS, shown, measured=enforced, **common)
+        return f(WARN, f"enforced limit {enforced} W is above the profile's TDP {tdp} W; {shown}")
+    return f(PASS, shown)
 
 
 def _delta(before: Optional[Dict[str, Any]], after: Optional[Dict[str, Any]], key: str) -> Optional[int]:
@@ -298,31 +284,30 @@ def _delta(before: Optional[Dict[str, Any]], after: Optional[Dict[str, Any]], ke
 
 
 @check("DEP-PCIE-ERRORS")
-def check_pcie_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_pcie_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """No new fatal or non-fatal AER errors and no new PCIe replays during the run (limits from the profile);
     errors counted since boot are reported, and make the verdict WARN.
 
     evidence: ``aer_before``/``aer_after`` (totals per kind, or None with ``aer_reason``), ``replay_before``/
     ``replay_after`` (NVML replay counter, or None with ``replay_reason``), ``window_s``."""
-    req = "DEP-PCIE-ERRORS"
     if evidence.get("aer_log") is not None:
-        return _pcie_errors_in_log(evidence, thresholds, subject)
+        return _pcie_errors_in_log(evidence, thresholds, f)
     before, after = evidence.get("aer_before"), evidence.get("aer_after")
-    limits = {"fatal": thresholds.get("max_new_fatal", 0), "nonfatal": thresholds.get("max_new_nonfatal", 0),
-              "correctable": thresholds.get("max_new_correctable")}
-    max_replays = thresholds.get("max_new_replays", 0)
+    limits = {"fatal": thresholds["max_new_fatal"], "nonfatal": thresholds["max_new_nonfatal"],
+              "correctable": thresholds["max_new_correctable"]}
+    max_replays = thresholds["max_new_replays"]
     new = {k: _delta(before, after, k) for k in limits}
     rb, ra = evidence.get("replay_before"), evidence.get("replay_after")
     new_replays = ra - rb if ra is not None and rb is not None else None
     ev = dict(evidence, new_aer=new, new_replays=new_replays)
     threshold = ", ".join([f"new {k} <= {v}" for k, v in limits.items() if v is not None]
                           + ([f"new replays <= {max_replays}"] if max_replays is not None else []))
-    common = dict(threshold=threshold, unit="errors", subject=subject, evidence=ev,
-                  method=f"AER counters (sysfs) and the NVML replay counter before and after a "
-                         f"{evidence.get('window_s', '?')} s loaded window")
+    f.set(threshold=threshold, unit="errors", evidence=ev,
+          method=f"AER counters (sysfs) and the NVML replay counter before and after a {evidence.get('window_s', '?')} "
+                 "s loaded window")
     if all(v is None for v in new.values()) and new_replays is None:
-        return Verdict(req, INCONCLUSIVE, f"no PCIe error counter readable: AER: {evidence.get('aer_reason')}; "
-                       f"replay counter: {evidence.get('replay_reason')}", measured=None, **common)
+        return f(INCONCLUSIVE, f"no PCIe error counter readable: AER: {evidence.get('aer_reason')}; replay counter: "
+                 f"{evidence.get('replay_reason')}")
     shown = ", ".join(f"{k} +{v}" for k, v in new.items() if v is not None)
     shown += (", " if shown else "") + (f"replays +{new_replays}" if new_replays is not None else "replays n/a")
     over = [f"{k} +{new[k]} > {lim}" for k, lim in limits.items() if lim is not None and new[k] is not None
@@ -330,11 +315,11 @@ def check_pcie_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], subj
     if max_replays is not None and new_replays is not None and new_replays > max_replays:
         over.append(f"replays +{new_replays} > {max_replays}")
     if over:
-        return Verdict(req, FAIL, f"PCIe errors during the run: {'; '.join(over)} (new: {shown})",
-                       measured=sum(v for v in new.values() if v) + (new_replays or 0), **common,
-                       remediation="reseat the card and its riser/retimer cables, check the slot's signal integrity "
-                                   "settings in the BIOS; `lspci -vvv -s <bdf>` shows the AER status, and the "
-                                   "kernel log names the failing TLPs")
+        return f(FAIL, f"PCIe errors during the run: {'; '.join(over)} (new: {shown})",
+                 measured=sum(v for v in new.values() if v) + (new_replays or 0),
+                 remediation="reseat the card and its riser/retimer cables, check the slot's signal integrity settings "
+                             "in the BIOS; `lspci -vvv -s <bdf>` shows the AER status, and the kernel log names the "
+                             "failing TLPs")
     since_boot = after or before or {}
     serious = {k: since_boot.get(k) for k in ("fatal", "nonfatal") if since_boot.get(k)}
     missing = [] if after else [f"AER ({evidence.get('aer_reason')})"]
@@ -342,39 +327,38 @@ def check_pcie_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], subj
         missing.append(f"replays ({evidence.get('replay_reason')})")
     tail = f"; not read: {', '.join(missing)}" if missing else ""
     if serious:
-        return Verdict(req, WARN, f"no new errors during the run (new: {shown}), but since boot: "
-                       + ", ".join(f"{k} {v}" for k, v in serious.items()) + tail, measured=0, **common)
-    return Verdict(req, PASS, f"no PCIe errors during the run (new: {shown}){tail}", measured=0, **common)
+        return f(WARN, f"no new errors during the run (new: {shown}), but since boot: "
+                 + ", ".join(f"{k} {v}" for k, v in serious.items()) + tail, measured=0)
+    return f(PASS, f"no PCIe errors during the run (new: {shown}){tail}", measured=0)
 
 
-def _pcie_errors_in_log(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str) -> Verdict:
+def _pcie_errors_in_log(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """DEP-PCIE-ERRORS on a submitted kernel log: the AER errors its lines record for the device are the errors
     of the period it covers, held to the same limits; the replay counter is one reading (since the GPU's reset)
     and is reported, not judged."""
-    req = "DEP-PCIE-ERRORS"
+    subject = f.subject
     log = evidence["aer_log"]
     counts = log.get("counts") or {}
-    limits = {"fatal": thresholds.get("max_new_fatal", 0), "nonfatal": thresholds.get("max_new_nonfatal", 0),
-              "correctable": thresholds.get("max_new_correctable")}
+    limits = {"fatal": thresholds["max_new_fatal"], "nonfatal": thresholds["max_new_nonfatal"],
+              "correctable": thresholds["max_new_correctable"]}
     threshold = ", ".join(f"{k} <= {v}" for k, v in limits.items() if v is not None) + " in the log"
     files = ", ".join(log.get("files") or [])
     replay = evidence.get("replay_reading")
     tail = f"; replay counter {replay} since the GPU's reset (one reading, not judged)" if replay is not None else ""
-    common = dict(threshold=threshold, unit="errors", subject=subject, evidence=evidence,
-                  method=f"AER lines (PCIe Bus Error / error received) naming the device in the submitted kernel log "
-                         f"({files}, {log.get('records')} lines)")
+    f.set(threshold=threshold, unit="errors", evidence=evidence,
+          method=f"AER lines (PCIe Bus Error / error received) naming the device in the submitted kernel log ({files}, "
+                 f"{log.get('records')} lines)")
     shown = ", ".join(f"{k} {counts.get(k, 0)}" for k in ("fatal", "nonfatal", "correctable"))
     over = [f"{k} {counts.get(k, 0)} > {lim}" for k, lim in limits.items() if lim is not None
             and counts.get(k, 0) > lim]
     if over:
         first = (log.get("lines") or [""])[0][:160]
-        return Verdict(req, FAIL, f"the submitted kernel log records PCIe errors of {subject}: {'; '.join(over)} "
-                       f"({shown}; first: {first}){tail}", measured=sum(counts.values()), **common,
-                       remediation="reseat the card and its riser/retimer cables, check the slot's signal integrity "
-                                   "settings in the BIOS; the log's lines name the failing TLPs (`lspci -vvv -s "
-                                   f"{subject}` shows the AER status)")
-    return Verdict(req, PASS, f"no fatal or non-fatal AER error of {subject} in the submitted kernel log ({shown})"
-                   f"{tail}", measured=0, **common)
+        return f(FAIL, f"the submitted kernel log records PCIe errors of {subject}: {'; '.join(over)} ({shown}; first: "
+                 f"{first}){tail}", measured=sum(counts.values()),
+                 remediation="reseat the card and its riser/retimer cables, check the slot's signal integrity settings "
+                             f"in the BIOS; the log's lines name the failing TLPs (`lspci -vvv -s {subject}` shows the "
+                             "AER status)")
+    return f(PASS, f"no fatal or non-fatal AER error of {subject} in the submitted kernel log ({shown}){tail}", measured=0)
 
 
 XID_HINTS = {
@@ -392,45 +376,41 @@ XID_HINTS = {
 
 
 @check("DEP-XID")
-def check_xid(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_xid(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """No critical XID during the run (NVML events while the load ran); the kernel log's history since boot is
     reported (WARN on a critical XID there, FAIL when the profile says ``fail_on_history``).  Either source
     alone can pass the run: the kernel log since boot also covers the run.
 
     evidence: ``watch`` {source, reason, events [{xid}]}; ``history`` {readable, source, reason, xids [{xid}]}."""
-    req = "DEP-XID"
-    critical = set(int(x) for x in thresholds.get("critical_xids", []))
-    limit = int(thresholds.get("max_critical_events", 0))
+    critical = set(int(x) for x in thresholds["critical_xids"])
+    limit = int(thresholds["max_critical_events"])
     watch = evidence.get("watch") or {}
     hist = evidence.get("history") or {}
     events = watch.get("events") if watch.get("source") else None
     hist_xids = hist.get("xids") if hist.get("readable") else None
     threshold = f"<= {limit} critical XID(s) during the run (critical: {', '.join(map(str, sorted(critical)))})"
-    common = dict(threshold=threshold, unit="events", subject=subject, evidence=evidence,
-                  method=f"{watch.get('source') or 'no event watch'}; kernel log: {hist.get('source') or 'unreadable'}")
+    f.set(threshold=threshold, unit="events", evidence=evidence,
+          method=f"{watch.get('source') or 'no event watch'}; kernel log: {hist.get('source') or 'unreadable'}")
     if events is None and hist_xids is None:
-        return Verdict(req, INCONCLUSIVE, f"no XID source: event watch: {watch.get('reason')}; kernel log: "
-                       f"{hist.get('reason')}", measured=None, **common)
+        return f(INCONCLUSIVE, f"no XID source: event watch: {watch.get('reason')}; kernel log: {hist.get('reason')}")
     period = watch.get("period") or "during the run"  # submitted evidence: the period its kernel log covers
     during = [e for e in events or [] if int(e["xid"]) in critical]
     if len(during) > limit:
         xids = sorted({int(e["xid"]) for e in during})
         hint = "; ".join(XID_HINTS.get(x, f"XID {x}: see NVIDIA's XID catalogue") for x in xids)
         first = f" (first: {str(during[0]['line'])[:160]})" if during[0].get("line") else ""
-        return Verdict(req, FAIL, f"{len(during)} critical XID event(s) {period}: "
-                       f"{', '.join(f'XID {x}' for x in xids)}{first}", measured=len(during), **common,
-                       remediation=hint)
+        return f(FAIL, f"{len(during)} critical XID event(s) {period}: {', '.join(f'XID {x}' for x in xids)}{first}",
+                 measured=len(during), remediation=hint)
     past = [x for x in hist_xids or [] if int(x["xid"]) in critical]
     other = sorted({int(e["xid"]) for e in events or [] if int(e["xid"]) not in critical})
     if past:
         xids = sorted({int(x["xid"]) for x in past})
         text = (f"no critical XID during the run, but the kernel log since boot holds {len(past)}: "
                 f"{', '.join(f'XID {x}' for x in xids)} (first: {past[0].get('line', '')[:160]})")
-        if thresholds.get("fail_on_history"):
-            return Verdict(req, FAIL, text, measured=len(past), **common,
-                           remediation="; ".join(XID_HINTS.get(x, f"XID {x}: see NVIDIA's XID catalogue")
-                                                 for x in xids))
-        return Verdict(req, WARN, text, measured=0, **common)
+        if thresholds["fail_on_history"]:
+            return f(FAIL, text, measured=len(past),
+                     remediation="; ".join(XID_HINTS.get(x, f"XID {x}: see NVIDIA's XID catalogue") for x in xids))
+        return f(WARN, text, measured=0)
     sources = []
     if events is not None and watch.get("period"):
         sources.append(f"{len(events)} XID line(s) for this device {period}")
@@ -443,67 +423,8 @@ def check_xid(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
     elif not watch.get("period"):  # a submitted log is the watch itself
         sources.append(f"kernel log unreadable ({hist.get('reason')})")
     if other:
-        return Verdict(req, WARN, f"non-critical XID(s) {period}: {', '.join(map(str, other))}; "
-                       + "; ".join(sources), measured=0, **common)
-    return Verdict(req, PASS, "no critical XID: " + "; ".join(sources), measured=0, **common)
-
-
-@check("DEP-ECC", version=1, legacy=True)
-def check_ecc_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1 (reports of pytest-sits 0.1), kept so that they replay.
-
-    ECC on where the profile requires it; each error count within its limit (None: reported, not judged).
-
-    evidence: ``ecc_mode_current``/``ecc_mode_pending`` (bool or None), ``counts`` {volatile|aggregate}_
-    {corrected|uncorrected} (int or None), ``source``, ``errors`` (fields the probe could not read)."""
-    req = "DEP-ECC"
-    counts = evidence.get("counts") or {}
-    required = bool(thresholds.get("require_enabled", True))
-    limits = {k: thresholds.get(f"max_{k}") for k in COUNT_KEYS}
-    shown = ", ".join(f"{k.replace('_', ' ')} {counts.get(k) if counts.get(k) is not None else 'n/a'}"
-                      for k in COUNT_KEYS)
-    threshold = ("ECC enabled; " if required else "") + ", ".join(
-        f"{k.replace('_', ' ')} <= {limits[k]}" for k in COUNT_KEYS if limits[k] is not None)
-    measured = counts.get("volatile_uncorrected")
-    mode = evidence.get("ecc_mode_current")
-    pending = evidence.get("ecc_mode_pending")
-    common = dict(measured=measured, threshold=threshold, unit="errors", subject=subject, evidence=evidence,
-                  method=f"{evidence.get('source') or 'management library'}: ECC mode and total error counts")
-    if mode is None and required:
-        return Verdict(req, INCONCLUSIVE, "the ECC mode could not be read: "
-                       + _errors_text(evidence, ["ecc_mode_current"]), **common)
-    if mode is False and required:
-        if pending:
-            return Verdict(req, FAIL, "ECC is disabled now; enabling is pending a GPU reset", **common,
-                           remediation="reset the GPU (`nvidia-smi -r -i <index>` with no process on it) or reboot "
-                                       "so the pending ECC mode takes effect")
-        return Verdict(req, FAIL, "ECC is disabled and the profile requires it", **common,
-                       remediation="enable ECC (`nvidia-smi -e 1`), then reset the GPU or reboot; the suite only "
-                                   "reads the setting")
-    over = [f"{k.replace('_', ' ')} {counts[k]} > {limits[k]}" for k in COUNT_KEYS
-            if limits[k] is not None and counts.get(k) is not None and counts[k] > limits[k]]
-    if over:
-        return Verdict(req, FAIL, f"ECC error counts over the profile's limits: {'; '.join(over)} ({shown})",
-                       **common, remediation="drain the node; reset the GPU and watch whether the volatile count "
-                                             "returns (`nvidia-smi -q -d ECC,ROW_REMAPPER`); check DEP-ROWREMAP; an "
-                                             "uncorrectable error that recurs after a reset means an RMA")
-    unread = [k for k in COUNT_KEYS if limits[k] is not None and counts.get(k) is None]
-    if unread and mode is not False:
-        return Verdict(req, INCONCLUSIVE, f"limited count(s) not readable: {', '.join(unread)} ("
-                       + _errors_text(evidence, [f"ecc_{k}" for k in unread]) + ")", **common)
-    notes = []
-    if mode is False:
-        notes.append("ECC is disabled (the profile does not require it)")
-    if pending is not None and mode is not None and pending != mode:
-        notes.append(f"ECC mode change pending a reset ({'on' if pending else 'off'} after reset)")
-    unc = [k for k in ("volatile_uncorrected", "aggregate_uncorrected")
-           if limits[k] is None and (counts.get(k) or 0) > 0]
-    if unc:
-        notes.append("uncorrected errors, not limited by the profile: "
-                     + ", ".join(f"{k.replace('_', ' ')} {counts[k]}" for k in unc))
-    if notes:
-        return Verdict(req, WARN, f"{'; '.join(notes)} ({shown})", **common)
-    return Verdict(req, PASS, f"ECC {'enabled' if mode else 'state n/a'}; {shown}", **common)
+        return f(WARN, f"non-critical XID(s) {period}: {', '.join(map(str, other))}; " + "; ".join(sources), measured=0)
+    return f(PASS, "no critical XID: " + "; ".join(sources), measured=0)
 
 
 #: The NVLink counters DEP-NVLINK-ERRORS judges, each against its threshold key: CRC errors of flits and of data
@@ -517,20 +438,20 @@ def _nvlink_totals(reading: Optional[Dict[str, Any]]) -> Dict[str, Dict[str, Opt
     for link, counters in ((reading or {}).get("links") or {}).items():
         row: Dict[str, Optional[int]] = {}
         for name, parts in NVLINK_JUDGED.items():
-            got = [counters.get(p) for p in parts if isinstance(counters, dict) and counters.get(p) is not None]
-            row[name] = sum(int(g) for g in got) if got else None
+            got = [int(c) for c in (counters.get(p) for p in parts if isinstance(counters, dict)) if c is not None]
+            row[name] = sum(got) if got else None
         out[str(link)] = row
     return out
 
 
-def _nvlink_shown(per_link: Dict[str, Dict[str, Optional[int]]]) -> str:
-    nonzero = [f"link {k}: " + ", ".join(f"{n} {v}" for n, v in row.items() if v) for k, row in per_link.items()
-               if any(row.values())]
+def _nvlink_shown(per_link: Dict[str, Dict[str, Optional[int]]], sign: str = "") -> str:
+    nonzero = [f"link {k}: " + ", ".join(f"{n} {sign}{v}" for n, v in row.items() if v)
+               for k, row in per_link.items() if any(row.values())]
     return "; ".join(nonzero[:6]) + ("; ..." if len(nonzero) > 6 else "") if nonzero else "every count 0"
 
 
 @check("DEP-NVLINK-ERRORS")
-def check_nvlink_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_nvlink_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """No NVLink CRC, replay or recovery error counter grows during the health window.
 
     evidence: ``before`` and ``after`` ({links: {link: {replay, recovery, crc_flit, crc_data}}}) around the
@@ -539,49 +460,46 @@ def check_nvlink_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], su
     limits = {name: thresholds[f"max_new_{name}"] for name in NVLINK_JUDGED}
     judged = {n: lim for n, lim in limits.items() if lim is not None}
     threshold = ", ".join(f"new {n} <= {lim}" for n, lim in judged.items()) or "reported, not judged"
+    source = evidence.get("source")
     if "reading" in evidence:
         now = _nvlink_totals(evidence["reading"])
-        rule = ("one reading: counts since the counters were last reset; all zero shows that none grew, any count "
-                "cannot tell when it grew")
         total = {n: sum(r[n] or 0 for r in now.values()) for n in judged}
+        f.set(threshold=threshold, unit="errors", evidence=dict(evidence, per_link=now, totals=total),
+              measured=sum(total.values()),
+              method="one reading: counts since the counters were last reset; all zero shows that none grew, any "
+                     "count cannot tell when it grew")
         unread = [n for n in judged if all(r[n] is None for r in now.values())]
-        common = dict(threshold=threshold, unit="errors", evidence=dict(evidence, per_link=now, totals=total),
-                      method=rule)
         if unread:
-            return Verdict("DEP-NVLINK-ERRORS", INCONCLUSIVE, f"{', '.join(unread)} counters are not in {evidence.get('source')}; "
-                           f"{_nvlink_shown(now)}", **common)
+            return f(INCONCLUSIVE, f"{', '.join(unread)} counters are not in {source}; {_nvlink_shown(now)}")
         if any(total.values()):
-            return Verdict("DEP-NVLINK-ERRORS", INCONCLUSIVE, f"{_nvlink_shown(now)} since the counters were last reset "
-                           f"({evidence.get('source')}): one reading cannot tell whether they grew during the run; "
-                           "submit `nvidia-smi nvlink -e` captured before and after a load (or reset the counters "
-                           "with `nvidia-smi nvlink -r`, run, and capture again)", measured=sum(total.values()), **common)
+            return f(INCONCLUSIVE, f"{_nvlink_shown(now)} since the counters were last reset ({source}): one reading "
+                     "cannot tell whether they grew during the run; submit `nvidia-smi nvlink -e` captured before "
+                     "and after a load (or reset the counters with `nvidia-smi nvlink -r`, run, and capture again)")
         if evidence["reading"].get("cut"):
-            return Verdict("DEP-NVLINK-ERRORS", INCONCLUSIVE, f"{evidence.get('source')} was elided: the links it hides "
-                           f"are not known (the {len(now)} shown: {_nvlink_shown(now)})", measured=sum(total.values()), **common)
-        return Verdict("DEP-NVLINK-ERRORS", PASS, f"{len(now)} active link(s), every judged counter 0 since the last reset "
-                       f"({evidence.get('source')})", measured=sum(total.values()), **common)
+            return f(INCONCLUSIVE, f"{source} was elided: the links it hides are not known (the {len(now)} shown: "
+                     f"{_nvlink_shown(now)})")
+        return f(PASS, f"{len(now)} active link(s), every judged counter 0 since the last reset ({source})")
     before, after = _nvlink_totals(evidence.get("before")), _nvlink_totals(evidence.get("after"))
     new: Dict[str, Dict[str, Optional[int]]] = {}
     for link, row in after.items():
         was = before.get(link) or {}
-        new[link] = {n: (v - was[n]) if v is not None and was.get(n) is not None else None for n, v in row.items()}
+        new[link] = {}
+        for n, v in row.items():
+            w = was.get(n)
+            new[link][n] = v - w if v is not None and w is not None else None
     totals = {n: sum(r[n] or 0 for r in new.values()) for n in NVLINK_JUDGED}
-    unread = [n for n in judged if all(r[n] is None for r in new.values())]
-    rule = "each active link's counters read before and after the health window's load; growth is judged"
-    common = dict(threshold=threshold, unit="errors", evidence=dict(evidence, new_per_link=new, new_totals=totals),
-                  method=rule)
+    f.set(threshold=threshold, unit="errors", evidence=dict(evidence, new_per_link=new, new_totals=totals),
+          measured=sum(totals[n] for n in judged),
+          method="each active link's counters read before and after the health window's load; growth is judged")
     over = [f"{n} +{totals[n]} (> {lim})" for n, lim in judged.items() if totals[n] > lim]
     if over:
-        links = [f"link {k}: " + ", ".join(f"{n} +{v}" for n, v in row.items() if v) for k, row in new.items()
-                 if any(v for v in row.values())]
-        return Verdict("DEP-NVLINK-ERRORS", FAIL, f"NVLink errors during the health window: {'; '.join(over)} ({'; '.join(links[:6])})",
-                       measured=sum(totals[n] for n in judged),
-                       remediation="inspect the NVLink path of the named links (baseboard, NVSwitch, "
-                       "bridge): `nvidia-smi nvlink -e` and `dcgmi diag -r 3`; growing recovery errors, or CRC errors "
-                       "that persist after a reseat, warrant an RMA", **common)
+        return f(FAIL, f"NVLink errors during the health window: {'; '.join(over)} ({_nvlink_shown(new, '+')})",
+                 remediation="inspect the NVLink path of the named links (baseboard, NVSwitch, bridge): "
+                             "`nvidia-smi nvlink -e` and `dcgmi diag -r 3`; growing recovery errors, or CRC errors "
+                             "that persist after a reseat, warrant an RMA")
+    unread = [n for n in judged if all(r[n] is None for r in new.values())]
     if unread:
-        return Verdict("DEP-NVLINK-ERRORS", INCONCLUSIVE, f"{', '.join(unread)} counters not readable on this device "
-                       f"({'; '.join(((evidence.get('after') or {}).get('unread') or [])[:3])})", measured=sum(totals[n] for n in judged),
-                       **common)
-    return Verdict("DEP-NVLINK-ERRORS", PASS, f"{len(new)} active link(s): no judged counter grew "
-                   f"(new: {', '.join(f'{n} {v}' for n, v in totals.items())})", measured=sum(totals[n] for n in judged), **common)
+        why = "; ".join(((evidence.get("after") or {}).get("unread") or [])[:3])
+        return f(INCONCLUSIVE, f"{', '.join(unread)} counters not readable on this device ({why})")
+    return f(PASS, f"{len(new)} active link(s): no judged counter grew "
+             f"(new: {', '.join(f'{n} {v}' for n, v in totals.items())})")

@@ -12,7 +12,7 @@ import math
 
 from typing import Any, Dict, List, Optional
 
-from . import check
+from . import Finding, check
 from .interval import (AT_LEAST, AT_MOST, FAIL_, PASS_, RUNS_METHOD, UNDECIDED, batch_means, combine, decide,
                        describe, exact, level, mean_interval, percentile_decision, proportion_interval, rate_interval,
                        rule_text, undecided_text)
@@ -61,184 +61,13 @@ def _sim(ev: Dict[str, Any]) -> str:
 # --------------------------------------------------------------------------
 
 
-@check("PLP-SAMPLE", version=1, legacy=True)
-def check_sample_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
-    """Version 1, kept so that older reports replay: the largest P99 skew, no interval."""
-    req = "PLP-SAMPLE"
-    period = float(ev["period_ms"])
-    limit = float(th.get("max_skew_periods", 1.0)) * period
-    threshold = f"skew <= {th.get('max_skew_periods', 1.0):g} period(s) = {limit:g} ms"
-    method = ("per power source: P99 over the records of |sensor timestamp (or read time) - the record's tick|; "
-              "the latency and ρ parts of a record refer to the tick itself. " + ev.get("statement", ""))
-    srcs = ev["sources"]
-    judged = {n: s for n, s in srcs.items() if s.get("fast", True) and n in ev.get("primary_power", srcs)}
-    slow = sorted(n for n, s in srcs.items() if not s.get("fast", True))
-    note = f"; slow source(s) {', '.join(slow)} reported, not judged (a BMC updates about once a second)" if slow else ""
-    if not judged:
-        return Verdict(req, SKIP, "no fast power source to judge" + note, threshold=threshold, evidence=ev,
-                       method=method)
-    if ev.get("ticks") and ev.get("overruns", 0) / (ev["ticks"] + ev["overruns"]) > MAX_OVERRUN_SHARE:
-        share = ev["overruns"] / (ev["ticks"] + ev["overruns"])
-        return Verdict(req, INCONCLUSIVE, f"the sampler missed {share:.1%} of its {period:g} ms ticks: the machine "
-                       "was too loaded to sample at this period", threshold=threshold, evidence=ev, method=method)
-    for name, s in judged.items():
-        if s["readings"] and s["failed"] == s["readings"]:
-            return Verdict(req, INCONCLUSIVE, f"{name}: every one of {s['readings']} readings failed; the skew "
-                           "cannot be measured", threshold=threshold, evidence=ev, method=method)
-        if s["readings"] and s["failed"] / s["readings"] > MAX_FAILED_READ_SHARE:
-            return Verdict(req, INCONCLUSIVE, f"{name}: {s['failed']} of {s['readings']} readings failed "
-                           f"({s['failed'] / s['readings']:.1%}): the sensor dropped out", threshold=threshold,
-                           evidence=ev, method=method)
-    worst_name = max(judged, key=lambda n: judged[n]["p99_ms"] or 0.0)
-    worst = judged[worst_name]["p99_ms"] or 0.0
-    text = ", ".join(f"{n} P99 {s['p99_ms']:g} ms (max {s['max_ms']:g})" for n, s in sorted(judged.items()))
-    unstamped = sorted(n for n, s in judged.items() if not s.get("sensor_stamped"))
-    if unstamped:
-        note += (f"; {', '.join(unstamped)} give(s) no timestamp of their own: skew measured from the read, the "
-                 "value's own age is the sensor's update interval")
-    if worst > limit:
-        return Verdict(req, FAIL, f"{worst_name}: skew P99 {worst:g} ms exceeds {limit:g} ms ({text}){_sim(ev)}{note}",
-                       measured=worst, threshold=threshold, unit="ms", evidence=ev, method=method,
-                       remediation="read the sensor's instantaneous field (NVML_FI_DEV_POWER_INSTANT, not the 1 s "
-                                   "average) or a faster counter; a lagging sensor cannot be joined with 10 ms "
-                                   "latency and load windows")
-    return Verdict(req, PASS, f"skew within {limit:g} ms: {text}{_sim(ev)}{note}", measured=worst,
-                   threshold=threshold, unit="ms", evidence=ev, method=method)
-
-
-@check("PLP-PPL", version=1, legacy=True)
-def check_ppl_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
-    """Version 1, kept so that older reports replay."""
-    req = "PLP-PPL"
-    want = float(th.get("window_ms", 10))
-    got = float(ev["window_ms"])
-    threshold = f"ρ over sliding {want:g} ms windows, against the theoretical peak"
-    method = ev.get("rho_rule")
-    peak = ev["peak"]
-    pts = [p for p in ev["points"] if p.get("rho") is not None]
-    if abs(got - want) > 0.01 * want:
-        return Verdict(req, FAIL, f"ρ was measured over {got:g} ms windows; the requirement asks {want:g} ms",
-                       measured=got, threshold=threshold, unit="ms", evidence=ev, method=method,
-                       remediation=f"measure again with PLP-PPL.window_ms = {want:g}")
-    if not pts or not peak.get("flops_per_s"):
-        return Verdict(req, INCONCLUSIVE, f"no ρ could be computed ({peak.get('source')})", threshold=threshold,
-                       evidence=ev, method=method)
-    top = max(pts, key=lambda p: p.get("rho_max") or 0.0)
-    rho_max, rho_p99 = top.get("rho_max") or 0.0, top.get("rho_p99") or 0.0
-    steps = sorted(p["step_ms_p50"] for p in pts if p.get("step_ms_p50") is not None)
-    summary = ", ".join(f"{p['target_qps']:.4g} QPS: ρ {p['rho']:.3g} (P99 {p['rho_p99']:.3g})" for p in pts)
-    derived = dict(ev, derived={"rho_max": rho_max, "rho_p99_at_highest_load": rho_p99})
-    if peak.get("theoretical") and rho_max > 1 + RHO_TOLERANCE:
-        return Verdict(req, FAIL, f"a {got:g} ms window did {rho_max:.2f}x the theoretical peak of "
-                       f"{peak['flops_per_s'] / 1e12:.4g} TFLOP/s ({peak['source']}): the peak or the work count is "
-                       f"wrong{_sim(ev)}", measured=rho_max, threshold=threshold, evidence=derived, method=method,
-                       remediation="check the profile's peak (PLP-PPL.peak_tflops or hardware.fp16_dense_tflops, "
-                                   "for the model's dtype) and the FLOPs counted per step")
-    if steps and steps[len(steps) // 2] > got:
-        return Verdict(req, INCONCLUSIVE, f"the engine's steps last {steps[len(steps) // 2]:.3g} ms (median), longer "
-                       f"than the {got:g} ms window: the window cannot resolve the load", measured=rho_p99,
-                       threshold=threshold, evidence=derived, method=method)
-    if not peak.get("theoretical"):
-        return Verdict(req, WARN, f"ρ measured over {got:g} ms windows ({summary}), but against the measured maximum "
-                       f"({peak['flops_per_s'] / 1e9:.4g} GFLOP/s): the profile states no theoretical peak for this "
-                       f"device; set PLP-PPL.peak_tflops{_sim(ev)}", measured=rho_p99, threshold=threshold,
-                       evidence=derived, method=method)
-    return Verdict(req, PASS, f"ρ over {got:g} ms windows against {peak['flops_per_s'] / 1e12:.4g} TFLOP/s "
-                   f"({peak['source']}): {summary}; highest window {rho_max:.3g}{_sim(ev)}", measured=rho_p99,
-                   threshold=threshold, evidence=derived, method=method)
-
-
-@check("PLP-POWER", version=1, legacy=True)
-def check_power_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
-    """Version 1, kept so that older reports replay: the largest point power, no interval."""
-    req = "PLP-POWER"
-    at = float(th.get("at_load_max", 0.85))
-    ceiling = th.get("max_power_w")
-    threshold = f"P <= {ceiling:g} W at ρ <= {at:g}" if ceiling is not None else f"no ceiling set (ρ <= {at:g})"
-    method = "P of a point = energy counter difference / time over the point's run (the primary sources' sum)"
-    points = ev["sweep"]
-    if not any(p.get("power_w") is not None for p in points):
-        if ev.get("primary_power"):  # a sensor was there and never gave a valid reading: not an absence
-            return Verdict(req, INCONCLUSIVE, f"the power sensor(s) {', '.join(ev['primary_power'])} gave no valid "
-                           "reading at any sweep point", threshold=threshold, evidence=ev, method=method)
-        return Verdict(req, SKIP, ev.get("power_reason") or "no power reading at any sweep point",
-                       threshold=threshold, evidence=ev, method=method)
-    judged = _judged(points, at)
-    if not judged:
-        lo = min((p["rho"] for p in points if p.get("rho") is not None), default=None)
-        return Verdict(req, INCONCLUSIVE, f"no sweep point had ρ <= {at:g} (lowest {lo}); nothing to judge",
-                       threshold=threshold, evidence=ev, method=method)
-    for p in judged:
-        reads = (p.get("power_valid_reads") or 0) + (p.get("power_failed_reads") or 0)
-        if p.get("power_w") is None or (reads and p.get("power_failed_reads", 0) / reads > MAX_FAILED_READ_SHARE):
-            return Verdict(req, INCONCLUSIVE, f"at {p['target_qps']:.4g} QPS the power sensor failed "
-                           f"{p.get('power_failed_reads', 0)} of {reads} readings: power is not decided",
-                           threshold=threshold, evidence=ev, method=method)
-    worst = max(judged, key=lambda p: p["power_w"])
-    listing = ", ".join(f"{p['power_w']:.4g} W @ ρ {p['rho']:.3g}" for p in judged)
-    if ceiling is None:
-        return Verdict(req, WARN, f"measured {listing}; the profile sets no power ceiling{_sim(ev)}",
-                       measured=worst["power_w"], threshold=threshold, unit="W", evidence=ev, method=method)
-    if worst["power_w"] > float(ceiling):
-        return Verdict(req, FAIL, f"{worst['power_w']:.4g} W at {worst['target_qps']:.4g} QPS (ρ {worst['rho']:.3g}) "
-                       f"exceeds {float(ceiling):g} W ({listing}){_sim(ev)}", measured=worst["power_w"],
-                       threshold=threshold, unit="W", evidence=ev, method=method,
-                       remediation="check the enforced power limit and cooling (DEP-POWERCAP, DEP-THROTTLE); the "
-                                   "device draws more than the profile allows at this load")
-    return Verdict(req, PASS, f"at most {worst['power_w']:.4g} W over {len(judged)} point(s) with ρ <= {at:g} "
-                   f"({listing}){_sim(ev)}", measured=worst["power_w"], threshold=threshold, unit="W", evidence=ev,
-                   method=method)
-
-
-@check("PLP-LATENCY", version=1, legacy=True)
-def check_latency_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
-    """Version 1, kept so that older reports replay: the largest P99, no interval."""
-    req = "PLP-LATENCY"
-    at = float(th.get("at_load_max", 0.70))
-    metric = th.get("metric", "query")
-    key = "p99_token_latency_s" if metric == "token" else "p99_latency_s"
-    what = "P99 latency per output token" if metric == "token" else "P99 query latency"
-    ceiling_us = th.get("max_latency_us")
-    threshold = (f"{what} <= {ceiling_us:g} µs at ρ <= {at:g}" if ceiling_us is not None
-                 else f"no ceiling set (ρ <= {at:g})")
-    method = (f"{what} of each LoadGen Server point (LoadGen's own percentile for queries; the per-query log "
-              "divided by output tokens per token), at the points whose ρ is at or below the bound")
-    judged = _judged(ev["sweep"], at)
-    if not judged:
-        lo = min((p["rho"] for p in ev["sweep"] if p.get("rho") is not None), default=None)
-        return Verdict(req, INCONCLUSIVE, f"no sweep point had ρ <= {at:g} (lowest {lo}); nothing to judge",
-                       threshold=threshold, evidence=ev, method=method)
-    bad = [p for p in judged if (p.get("error_rate") or 0) > MAX_POINT_ERROR_RATE or p.get(key) is None]
-    if bad:
-        p = bad[0]
-        return Verdict(req, INCONCLUSIVE, f"at {p['target_qps']:.4g} QPS {p.get('error_rate', 1):.1%} of queries failed: "
-                       "the latency of the rest does not represent the load", threshold=threshold, evidence=ev,
-                       method=method)
-    worst = max(judged, key=lambda p: p[key])
-    listing = ", ".join(f"{_fmt_s(p[key])} @ ρ {p['rho']:.3g}" for p in judged)
-    if ceiling_us is None:
-        return Verdict(req, WARN, f"{what}: {listing}; the profile sets no latency ceiling{_sim(ev)}",
-                       measured=round(worst[key] * 1e6, 3), threshold=threshold, unit="µs", evidence=ev,
-                       method=method)
-    if worst[key] * 1e6 > float(ceiling_us):
-        return Verdict(req, FAIL, f"{what} {_fmt_s(worst[key])} at {worst['target_qps']:.4g} QPS (ρ {worst['rho']:.3g}) "
-                       f"exceeds {float(ceiling_us):g} µs ({listing}){_sim(ev)}", measured=round(worst[key] * 1e6, 3),
-                       threshold=threshold, unit="µs", evidence=ev, method=method,
-                       remediation="the device serves this model too slowly at loads the requirement covers: check "
-                                   "clocks and throttling (DEP-THROTTLE), the host binding (TOPO-NUMA-BIND), and the "
-                                   "profile's model size")
-    return Verdict(req, PASS, f"{what} at most {_fmt_s(worst[key])} over {len(judged)} point(s) with ρ <= {at:g} "
-                   f"({listing}){_sim(ev)}", measured=round(worst[key] * 1e6, 3), threshold=threshold, unit="µs",
-                   evidence=ev, method=method)
-
-
 SLA_KEYS = ("p99_ms", "min_rps", "max_error_rate", "ttft_p99_ms", "tpot_p99_ms")
 
 
 def tenant_sla(th: Dict[str, Any], name: str) -> Dict[str, Any]:
     """The SLA of tenant ``name``: its own entry in ``tenants``, over the requirement's defaults."""
-    base = {k: th.get(k) for k in SLA_KEYS}
-    for t in th.get("tenants") or []:
+    base = {k: th[k] for k in SLA_KEYS}
+    for t in th["tenants"] or []:
         if t.get("name") == name:
             base.update({k: t[k] for k in SLA_KEYS if k in t})
     return base
@@ -247,184 +76,6 @@ def tenant_sla(th: Dict[str, Any], name: str) -> Dict[str, Any]:
 def _dist_p99(t: Dict[str, Any], key: str) -> Optional[float]:
     d = t.get(key)
     return d.get("p99_s") if isinstance(d, dict) else None
-
-
-@check("SVC-SLA", version=2, legacy=True)
-def check_sla_v2(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
-    """Version 2, kept so that older reports replay (no interval beside LoadGen's early stopping).  One tenant
-    (``ev["tenant"]``) of an SLA run: request latency P99 (with LoadGen's early-stopping estimate),
-    time to first token and time per output token P99 where the SLA sets them, throughput, error rate.  A run
-    where the client was the limit is INCONCLUSIVE, never FAIL."""
-    req = "SVC-SLA"
-    t = ev["tenant"]
-    sla = tenant_sla(th, t["name"])
-    p99_ms, min_rps, max_err = float(sla["p99_ms"]), float(sla["min_rps"]), float(sla["max_error_rate"])
-    ttft_ms, tpot_ms = sla.get("ttft_p99_ms"), sla.get("tpot_p99_ms")
-    threshold = (f"P99 <= {p99_ms:g} ms" + (f", TTFT P99 <= {float(ttft_ms):g} ms" if ttft_ms is not None else "")
-                 + (f", TPOT P99 <= {float(tpot_ms):g} ms" if tpot_ms is not None else "")
-                 + f", throughput >= {min_rps:g} req/s, error rate < {max_err:g}")
-    method = ev.get("rule")
-    es = t.get("early_stopping") or {}
-    p99 = (t.get("latency") or {}).get("p99_s", t.get("p99_latency_s"))
-    ttft, tpot = _dist_p99(t, "ttft"), _dist_p99(t, "tpot")
-    kinds = t.get("error_kinds") or {}
-    figures = (f"tenant {t['name']}: P99 {_fmt_s(p99)} (the measured 99th percentile of {t['issued']} requests"
-               f"{', timeouts censored at the deadline' if t.get('timeouts') else ''}); early-stopping estimate "
-               f"{_fmt_s(es.get('estimate_s'))} (LoadGen's 99%-confidence bound on the P99)")
-    if ttft is not None:
-        figures += f"; TTFT P99 {_fmt_s(ttft)}, TPOT P99 {_fmt_s(tpot)}"
-    if t.get("output_tokens_per_s") is not None:
-        figures += f"; {t['output_tokens_per_s']:.4g} output tokens/s"
-    figures += (f"; {t['throughput_rps']:.4g} req/s of {t['offered_rps']:.4g} offered"
-                + (f", goodput {t['goodput_rps']:.4g} req/s" if t.get("goodput_rps") is not None else "")
-                + f"; error rate {(t.get('error_rate') or 0):.3%} ({t['errors']} of {t['issued']}: "
-                f"{kinds or 'none'})")
-    client = ev.get("client") or {}
-    derived = dict(ev, derived={"p99_s": p99, "early_stopping_estimate_s": es.get("estimate_s"),
-                                "ttft_p99_s": ttft, "tpot_p99_s": tpot,
-                                "measured_is": "the P99 of request latency, in ms (not the early-stopping estimate)"})
-    kw = dict(threshold=threshold, evidence=derived, method=method)
-    measured = round(p99 * 1e3, 3) if p99 is not None else None
-    if not t["issued"]:
-        return Verdict(req, INCONCLUSIVE, f"tenant {t['name']} received no query", **kw)
-    fails, client_bound = [], []
-    errors_not_timeouts = (t.get("errors") or 0) - (t.get("timeouts") or kinds.get("timeout", 0))
-    if (t.get("error_rate") or 0) >= max_err:
-        fails.append(f"error rate {t['error_rate']:.3%} >= {max_err:.3%}")
-        if errors_not_timeouts / max(1, t["issued"]) < max_err:
-            client_bound.append(fails[-1])  # timeouts alone: queueing in a saturated client can cause them
-    if p99 is None or p99 * 1e3 > p99_ms:
-        fails.append(f"P99 {_fmt_s(p99)} > {p99_ms:g} ms")
-        client_bound.append(fails[-1])
-    if ttft_ms is not None and (ttft is None or ttft * 1e3 > float(ttft_ms)):
-        fails.append(f"TTFT P99 {_fmt_s(ttft)} > {float(ttft_ms):g} ms" if ttft is not None else
-                     f"TTFT not measured (the run did not stream) against its {float(ttft_ms):g} ms target")
-        client_bound.append(fails[-1])
-    if tpot_ms is not None and (tpot is None or tpot * 1e3 > float(tpot_ms)):
-        fails.append(f"TPOT P99 {_fmt_s(tpot)} > {float(tpot_ms):g} ms" if tpot is not None else
-                     f"TPOT not measured (the run did not stream, or answers had one token) against its "
-                     f"{float(tpot_ms):g} ms target")
-        client_bound.append(fails[-1])
-    if t["throughput_rps"] < min_rps and t["offered_rps"] >= min_rps:
-        fails.append(f"throughput {t['throughput_rps']:.4g} < {min_rps:g} req/s")
-        client_bound.append(fails[-1])
-    if fails and client.get("limited") and len(client_bound) == len(fails):
-        return Verdict(req, INCONCLUSIVE, f"{'; '.join(fails)}, but {client.get('statement')} — {figures}{_sim(ev)}",
-                       measured=measured, unit="ms", **kw)
-    if fails:
-        return Verdict(req, FAIL, f"{'; '.join(fails)} — {figures}{_sim(ev)}", measured=measured, unit="ms",
-                       remediation="the service does not hold this tenant's SLA at the offered load: lower the load, "
-                                   "add capacity, or look at the errors in the evidence (requests_file lists every "
-                                   "request)", **kw)
-    if t["offered_rps"] < min_rps:
-        return Verdict(req, INCONCLUSIVE, f"the run offered tenant {t['name']} {t['offered_rps']:.4g} req/s, below its "
-                       f"throughput floor of {min_rps:g}: raise SVC-SLA.target_qps — {figures}", **kw)
-    if es.get("estimate_s") is None:
-        return Verdict(req, INCONCLUSIVE, f"P99 {_fmt_s(p99)} is within {p99_ms:g} ms, but LoadGen's early stopping "
-                       f"needs {es.get('queries_needed')} queries and the tenant had {es.get('queries')}: lengthen "
-                       f"SVC-SLA.duration_s — {figures}", measured=measured, unit="ms", **kw)
-    if es["estimate_s"] * 1e3 > p99_ms:
-        return Verdict(req, INCONCLUSIVE, f"P99 {_fmt_s(p99)} is within {p99_ms:g} ms but its early-stopping "
-                       f"estimate {_fmt_s(es['estimate_s'])} is not: too few queries to claim it with 99% confidence "
-                       f"— {figures}", measured=measured, unit="ms", **kw)
-    return Verdict(req, PASS, f"{figures}{_sim(ev)}", measured=measured, unit="ms", **kw)
-
-
-@check("SVC-COLDSTART", version=1, legacy=True)
-def check_coldstart_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
-    """Version 1, kept so that older reports replay: one cold start, no interval."""
-    req = "SVC-COLDSTART"
-    ceiling = th.get("max_s")
-    threshold = f"<= {ceiling:g} s to the first token" if ceiling is not None else "reported (no ceiling set)"
-    method = "fresh interpreter; stages stamped with perf_counter_ns from the parent's spawn to the first token"
-    stages = ", ".join(f"{s['stage']} {s['seconds']:.3g} s" for s in ev["stages"])
-    cache = (ev.get("page_cache") or {}).get("state", "unknown")
-    text = f"{ev['total_s']:.3g} s to the first token ({stages}); page cache {cache}{_sim(ev)}"
-    if ceiling is None:
-        return Verdict(req, WARN, f"{text}; the profile sets no ceiling", measured=ev["total_s"], threshold=threshold,
-                       unit="s", evidence=ev, method=method)
-    if ev["total_s"] > float(ceiling):
-        slowest = max(ev["stages"], key=lambda s: s["seconds"])
-        return Verdict(req, FAIL, f"{text}: over {float(ceiling):g} s; slowest stage {slowest['stage']}",
-                       measured=ev["total_s"], threshold=threshold, unit="s", evidence=ev, method=method,
-                       remediation=f"the {slowest['stage'].replace('_', ' ')} stage dominates: keep the runtime and "
-                                   "weights on local fast storage (page cache warm), pre-create the device context")
-    return Verdict(req, PASS, text, measured=ev["total_s"], threshold=threshold, unit="s", evidence=ev, method=method)
-
-
-@check("SVC-FRAG", version=1, legacy=True)
-def check_frag_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
-    """Version 1, kept so that older reports replay: the KV pool's fragmentation at the step of peak occupancy (one
-    sample), or the device allocator's (``ev["view"]``)."""
-    req = "SVC-FRAG"
-    limit = float(th.get("max_fraction", 0.03))
-    threshold = f"fragmentation <= {limit:.1%}"
-    frac = float(ev["fraction"])
-    if ev["view"] == "kv-pool":
-        text = (f"KV pool: {frac:.2%} of the allocated slots unused at peak occupancy ({ev['peak_blocks_used']} of "
-                f"{ev['pool_blocks']} blocks of {ev['block_tokens']} tokens; time-weighted "
-                f"{(ev.get('fraction_time_weighted') or 0):.2%})")
-        fix = "use smaller KV blocks (model.block_tokens), or a serving stack with a paged KV allocator"
-    else:
-        text = (f"allocator: {frac:.2%} of reserved memory in inactive split blocks at peak "
-                f"({ev['inactive_split_peak_bytes'] / 2**20:.4g} of {ev['reserved_peak_bytes'] / 2**20:.4g} MiB); "
-                f"{ev.get('unused_reserved_fraction', 0):.2%} reserved but unallocated")
-        fix = ("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or preallocate the KV cache once at start "
-               "(as paged serving stacks do)")
-    if frac > limit:
-        return Verdict(req, FAIL, f"{text}: over {limit:.1%}{_sim(ev)}", measured=frac, threshold=threshold,
-                       evidence=ev, method=ev.get("method"), remediation=fix)
-    return Verdict(req, PASS, f"{text}{_sim(ev)}", measured=frac, threshold=threshold, evidence=ev,
-                   method=ev.get("method"))
-
-
-@check("SVC-SLA", version=1, legacy=True)
-def check_sla_v1(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
-    """Version 1 (reports of pytest-sits 0.1), kept so that they replay.
-
-    One tenant (``ev["tenant"]``) of an SLA run."""
-    req = "SVC-SLA"
-    t = ev["tenant"]
-    sla = tenant_sla(th, t["name"])
-    p99_ms, min_rps, max_err = float(sla["p99_ms"]), float(sla["min_rps"]), float(sla["max_error_rate"])
-    threshold = f"P99 <= {p99_ms:g} ms, throughput >= {min_rps:g} req/s, error rate < {max_err:g}"
-    method = ev.get("rule")
-    es = t.get("early_stopping") or {}
-    p99 = t.get("p99_latency_s")
-    figures = (f"tenant {t['name']}: P99 {_fmt_s(p99)} (early-stopping estimate {_fmt_s(es.get('estimate_s'))}), "
-               f"{t['throughput_rps']:.4g} req/s of {t['offered_rps']:.4g} offered, error rate "
-               f"{(t.get('error_rate') or 0):.3%} ({t['errors']} of {t['issued']}: {t.get('error_kinds') or 'none'})")
-    if not t["issued"]:
-        return Verdict(req, INCONCLUSIVE, f"tenant {t['name']} received no query", threshold=threshold, evidence=ev,
-                       method=method)
-    fails = []
-    if (t.get("error_rate") or 0) >= max_err:
-        fails.append(f"error rate {t['error_rate']:.3%} >= {max_err:.3%}")
-    if p99 is None or p99 * 1e3 > p99_ms:
-        fails.append(f"P99 {_fmt_s(p99)} > {p99_ms:g} ms")
-    if t["throughput_rps"] < min_rps and t["offered_rps"] >= min_rps:
-        fails.append(f"throughput {t['throughput_rps']:.4g} < {min_rps:g} req/s")
-    if fails:
-        return Verdict(req, FAIL, f"{'; '.join(fails)} — {figures}{_sim(ev)}", measured=p99 and round(p99 * 1e3, 3),
-                       threshold=threshold, unit="ms", evidence=ev, method=method,
-                       remediation="the service does not hold this tenant's SLA at the offered load: lower the load, "
-                                   "add capacity, or look at the errors in the evidence")
-    if t["offered_rps"] < min_rps:
-        return Verdict(req, INCONCLUSIVE, f"the run offered tenant {t['name']} {t['offered_rps']:.4g} req/s, below its "
-                       f"throughput floor of {min_rps:g}: raise SVC-SLA.target_qps — {figures}", threshold=threshold,
-                       evidence=ev, method=method)
-    if es.get("estimate_s") is None:
-        return Verdict(req, INCONCLUSIVE, f"P99 {_fmt_s(p99)} is within {p99_ms:g} ms, but LoadGen's early stopping "
-                       f"needs {es.get('queries_needed')} queries and the tenant had {es.get('queries')}: lengthen "
-                       f"SVC-SLA.duration_s — {figures}", measured=round(p99 * 1e3, 3), threshold=threshold,
-                       unit="ms", evidence=ev, method=method)
-    if es["estimate_s"] * 1e3 > p99_ms:
-        return Verdict(req, INCONCLUSIVE, f"P99 {_fmt_s(p99)} is within {p99_ms:g} ms but its early-stopping "
-                       f"estimate {_fmt_s(es['estimate_s'])} is not: too few queries to claim it with 99% confidence "
-                       f"— {figures}", measured=round(p99 * 1e3, 3), threshold=threshold, unit="ms", evidence=ev,
-                       method=method)
-    return Verdict(req, PASS, f"{figures}{_sim(ev)}", measured=round(es["estimate_s"] * 1e3, 3), threshold=threshold,
-                   unit="ms", evidence=ev, method=method)
 
 
 # --------------------------------------------------------------------------
@@ -453,7 +104,7 @@ def _per_query(p: Dict[str, Any]) -> Optional[float]:
 def sample_decisions(ev: Dict[str, Any], th: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Per judged power source and sweep point: the P99 of the skew (ms) with its order-statistic interval, against
     ``max_skew_periods`` periods."""
-    limit = float(th.get("max_skew_periods", 1.0)) * float(ev["period_ms"])
+    limit = float(th["max_skew_periods"]) * float(ev["period_ms"])
     srcs = ev["sources"]
     out = []
     for name, s in sorted(srcs.items()):
@@ -466,15 +117,14 @@ def sample_decisions(ev: Dict[str, Any], th: Dict[str, Any]) -> List[Dict[str, A
     return out
 
 
-@check("PLP-SAMPLE", version=2)
-def check_sample(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("PLP-SAMPLE", version=2, default_subject="host")
+def check_sample(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """Per fast primary power source and sweep point: the P99 of |reading timestamp - the record's tick|, with its
     binomial order-statistic interval, within ``max_skew_periods`` sampling periods: PASS when every interval's
     high end is within, FAIL when one's low end is beyond, else INCONCLUSIVE."""
-    req = "PLP-SAMPLE"
     period = float(ev["period_ms"])
-    limit = float(th.get("max_skew_periods", 1.0)) * period
-    threshold = f"skew <= {th.get('max_skew_periods', 1.0):g} period(s) = {limit:g} ms"
+    limit = float(th["max_skew_periods"]) * period
+    threshold = f"skew <= {th['max_skew_periods']:g} period(s) = {limit:g} ms"
     method = ("per power source and sweep point: the P99 over the records of |sensor timestamp (or read time) - the "
               "record's tick|, with its binomial order-statistic interval; the latency and ρ parts of a record refer "
               "to the tick itself. " + ev.get("statement", ""))
@@ -482,25 +132,22 @@ def check_sample(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdic
     judged = {n: s for n, s in srcs.items() if s.get("fast", True) and n in ev.get("primary_power", srcs)}
     slow = sorted(n for n, s in srcs.items() if not s.get("fast", True))
     note = f"; slow source(s) {', '.join(slow)} reported, not judged (a BMC updates about once a second)" if slow else ""
+    f.set(threshold=threshold, evidence=ev, method=method)
     if not judged:
-        return Verdict(req, SKIP, "no fast power source to judge" + note, threshold=threshold, evidence=ev,
-                       method=method)
+        return f(SKIP, "no fast power source to judge" + note)
     if ev.get("ticks") and ev.get("overruns", 0) / (ev["ticks"] + ev["overruns"]) > MAX_OVERRUN_SHARE:
         share = ev["overruns"] / (ev["ticks"] + ev["overruns"])
-        return Verdict(req, INCONCLUSIVE, f"the sampler missed {share:.1%} of its {period:g} ms ticks: the machine "
-                       "was too loaded to sample at this period", threshold=threshold, evidence=ev, method=method)
+        return f(INCONCLUSIVE, f"the sampler missed {share:.1%} of its {period:g} ms ticks: the machine was too loaded "
+                 "to sample at this period")
     for name, s in judged.items():
         if s["readings"] and s["failed"] == s["readings"]:
-            return Verdict(req, INCONCLUSIVE, f"{name}: every one of {s['readings']} readings failed; the skew "
-                           "cannot be measured", threshold=threshold, evidence=ev, method=method)
+            return f(INCONCLUSIVE, f"{name}: every one of {s['readings']} readings failed; the skew cannot be measured")
         if s["readings"] and s["failed"] / s["readings"] > MAX_FAILED_READ_SHARE:
-            return Verdict(req, INCONCLUSIVE, f"{name}: {s['failed']} of {s['readings']} readings failed "
-                           f"({s['failed'] / s['readings']:.1%}): the sensor dropped out", threshold=threshold,
-                           evidence=ev, method=method)
+            return f(INCONCLUSIVE, f"{name}: {s['failed']} of {s['readings']} readings failed "
+                     f"({s['failed'] / s['readings']:.1%}): the sensor dropped out")
     ds = sample_decisions(ev, th)
     if not ds:
-        return Verdict(req, INCONCLUSIVE, "no skew sample of a judged source was kept", threshold=threshold,
-                       evidence=ev, method=method)
+        return f(INCONCLUSIVE, "no skew sample of a judged source was kept")
     d = combine(ds)
     worst = max(ds, key=lambda x: x["estimate"] if x["estimate"] is not None else -1.0)
     ev = dict(ev, decisions=ds, decision=d)
@@ -510,38 +157,35 @@ def check_sample(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdic
     if unstamped:
         note += (f"; {', '.join(unstamped)} give(s) no timestamp of their own: skew measured from the read, the "
                  "value's own age is the sensor's update interval")
-    common = dict(measured=worst["estimate"], threshold=threshold, unit="ms", evidence=ev, method=method)
+    f.set(measured=worst["estimate"], unit="ms", evidence=ev, method=method)
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, f"{d['source']}: skew P99 {describe(d, _ms)} exceeds {limit:g} ms at sweep point "
-                       f"{d['point']}{_sim(ev)}{note}", **common,
-                       remediation="read the sensor's instantaneous field (NVML_FI_DEV_POWER_INSTANT, not the 1 s "
-                                   "average) or a faster counter; a lagging sensor cannot be joined with 10 ms "
-                                   "latency and load windows")
+        return f(FAIL, f"{d['source']}: skew P99 {describe(d, _ms)} exceeds {limit:g} ms at sweep point "
+                 f"{d['point']}{_sim(ev)}{note}",
+                 remediation="read the sensor's instantaneous field (NVML_FI_DEV_POWER_INSTANT, not the 1 s average) "
+                             "or a faster counter; a lagging sensor cannot be joined with 10 ms latency and load windows")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, f"skew within {limit:g} ms: worst {text}{_sim(ev)}{note}", **common)
-    return Verdict(req, INCONCLUSIVE, f"{text}; {d['source']} at point {d['point']}: "
-                   f"{undecided_text(d, _ms, 'records')}{_sim(ev)}{note}", **common)
+        return f(PASS, f"skew within {limit:g} ms: worst {text}{_sim(ev)}{note}")
+    return f(INCONCLUSIVE, f"{text}; {d['source']} at point {d['point']}: {undecided_text(d, _ms, 'records')}"
+             f"{_sim(ev)}{note}")
 
 
-@check("PLP-PPL", version=2)
-def check_ppl(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("PLP-PPL", version=2, default_subject="host")
+def check_ppl(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """ρ over sliding ``window_ms`` windows against the theoretical peak.  FAIL on the wrong window, or when a
     window did more than the peak allows (one such window is impossible, not noise: the peak or the work count
     is wrong); the P99 of ρ at the highest load is reported with its binomial order-statistic interval."""
-    req = "PLP-PPL"
-    want = float(th.get("window_ms", 10))
+    want = float(th["window_ms"])
     got = float(ev["window_ms"])
     threshold = f"ρ over sliding {want:g} ms windows, against the theoretical peak"
     method = ev.get("rho_rule")
     peak = ev["peak"]
     pts = [p for p in ev["points"] if p.get("rho") is not None]
+    f.set(threshold=threshold, evidence=ev, method=method)
     if abs(got - want) > 0.01 * want:
-        return Verdict(req, FAIL, f"ρ was measured over {got:g} ms windows; the requirement asks {want:g} ms",
-                       measured=got, threshold=threshold, unit="ms", evidence=ev, method=method,
-                       remediation=f"measure again with PLP-PPL.window_ms = {want:g}")
+        return f(FAIL, f"ρ was measured over {got:g} ms windows; the requirement asks {want:g} ms", measured=got,
+                 unit="ms", remediation=f"measure again with {f.requirement}.window_ms = {want:g}")
     if not pts or not peak.get("flops_per_s"):
-        return Verdict(req, INCONCLUSIVE, f"no ρ could be computed ({peak.get('source')})", threshold=threshold,
-                       evidence=ev, method=method)
+        return f(INCONCLUSIVE, f"no ρ could be computed ({peak.get('source')})")
     top = max(pts, key=lambda p: p.get("rho_max") or 0.0)
     highest = max(pts, key=lambda p: p.get("target_qps") or 0.0)
     rho_max, rho_p99 = top.get("rho_max") or 0.0, top.get("rho_p99") or 0.0
@@ -554,24 +198,22 @@ def check_ppl(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     summary = ", ".join(f"{p['target_qps']:.4g} QPS: ρ {p['rho']:.3g} (P99 {p['rho_p99']:.3g})" for p in pts)
     derived = dict(ev, derived={"rho_max": rho_max, "rho_p99_at_highest_load": rho_p99}, decision=d)
     shown = f"P99 at {highest['target_qps']:.4g} QPS {describe(d, lambda x: f'{x:.3g}')}"
+    f.set(evidence=derived, measured=rho_p99)
     if peak.get("theoretical") and rho_max > 1 + RHO_TOLERANCE:
-        return Verdict(req, FAIL, f"a {got:g} ms window did {rho_max:.2f}x the theoretical peak of "
-                       f"{peak['flops_per_s'] / 1e12:.4g} TFLOP/s ({peak['source']}): the peak or the work count is "
-                       f"wrong{_sim(ev)}", measured=rho_max, threshold=threshold, evidence=derived, method=method,
-                       remediation="check the profile's peak (PLP-PPL.peak_tflops or hardware.fp16_dense_tflops, "
-                                   "for the model's dtype) and the FLOPs counted per step")
+        return f(FAIL, f"a {got:g} ms window did {rho_max:.2f}x the theoretical peak of "
+                 f"{peak['flops_per_s'] / 1e12:.4g} TFLOP/s ({peak['source']}): the peak or the work count is "
+                 f"wrong{_sim(ev)}", measured=rho_max,
+                 remediation=f"check the profile's peak ({f.requirement}.peak_tflops or hardware.fp16_dense_tflops, for "
+                             "the model's dtype) and the FLOPs counted per step")
     if steps and steps[len(steps) // 2] > got:
-        return Verdict(req, INCONCLUSIVE, f"the engine's steps last {steps[len(steps) // 2]:.3g} ms (median), longer "
-                       f"than the {got:g} ms window: the window cannot resolve the load", measured=rho_p99,
-                       threshold=threshold, evidence=derived, method=method)
+        return f(INCONCLUSIVE, f"the engine's steps last {steps[len(steps) // 2]:.3g} ms (median), longer than the "
+                 f"{got:g} ms window: the window cannot resolve the load")
     if not peak.get("theoretical"):
-        return Verdict(req, WARN, f"ρ measured over {got:g} ms windows ({summary}; {shown}), but against the measured "
-                       f"maximum ({peak['flops_per_s'] / 1e9:.4g} GFLOP/s): the profile states no theoretical peak for "
-                       f"this device; set PLP-PPL.peak_tflops{_sim(ev)}", measured=rho_p99, threshold=threshold,
-                       evidence=derived, method=method)
-    return Verdict(req, PASS, f"ρ over {got:g} ms windows against {peak['flops_per_s'] / 1e12:.4g} TFLOP/s "
-                   f"({peak['source']}): {summary}; {shown}; highest window {rho_max:.3g}{_sim(ev)}",
-                   measured=rho_p99, threshold=threshold, evidence=derived, method=method)
+        return f(WARN, f"ρ measured over {got:g} ms windows ({summary}; {shown}), but against the measured maximum "
+                 f"({peak['flops_per_s'] / 1e9:.4g} GFLOP/s): the profile states no theoretical peak for this device; "
+                 f"set {f.requirement}.peak_tflops{_sim(ev)}")
+    return f(PASS, f"ρ over {got:g} ms windows against {peak['flops_per_s'] / 1e12:.4g} TFLOP/s ({peak['source']}): "
+             f"{summary}; {shown}; highest window {rho_max:.3g}{_sim(ev)}")
 
 
 def power_decisions(points: List[Dict[str, Any]], ceiling: Optional[float]) -> List[Dict[str, Any]]:
@@ -587,62 +229,58 @@ def power_decisions(points: List[Dict[str, Any]], ceiling: Optional[float]) -> L
     return out
 
 
-@check("PLP-POWER", version=2)
-def check_power(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("PLP-POWER", version=2, default_subject="host")
+def check_power(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """Per sweep point with ρ at or below ``at_load_max``: its power (energy over time) with the t-interval over the
     point's blocks of time, against ``max_power_w``: PASS when every interval's high end is within, FAIL when one's
     low end is above, else INCONCLUSIVE."""
-    req = "PLP-POWER"
-    at = float(th.get("at_load_max", 0.85))
-    ceiling = th.get("max_power_w")
+    at = float(th["at_load_max"])
+    ceiling = th["max_power_w"]
     threshold = f"P <= {ceiling:g} W at ρ <= {at:g}" if ceiling is not None else f"no ceiling set (ρ <= {at:g})"
     method = ("P of a point = energy counter difference / time over the point's run (the primary sources' sum); its "
               "interval: the t-interval over the point's blocks of time (batch means)")
     points = ev["sweep"]
+    f.set(threshold=threshold, evidence=ev, method=method)
     if not any(p.get("power_w") is not None for p in points):
         if ev.get("primary_power"):
-            return Verdict(req, INCONCLUSIVE, f"the power sensor(s) {', '.join(ev['primary_power'])} gave no valid "
-                           "reading at any sweep point", threshold=threshold, evidence=ev, method=method)
-        return Verdict(req, SKIP, ev.get("power_reason") or "no power reading at any sweep point",
-                       threshold=threshold, evidence=ev, method=method)
+            return f(INCONCLUSIVE, f"the power sensor(s) {', '.join(ev['primary_power'])} gave no valid reading at any "
+                     "sweep point")
+        return f(SKIP, ev.get("power_reason") or "no power reading at any sweep point")
     judged = _judged(points, at)
     if not judged:
         lo = min((p["rho"] for p in points if p.get("rho") is not None), default=None)
-        return Verdict(req, INCONCLUSIVE, f"no sweep point had ρ <= {at:g} (lowest {lo}); nothing to judge",
-                       threshold=threshold, evidence=ev, method=method)
+        return f(INCONCLUSIVE, f"no sweep point had ρ <= {at:g} (lowest {lo}); nothing to judge")
     for p in judged:
         reads = (p.get("power_valid_reads") or 0) + (p.get("power_failed_reads") or 0)
         if p.get("power_w") is None or (reads and p.get("power_failed_reads", 0) / reads > MAX_FAILED_READ_SHARE):
-            return Verdict(req, INCONCLUSIVE, f"at {p['target_qps']:.4g} QPS the power sensor failed "
-                           f"{p.get('power_failed_reads', 0)} of {reads} readings: power is not decided",
-                           threshold=threshold, evidence=ev, method=method)
+            return f(INCONCLUSIVE, f"at {p['target_qps']:.4g} QPS the power sensor failed "
+                     f"{p.get('power_failed_reads', 0)} of {reads} readings: power is not decided")
     ds = power_decisions(judged, ceiling)
     d = combine(ds) if ceiling is not None else max(ds, key=lambda x: x["estimate"])
     worst = max(ds, key=lambda x: x["estimate"])
     ev = dict(ev, decisions=ds, decision=d)
     method += f"; decided per point: {d['rule']}"
     listing = ", ".join(f"{describe(x, _w)} @ ρ {x['rho']:.3g}" for x in ds)
-    common = dict(measured=worst["estimate"], threshold=threshold, unit="W", evidence=ev, method=method)
+    f.set(measured=worst["estimate"], unit="W", evidence=ev, method=method)
     if ceiling is None:
-        return Verdict(req, WARN, f"measured {listing}; the profile sets no power ceiling{_sim(ev)}", **common)
+        return f(WARN, f"measured {listing}; the profile sets no power ceiling{_sim(ev)}")
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, f"{describe(d, _w)} at {d['target_qps']:.4g} QPS (ρ {d['rho']:.3g}) exceeds "
-                       f"{float(ceiling):g} W ({listing}){_sim(ev)}", **common,
-                       remediation="check the enforced power limit and cooling (DEP-POWERCAP, DEP-THROTTLE); the "
-                                   "device draws more than the profile allows at this load")
+        return f(FAIL, f"{describe(d, _w)} at {d['target_qps']:.4g} QPS (ρ {d['rho']:.3g}) exceeds {float(ceiling):g} W "
+                 f"({listing}){_sim(ev)}",
+                 remediation="check the enforced power limit and cooling (DEP-POWERCAP, DEP-THROTTLE); the device draws "
+                             "more than the profile allows at this load")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, f"at most {_w(worst['estimate'])} over {len(judged)} point(s) with ρ <= {at:g} "
-                       f"({listing}){_sim(ev)}", **common)
-    return Verdict(req, INCONCLUSIVE, f"at {d['target_qps']:.4g} QPS: {undecided_text(d, _w, 'blocks')} "
-                   f"({listing}){_sim(ev)}", **common)
+        return f(PASS, f"at most {_w(worst['estimate'])} over {len(judged)} point(s) with ρ <= {at:g} ({listing})"
+                 f"{_sim(ev)}")
+    return f(INCONCLUSIVE, f"at {d['target_qps']:.4g} QPS: {undecided_text(d, _w, 'blocks')} ({listing}){_sim(ev)}")
 
 
 def latency_point_decision(p: Dict[str, Any], th: Dict[str, Any], looks: Optional[int] = None) -> Dict[str, Any]:
     """One point's P99 latency (per query, or per output token) against ``max_latency_us``: with two runs or more
     (``latency_runs``), the mean of the runs' P99s and its t-interval (each look at its share of the error rate);
     with one run, its binomial order-statistic interval (``latency_tail``)."""
-    token = th.get("metric", "query") == "token"
-    ceiling = th.get("max_latency_us")
+    token = th["metric"] == "token"
+    ceiling = th["max_latency_us"]
     key = "p99_token_latency_s" if token else "p99_latency_s"
     thr = float(ceiling) / 1e6 if ceiling is not None else None
     runs = [r for r in p.get("latency_runs") or [] if isinstance(r, dict) and r.get(key) is not None]
@@ -666,18 +304,21 @@ def latency_decisions(points: List[Dict[str, Any]], th: Dict[str, Any]) -> List[
     return [latency_point_decision(p, th) for p in points]
 
 
-def _check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+#: Version 3 repeats each point until the rule decides; version 2's reports (one run per point) replay with this
+#: same rule (:mod:`.legacy.inference` registers version 2 as a call of it): its decision on a point without
+#: ``latency_runs`` must stay version 2's.
+@check("PLP-LATENCY", version=3, default_subject="host")
+def check_latency(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """Per sweep point with ρ at or below ``at_load_max``: the P99 latency (per query, or per output token with
     ``metric: token``) against ``max_latency_us``, with the t-interval over the point's runs where it ran more than
     once (version 3's evidence: the sweep repeats each point until this rule decides), else with its binomial
     order-statistic interval over the point's queries: PASS when every interval's high end is within, FAIL when
     one's low end is above, else INCONCLUSIVE (with the runs, or queries, and seconds at that load, that would
     decide).  Version 2's evidence (one run per point) decides as version 2 did."""
-    req = "PLP-LATENCY"
-    at = float(th.get("at_load_max", 0.70))
-    metric = th.get("metric", "query")
+    at = float(th["at_load_max"])
+    metric = th["metric"]
     what = "P99 latency per output token" if metric == "token" else "P99 query latency"
-    ceiling_us = th.get("max_latency_us")
+    ceiling_us = th["max_latency_us"]
     threshold = (f"{what} <= {ceiling_us:g} µs at ρ <= {at:g}" if ceiling_us is not None
                  else f"no ceiling set (ρ <= {at:g})")
     method = (f"{what} of each LoadGen Server point, from the per-query log (issued to completed; per output token: "
@@ -693,56 +334,46 @@ def _check_latency(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verd
                    "error rate: a run's P99 moves from run to run more than its order-statistic interval says, as "
                    "queries queue behind each other")
     judged = _judged(ev["sweep"], at)
+    f.set(threshold=threshold, evidence=ev, method=method)
     if not judged:
         lo = min((p["rho"] for p in ev["sweep"] if p.get("rho") is not None), default=None)
-        return Verdict(req, INCONCLUSIVE, f"no sweep point had ρ <= {at:g} (lowest {lo}); nothing to judge",
-                       threshold=threshold, evidence=ev, method=method)
+        return f(INCONCLUSIVE, f"no sweep point had ρ <= {at:g} (lowest {lo}); nothing to judge")
     bad = [p for p in judged if (p.get("error_rate") or 0) > MAX_POINT_ERROR_RATE or p.get(key) is None]
     if bad:
         p = bad[0]
-        return Verdict(req, INCONCLUSIVE, f"at {p['target_qps']:.4g} QPS {p.get('error_rate', 1):.1%} of queries failed: "
-                       "the latency of the rest does not represent the load", threshold=threshold, evidence=ev,
-                       method=method)
+        return f(INCONCLUSIVE, f"at {p['target_qps']:.4g} QPS {p.get('error_rate', 1):.1%} of queries failed: the "
+                 "latency of the rest does not represent the load")
     ds = latency_decisions(judged, th)
     worst = max(ds, key=lambda x: x["estimate"] if x["estimate"] is not None else -1.0)
     d = combine(ds) if ceiling_us is not None else worst
     ev = dict(ev, decisions=ds, decision=d)
     method += f"; decided per point: {d['rule']}"
     listing = ", ".join(f"{describe(x, _us)} @ ρ {x['rho']:.3g}" for x in ds)
-    common = dict(measured=round(worst["estimate"] * 1e6, 3), threshold=threshold, unit="µs", evidence=ev,
-                  method=method)
+    f.set(measured=round(worst["estimate"] * 1e6, 3), unit="µs", evidence=ev, method=method)
     if ceiling_us is None:
-        return Verdict(req, WARN, f"{what}: {listing}; the profile sets no latency ceiling{_sim(ev)}", **common)
+        return f(WARN, f"{what}: {listing}; the profile sets no latency ceiling{_sim(ev)}")
     failed = [(x, p) for x, p in zip(ds, judged) if x["outcome"] == FAIL_]
     moved = [(x, p) for x, p in failed if (p.get("reference_moved") or 0.0) > _load_tolerance(ev, p)]
     if failed and len(moved) == len(failed):
         x, p = moved[0]
         b, a = p["max_qps_around"]
-        return Verdict(req, INCONCLUSIVE, f"{what} {describe(x, _us)} at {x['target_qps']:.4g} QPS exceeds "
-                       f"{float(ceiling_us):g} µs, but the device's speed moved under the sweep (its maximum "
-                       f"throughput {number(b)} and {number(a)} queries/s before and after that point against the "
-                       f"{number(ev['max']['qps'])} the load levels were planned from; more than "
-                       f"{LOAD_REF_TOLERANCE:.0%} apart, or than the {_load_tolerance(ev, p):.0%} the maximum's "
-                       f"measurement resolves): the point ran at another load than planned; run again when the machine "
-                       f"holds still ({listing}){_sim(ev)}", **common)
+        return f(INCONCLUSIVE, f"{what} {describe(x, _us)} at {x['target_qps']:.4g} QPS exceeds {float(ceiling_us):g} "
+                 f"µs, but the device's speed moved under the sweep (its maximum throughput {number(b)} and "
+                 f"{number(a)} queries/s before and after that point against the {number(ev['max']['qps'])} the load "
+                 f"levels were planned from; more than {LOAD_REF_TOLERANCE:.0%} apart, or than the "
+                 f"{_load_tolerance(ev, p):.0%} the maximum's measurement resolves): the point ran at another load than "
+                 f"planned; run again when the machine holds still ({listing}){_sim(ev)}")
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, f"{what} {describe(d, _us)} at {d['target_qps']:.4g} QPS (ρ {d['rho']:.3g}) exceeds "
-                       f"{float(ceiling_us):g} µs ({listing}){_sim(ev)}", **common,
-                       remediation="the device serves this model too slowly at loads the requirement covers: check "
-                                   "clocks and throttling (DEP-THROTTLE), the host binding (TOPO-NUMA-BIND), and the "
-                                   "profile's model size")
+        return f(FAIL, f"{what} {describe(d, _us)} at {d['target_qps']:.4g} QPS (ρ {d['rho']:.3g}) exceeds "
+                 f"{float(ceiling_us):g} µs ({listing}){_sim(ev)}",
+                 remediation="the device serves this model too slowly at loads the requirement covers: check clocks "
+                             "and throttling (DEP-THROTTLE), the host binding (TOPO-NUMA-BIND), and the profile's model "
+                             "size")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, f"{what} at most {_us(worst['estimate'])} over {len(judged)} point(s) with ρ <= "
-                       f"{at:g} ({listing}){_sim(ev)}", **common)
+        return f(PASS, f"{what} at most {_us(worst['estimate'])} over {len(judged)} point(s) with ρ <= {at:g} "
+                 f"({listing}){_sim(ev)}")
     unit = "runs" if d.get("method") == RUNS_METHOD else "queries"
-    return Verdict(req, INCONCLUSIVE, f"at {d['target_qps']:.4g} QPS: {undecided_text(d, _us, unit)} "
-                   f"({listing}){_sim(ev)}", **common)
-
-
-#: Version 3 repeats each point until the rule decides; version 2's reports (one run per point) replay with the
-#: same function, whose decision on a point without ``latency_runs`` is version 2's.
-check_latency = check("PLP-LATENCY", version=3)(_check_latency)
-check_latency_v2 = check("PLP-LATENCY", version=2, legacy=True)(_check_latency)
+    return f(INCONCLUSIVE, f"at {d['target_qps']:.4g} QPS: {undecided_text(d, _us, unit)} ({listing}){_sim(ev)}")
 
 
 def sla_decisions(t: Dict[str, Any], sla: Dict[str, Any], span_s: Optional[float]) -> List[Dict[str, Any]]:
@@ -771,8 +402,8 @@ def sla_decisions(t: Dict[str, Any], sla: Dict[str, Any], span_s: Optional[float
         out.append(d)
 
     pct("latency", t.get("latency"), sla["p99_ms"])
-    pct("TTFT", t.get("ttft"), sla.get("ttft_p99_ms"))
-    pct("TPOT", t.get("tpot"), sla.get("tpot_p99_ms"))
+    pct("TTFT", t.get("ttft"), sla["ttft_p99_ms"])
+    pct("TPOT", t.get("tpot"), sla["tpot_p99_ms"])
     if t.get("issued"):
         d = decide(proportion_interval(int(t.get("errors") or 0), int(t["issued"])), float(sla["max_error_rate"]),
                    AT_MOST, show=lambda x: f"{x:.3%}", what="error rate")
@@ -800,18 +431,17 @@ def _sla_show(name: str) -> Any:
     return lambda x: f"{number(x)} req/s"
 
 
-@check("SVC-SLA", version=3)
-def check_sla(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("SVC-SLA", version=3, default_subject="host")
+def check_sla(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """One tenant (``ev["tenant"]``) of an SLA run, each figure with its interval: the P99 of request latency (and
     of TTFT and TPOT where the SLA sets them) by binomial order statistics, the error rate by Clopper-Pearson, the
     throughput by Poisson.  FAIL when an interval lies wholly beyond its target (a client that was the limit makes
     it INCONCLUSIVE instead); PASS when every interval is within its target and LoadGen's early-stopping estimate of
     the P99 is too; otherwise INCONCLUSIVE, with the queries (and seconds) that would decide."""
-    req = "SVC-SLA"
     t = ev["tenant"]
     sla = tenant_sla(th, t["name"])
     p99_ms, min_rps, max_err = float(sla["p99_ms"]), float(sla["min_rps"]), float(sla["max_error_rate"])
-    ttft_ms, tpot_ms = sla.get("ttft_p99_ms"), sla.get("tpot_p99_ms")
+    ttft_ms, tpot_ms = sla["ttft_p99_ms"], sla["tpot_p99_ms"]
     threshold = (f"P99 <= {p99_ms:g} ms" + (f", TTFT P99 <= {float(ttft_ms):g} ms" if ttft_ms is not None else "")
                  + (f", TPOT P99 <= {float(tpot_ms):g} ms" if tpot_ms is not None else "")
                  + f", throughput >= {min_rps:g} req/s, error rate < {max_err:g}")
@@ -833,11 +463,10 @@ def check_sla(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     rule = ("per figure: PASS when its interval is within its target, FAIL when it lies wholly beyond; the tenant "
             "PASSes when every figure does and LoadGen's early-stopping estimate of the P99 is within the target too; "
             "a FAIL that a saturated client explains is INCONCLUSIVE")
-    method = f"{ev.get('rule')}; decided: {rule}"
-    kw = dict(threshold=threshold, evidence=derived, method=method)
-    measured = round(p99 * 1e3, 3) if p99 is not None else None
+    f.set(threshold=threshold, evidence=derived, method=f"{ev.get('rule')}; decided: {rule}")
     if not t["issued"]:
-        return Verdict(req, INCONCLUSIVE, f"tenant {t['name']} received no query", **kw)
+        return f(INCONCLUSIVE, f"tenant {t['name']} received no query")
+    f.set(measured=round(p99 * 1e3, 3) if p99 is not None else None, unit="ms")
     d = combine(ds)
     derived["decision"] = d
     fails = [x for x in ds if x["outcome"] == FAIL_]
@@ -845,40 +474,34 @@ def check_sla(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
     client_bound = [x for x in fails if x["name"] != "error rate" or errors_not_timeouts / max(1, t["issued"]) < max_err]
     names = ", ".join(x.get("why") or f"{x['name']} {describe(x, _sla_show(x['name']))} beyond its target" for x in fails)
     if fails and client.get("limited") and len(client_bound) == len(fails):
-        return Verdict(req, INCONCLUSIVE, f"{names}, but {client.get('statement')} — {figures}{_sim(ev)}",
-                       measured=measured, unit="ms", **kw)
+        return f(INCONCLUSIVE, f"{names}, but {client.get('statement')} — {figures}{_sim(ev)}")
     if fails:
-        return Verdict(req, FAIL, f"{names} — {figures}{_sim(ev)}", measured=measured, unit="ms",
-                       remediation="the service does not hold this tenant's SLA at the offered load: lower the load, "
-                                   "add capacity, or look at the errors in the evidence (requests_file lists every "
-                                   "request)", **kw)
+        return f(FAIL, f"{names} — {figures}{_sim(ev)}",
+                 remediation="the service does not hold this tenant's SLA at the offered load: lower the load, add "
+                             "capacity, or look at the errors in the evidence (requests_file lists every request)")
     if t["offered_rps"] < min_rps:
-        return Verdict(req, INCONCLUSIVE, f"the run offered tenant {t['name']} {t['offered_rps']:.4g} req/s, below its "
-                       f"throughput floor of {min_rps:g}: raise SVC-SLA.target_qps — {figures}", measured=measured,
-                       unit="ms", **kw)
+        return f(INCONCLUSIVE, f"the run offered tenant {t['name']} {t['offered_rps']:.4g} req/s, below its throughput "
+                 f"floor of {min_rps:g}: raise {f.requirement}.target_qps — {figures}")
     if d["outcome"] != PASS_:
         unit = "queries" if d["name"] != "throughput" else "completions"
-        return Verdict(req, INCONCLUSIVE, f"{d['name']}: {undecided_text(d, _sla_show(d['name']), unit)}; lengthen "
-                       "SVC-SLA.duration_s "
-                       f"— {figures}", measured=measured, unit="ms", **kw)
+        return f(INCONCLUSIVE, f"{d['name']}: {undecided_text(d, _sla_show(d['name']), unit)}; lengthen "
+                 f"{f.requirement}.duration_s — {figures}")
     if es.get("estimate_s") is None:
-        return Verdict(req, INCONCLUSIVE, f"every interval is within its target, but LoadGen's early stopping needs "
-                       f"{es.get('queries_needed')} queries and the tenant had {es.get('queries')}: lengthen "
-                       f"SVC-SLA.duration_s — {figures}", measured=measured, unit="ms", **kw)
+        return f(INCONCLUSIVE, f"every interval is within its target, but LoadGen's early stopping needs "
+                 f"{es.get('queries_needed')} queries and the tenant had {es.get('queries')}: lengthen "
+                 f"{f.requirement}.duration_s — {figures}")
     if es["estimate_s"] * 1e3 > p99_ms:
-        return Verdict(req, INCONCLUSIVE, f"every interval is within its target, but the early-stopping estimate "
-                       f"{_fmt_s(es['estimate_s'])} is not: too few queries to claim it with 99% confidence "
-                       f"— {figures}", measured=measured, unit="ms", **kw)
-    return Verdict(req, PASS, f"{figures}{_sim(ev)}", measured=measured, unit="ms", **kw)
+        return f(INCONCLUSIVE, f"every interval is within its target, but the early-stopping estimate "
+                 f"{_fmt_s(es['estimate_s'])} is not: too few queries to claim it with 99% confidence — {figures}")
+    return f(PASS, f"{figures}{_sim(ev)}")
 
 
-@check("SVC-COLDSTART", version=2)
-def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("SVC-COLDSTART", version=2, default_subject="host")
+def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """Cold start to the first token, the mean of its trials (fresh interpreters) with a t-interval, against
     ``max_s``: PASS when the interval's high end is within, FAIL when its low end is above, else INCONCLUSIVE;
     reported (WARN) without a ceiling."""
-    req = "SVC-COLDSTART"
-    ceiling = th.get("max_s")
+    ceiling = th["max_s"]
     threshold = f"<= {ceiling:g} s to the first token" if ceiling is not None else "reported (no ceiling set)"
     samples = [float(x) for x in ev.get("samples_s") or [ev["total_s"]]]
     d = decide(mean_interval(samples, level(int((ev.get("sequential") or {}).get("looks") or 1))),
@@ -891,19 +514,19 @@ def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Ver
     cache = (ev.get("page_cache") or {}).get("state", "unknown")
     text = (f"{describe(d, lambda x: f'{number(x)} s')} to the first token (the median trial: {stages}); page cache "
             f"{cache}{_sim(ev)}")
-    common = dict(measured=round(d["estimate"], 6), threshold=threshold, unit="s", evidence=ev, method=method)
+    f.set(measured=round(d["estimate"], 6), threshold=threshold, unit="s", evidence=ev, method=method)
     if len(samples) < 2:
-        return Verdict(req, INCONCLUSIVE, f"{text}: one cold start, an interval needs two or more", **common)
+        return f(INCONCLUSIVE, f"{text}: one cold start, an interval needs two or more")
     if ceiling is None:
-        return Verdict(req, WARN, f"{text}; the profile sets no ceiling", **common)
+        return f(WARN, f"{text}; the profile sets no ceiling")
     if d["outcome"] == FAIL_:
         slowest = max(ev["stages"], key=lambda s: s["seconds"])
-        return Verdict(req, FAIL, f"{text}: over {float(ceiling):g} s; slowest stage {slowest['stage']}", **common,
-                       remediation=f"the {slowest['stage'].replace('_', ' ')} stage dominates: keep the runtime and "
-                                   "weights on local fast storage (page cache warm), pre-create the device context")
+        return f(FAIL, f"{text}: over {float(ceiling):g} s; slowest stage {slowest['stage']}",
+                 remediation=f"the {slowest['stage'].replace('_', ' ')} stage dominates: keep the runtime and weights on "
+                             "local fast storage (page cache warm), pre-create the device context")
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, text, **common)
-    return Verdict(req, INCONCLUSIVE, f"{text}; {undecided_text(d, lambda x: f'{number(x)} s', 'cold starts')}", **common)
+        return f(PASS, text)
+    return f(INCONCLUSIVE, f"{text}; {undecided_text(d, lambda x: f'{number(x)} s', 'cold starts')}")
 
 
 #: SVC-FRAG's KV pool: steps at or above this share of the peak's blocks are the loaded part of the run.
@@ -914,7 +537,7 @@ FRAG_BATCHES = 10
 def frag_decision(ev: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
     """The KV pool: the mean fragmentation over the loaded steps with the t-interval over FRAG_BATCHES batch means;
     the allocator: its bytes at the peak, a count (exact)."""
-    limit = float(th.get("max_fraction", 0.03))
+    limit = float(th["max_fraction"])
     series = ev.get("step_fractions")
     if ev.get("view") == "kv-pool" and series and len(series) >= 2 * FRAG_BATCHES:
         stat = mean_interval(batch_means(series, FRAG_BATCHES), method="t-interval over batch means")
@@ -923,14 +546,13 @@ def frag_decision(ev: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
     return decide(stat, limit, AT_MOST, show=lambda x: f"{x:.2%}", what=f"{ev.get('view')} fragmentation")
 
 
-@check("SVC-FRAG", version=2)
-def check_frag(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
+@check("SVC-FRAG", version=2, default_subject="host")
+def check_frag(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     """One view.  The paged KV pool: the mean of the fragmentation of every step at or above half of the peak
     occupancy (the loaded part of the run), with the t-interval over batch means of those steps; the device
     allocator: the inactive split bytes at the peak over the reserved bytes (a count).  PASS when the interval's
     high end is within ``max_fraction``, FAIL when its low end is above, else INCONCLUSIVE."""
-    req = "SVC-FRAG"
-    limit = float(th.get("max_fraction", 0.03))
+    limit = float(th["max_fraction"])
     threshold = f"fragmentation <= {limit:.1%}"
     d = frag_decision(ev, th)
     ev = dict(ev, decision=d)
@@ -946,10 +568,10 @@ def check_frag(ev: Dict[str, Any], th: Dict[str, Any], subject: str) -> Verdict:
                 f"{ev.get('unused_reserved_fraction', 0):.2%} reserved but unallocated")
         fix = ("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or preallocate the KV cache once at start "
                "(as paged serving stacks do)")
-    common = dict(measured=round(d["estimate"], 6), threshold=threshold, evidence=ev,
-                  method=f"{ev.get('method')}; decided: {d['rule']}")
+    f.set(measured=round(d["estimate"], 6), threshold=threshold, evidence=ev,
+          method=f"{ev.get('method')}; decided: {d['rule']}")
     if d["outcome"] == FAIL_:
-        return Verdict(req, FAIL, f"{text}: over {limit:.1%}{_sim(ev)}", remediation=fix, **common)
+        return f(FAIL, f"{text}: over {limit:.1%}{_sim(ev)}", remediation=fix)
     if d["outcome"] == PASS_:
-        return Verdict(req, PASS, f"{text}{_sim(ev)}", **common)
-    return Verdict(req, INCONCLUSIVE, f"{text}; {undecided_text(d, pct, 'batches')}{_sim(ev)}", **common)
+        return f(PASS, f"{text}{_sim(ev)}")
+    return f(INCONCLUSIVE, f"{text}; {undecided_text(d, pct, 'batches')}{_sim(ev)}")

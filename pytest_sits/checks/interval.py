@@ -524,12 +524,12 @@ def more_trials(d: Dict[str, Any], limit: int = 100_000) -> Optional[int]:
         rate, secs = est, float(d["seconds"])
         if gap <= 0:
             return None
-        m = 2.0 * secs
-        while m <= secs * 1000:
-            c = rate_interval(int(round(rate * m)), m, conf)
+        span = 2.0 * secs
+        while span <= secs * 1000:
+            c = rate_interval(int(round(rate * span)), span, conf)
             if (c["low"] >= thr) if rate > thr else (c["high"] < thr):
-                return int(round(rate * m)) - n
-            m *= 1.25
+                return int(round(rate * span)) - n
+            span *= 1.25
         return None
     if method == "Clopper-Pearson" and n:
         k = d.get("count", 0)

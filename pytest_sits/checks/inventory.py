@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
-from . import check
+from . import Finding, check
 from ..verdict import FAIL, INCONCLUSIVE, PASS, Verdict
 
 GIB = 1024 ** 3
@@ -43,8 +43,8 @@ def absent_reason(expected: Dict[str, Any], accs: List[Dict[str, Any]]) -> Optio
     return expected_vs_found(expected, accs)
 
 
-@check("INV-DEVICES")
-def check_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "accelerators") -> Verdict:
+@check("INV-DEVICES", default_subject="accelerators")
+def check_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """INV-DEVICES: the accelerators present are the profile's model, count and memory.
 
     evidence: ``accelerators`` (the inventory's), ``nvml`` (facts); thresholds: ``expected`` (the profile's
@@ -59,78 +59,70 @@ def check_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject:
           "coverage": evidence.get("coverage"),
           "nvml": {k: nvml.get(k) for k in ("available", "reason", "driver_version")}}
     threshold = f"{want_n} × {expected.get('model', '?')}"
+    f.set(unit="devices", evidence=ev)
     if evidence.get("coverage") is not None:
-        return _submitted_devices(evidence, thresholds, ev, matching, others, want_n, threshold)
+        return _submitted_devices(evidence, thresholds, f, matching, others, want_n, threshold)
     if want_n == 0:
         if not accelerators:
-            return Verdict("INV-DEVICES", PASS, "the profile expects no accelerator and none was found",
-                           measured=0, threshold=0, unit="devices", subject="accelerators", evidence=ev)
-        return Verdict("INV-DEVICES", FAIL, f"the profile expects no accelerator; {found_text(accelerators)}",
-                       measured=len(accelerators), threshold=0, unit="devices", subject="accelerators", evidence=ev,
-                       remediation="run with the profile of these accelerators (--sits-profile NAME), or write "
-                                   "one that extends `base` with their PCI IDs")
+            return f(PASS, "the profile expects no accelerator and none was found", measured=0, threshold=0)
+        return f(FAIL, f"the profile expects no accelerator; {found_text(accelerators)}", measured=len(accelerators),
+                 threshold=0, remediation="run with the profile of these accelerators (--sits-profile NAME), or write "
+                                          "one that extends `base` with their PCI IDs")
+    f.set(threshold=threshold, measured=len(matching))
     if len(matching) != want_n or others:
         problems = []
         if len(matching) != want_n:
             problems.append(f"{len(matching)} of {want_n} expected")
         if others:
             problems.append(f"unexpected: {_group(others)}")
-        return Verdict("INV-DEVICES", FAIL,
-                       f"{expected_vs_found(expected, accelerators)} "
-                       f"({'; '.join(problems)})",
-                       measured=len(matching), threshold=threshold, unit="devices", subject="accelerators", evidence=ev,
-                       remediation="check that every card is seated and enumerated (`lspci -d "
-                                   f"{sorted(ids)[0] if ids else ''}`), that the profile is the right one, "
-                                   "or set identity.count for this system in a profile that extends it")
+        return f(FAIL, f"{expected_vs_found(expected, accelerators)} ({'; '.join(problems)})",
+                 remediation="check that every card is seated and enumerated (`lspci -d "
+                             f"{sorted(ids)[0] if ids else ''}`), that the profile is the right one, or set "
+                             "identity.count for this system in a profile that extends it")
     mem_gb = expected.get("memory_gb")
     if not mem_gb:
-        return Verdict("INV-DEVICES", PASS, f"{want_n} × {expected.get('model')} present (the profile gives no "
-                       "memory size to compare)", measured=len(matching), threshold=threshold, unit="devices",
-                       subject="accelerators", evidence=ev)
-    tol = float(thresholds.get("memory_tolerance", 0.1))
+        return f(PASS, f"{want_n} × {expected.get('model')} present (the profile gives no memory size to compare)")
+    tol = float(thresholds["memory_tolerance"])
     floor = mem_gb * GIB * (1 - tol)
     unknown = [a for a in matching if a.get("memory_total_bytes") is None]
     small = [a for a in matching if a.get("memory_total_bytes") is not None and a["memory_total_bytes"] < floor]
     sizes = [a["memory_total_bytes"] for a in matching if a.get("memory_total_bytes") is not None]
     measured_mem = round(min(sizes) / GIB, 2) if sizes else None
-    mem_threshold = f">= {mem_gb} GiB - {tol:.0%} = {floor / GIB:.1f} GiB"
+    f.set(threshold=f">= {mem_gb} GiB - {tol:.0%} = {floor / GIB:.1f} GiB")
     if small:
         detail = ", ".join(f"{a['bdf']} {a['memory_total_bytes'] / GIB:.1f} GiB" for a in small)
-        return Verdict("INV-DEVICES", FAIL, f"{len(small)} card(s) report less memory than the profile's "
-                       f"{mem_gb} GB: {detail}", measured=measured_mem, threshold=mem_threshold, unit="GiB",
-                       subject="accelerators", evidence=ev, remediation="check the model and SKU (a smaller-memory variant), "
-                       "MIG or vGPU partitioning, and ECC settings; or correct hardware.memory_gb in the profile")
+        return f(FAIL, f"{len(small)} card(s) report less memory than the profile's {mem_gb} GB: {detail}",
+                 measured=measured_mem, unit="GiB",
+                 remediation="check the model and SKU (a smaller-memory variant), MIG or vGPU partitioning, and ECC "
+                             "settings; or correct hardware.memory_gb in the profile")
     if unknown:
         why = nvml.get("reason") or "the management library reported no memory size"
-        return Verdict("INV-DEVICES", INCONCLUSIVE,
-                       f"{want_n} × {expected.get('model')} present, but the memory of {len(unknown)} card(s) "
-                       f"could not be read: {why}", measured=len(matching), threshold=mem_threshold,
-                       unit="devices", subject="accelerators", evidence=ev)
-    return Verdict("INV-DEVICES", PASS, f"{want_n} × {expected.get('model')} present, each with at least "
-                   f"{measured_mem} GiB", measured=measured_mem, threshold=mem_threshold, unit="GiB", subject="accelerators", evidence=ev)
+        return f(INCONCLUSIVE, f"{want_n} × {expected.get('model')} present, but the memory of {len(unknown)} card(s) "
+                 f"could not be read: {why}")
+    return f(PASS, f"{want_n} × {expected.get('model')} present, each with at least {measured_mem} GiB",
+             measured=measured_mem, unit="GiB")
 
 
 def _memory_verdict(expected: Dict[str, Any], thresholds: Dict[str, Any], matching: List[Dict[str, Any]],
-                    ev: Dict[str, Any], want_n: int, prefix: str) -> Optional[Verdict]:
+                    f: Finding, prefix: str) -> Optional[Verdict]:
     """FAIL when a matching card has less memory than the profile's size (within the tolerance); None else."""
     mem_gb = expected.get("memory_gb")
     if not mem_gb:
         return None
-    tol = float(thresholds.get("memory_tolerance", 0.1))
+    tol = float(thresholds["memory_tolerance"])
     floor = mem_gb * GIB * (1 - tol)
     small = [a for a in matching if a.get("memory_total_bytes") is not None and a["memory_total_bytes"] < floor]
     if not small:
         return None
     detail = ", ".join(f"{a['bdf']} {a['memory_total_bytes'] / GIB:.1f} GiB" for a in small)
-    return Verdict("INV-DEVICES", FAIL, f"{prefix}{len(small)} card(s) report less memory than the profile's "
-                   f"{mem_gb} GB: {detail}", measured=round(min(a["memory_total_bytes"] for a in small) / GIB, 2),
-                   threshold=f">= {mem_gb} GiB - {tol:.0%} = {floor / GIB:.1f} GiB", unit="GiB",
-                   subject="accelerators", evidence=ev,
-                   remediation="check the model and SKU (a smaller-memory variant), MIG or vGPU partitioning; or "
-                               "correct hardware.memory_gb in the profile")
+    return f(FAIL, f"{prefix}{len(small)} card(s) report less memory than the profile's {mem_gb} GB: {detail}",
+             measured=round(min(a["memory_total_bytes"] for a in small) / GIB, 2),
+             threshold=f">= {mem_gb} GiB - {tol:.0%} = {floor / GIB:.1f} GiB", unit="GiB", method=None,
+             remediation="check the model and SKU (a smaller-memory variant), MIG or vGPU partitioning; or correct "
+                         "hardware.memory_gb in the profile")
 
 
-def _submitted_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], ev: Dict[str, Any],
+def _submitted_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding,
                        matching: List[Dict[str, Any]], others: List[Dict[str, Any]], want_n: int,
                        threshold: str) -> Verdict:
     """INV-DEVICES on submitted texts: the models the texts name (PCI ID) against the profile's; the machine's
@@ -147,21 +139,18 @@ def _submitted_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], ev:
     how = ("; ".join(d["source"] for d in declared) if declared else
            f"the count of {cov.get('listing')}" if cov.get("listing") else "no text says how many the machine has")
     measured = count if count is not None else len(accs)
-    common = dict(threshold=threshold, unit="devices", subject="accelerators", evidence=ev,
-                  method="models by the PCI IDs the submitted texts give; count by " + how)
+    f.set(threshold=threshold, unit="devices", method="models by the PCI IDs the submitted texts give; count by " + how)
     uncovered = (f"; the texts cover {len(accs)} of the {count} ({how}): nothing is known of the other "
                  f"{count - len(accs)}" if count is not None and len(accs) < count else "")
     fix = ("run with the profile of these accelerators (--profile NAME / --sits-profile NAME), or check that the "
            "texts are of the machine under audit")
     if wrong:
         want = (f"the profile expects {expected['describe']}" if want_n else "the profile expects no accelerator")
-        return Verdict("INV-DEVICES", FAIL, f"the texts name {_group(wrong)}; {want}{uncovered}",
-                       measured=len(matching), remediation=fix, **common)
+        return f(FAIL, f"the texts name {_group(wrong)}; {want}{uncovered}", measured=len(matching), remediation=fix)
     if count is not None and count != want_n:
-        return Verdict("INV-DEVICES", FAIL, f"the machine has {count} accelerator(s) ({how}); the profile expects "
-                       f"{want_n} × {expected.get('model', '?')}{uncovered}", measured=count, remediation=fix,
-                       **common)
-    small = _memory_verdict(expected, thresholds, matching, ev, want_n, "")
+        return f(FAIL, f"the machine has {count} accelerator(s) ({how}); the profile expects "
+                 f"{want_n} × {expected.get('model', '?')}{uncovered}", measured=count, remediation=fix)
+    small = _memory_verdict(expected, thresholds, matching, f, "")
     if small is not None:
         return small
     gaps = []
@@ -173,20 +162,17 @@ def _submitted_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], ev:
     elif len(accs) < count:
         gaps.append(f"{how}, and the texts cover {len(accs)}: nothing is known of the other {count - len(accs)}")
     mem_unknown = [a for a in matching if a.get("memory_total_bytes") is None]
+    f.set(measured=measured)
     if gaps:
-        return Verdict("INV-DEVICES", INCONCLUSIVE, f"{_group(accs) or 'no accelerator'} in the texts; "
-                       + "; ".join(gaps), measured=measured, **common)
+        return f(INCONCLUSIVE, f"{_group(accs) or 'no accelerator'} in the texts; " + "; ".join(gaps))
     mem = (" (memory not in the texts for " + ", ".join(a["bdf"] for a in mem_unknown[:8]) + ")"
            if mem_unknown and expected.get("memory_gb") else "")
     if want_n == 0:
-        return Verdict("INV-DEVICES", PASS, f"the profile expects no accelerator and the texts list none ({how})",
-                       measured=0, **common)
+        return f(PASS, f"the profile expects no accelerator and the texts list none ({how})", measured=0)
     if mem:
-        return Verdict("INV-DEVICES", INCONCLUSIVE, f"{want_n} × {expected.get('model')} by the texts' PCI IDs "
-                       f"and {how}{mem}", measured=measured, **common)
-    return Verdict("INV-DEVICES", PASS, f"{want_n} × {expected.get('model')} by the texts' PCI IDs and {how}"
-                   + (f", each with the profile's {expected.get('memory_gb')} GB" if expected.get("memory_gb") else ""),
-                   measured=measured, **common)
+        return f(INCONCLUSIVE, f"{want_n} × {expected.get('model')} by the texts' PCI IDs and {how}{mem}")
+    return f(PASS, f"{want_n} × {expected.get('model')} by the texts' PCI IDs and {how}"
+             + (f", each with the profile's {expected.get('memory_gb')} GB" if expected.get("memory_gb") else ""))
 
 
 def workload_need(workload: Dict[str, Any]) -> Dict[str, float]:
@@ -205,42 +191,37 @@ def workload_need(workload: Dict[str, Any]) -> Dict[str, float]:
             "overhead_fraction": overhead, "per_card_bytes": per_card}
 
 
-@check("MEM-CAPACITY")
-def check_capacity(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "accelerators") -> Verdict:
+@check("MEM-CAPACITY", default_subject="accelerators")
+def check_capacity(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """MEM-CAPACITY: each card holds its share of the weights and full KV cache (GB = 10^9 bytes).
 
     evidence: ``accelerators`` (those matching the profile)."""
     accelerators = evidence["accelerators"]
     need = workload_need(thresholds["workload"])
-    floor = float(thresholds.get("min_gb_per_card", 0)) * GB
+    floor = float(thresholds["min_gb_per_card"]) * GB
     required = max(floor, need["per_card_bytes"])
-    ev = {"workload": thresholds["workload"], "need": need, "min_gb_per_card": thresholds.get("min_gb_per_card"),
+    ev = {"workload": thresholds["workload"], "need": need, "min_gb_per_card": thresholds["min_gb_per_card"],
           "cards": [{"bdf": a["bdf"], "memory_total_bytes": a.get("memory_total_bytes"),
                      "memory_source": a.get("memory_source")} for a in accelerators]}
     threshold = (f">= {required / GB:.1f} GB per card (max of SITS2026 floor {floor / GB:.0f} GB and "
                  f"{thresholds['workload'].get('name', 'workload')} need {need['per_card_bytes'] / GB:.1f} GB "
                  f"at TP={need['tensor_parallel']})")
+    f.set(threshold=threshold, unit="GB", evidence=ev)
     known = [a for a in accelerators if a.get("memory_total_bytes") is not None]
     if not known:
-        return Verdict("MEM-CAPACITY", INCONCLUSIVE, "no card reported its memory size (management library "
-                       "unavailable)", threshold=threshold, unit="GB", subject="accelerators", evidence=ev)
+        return f(INCONCLUSIVE, "no card reported its memory size (management library unavailable)")
     worst = min(known, key=lambda a: a["memory_total_bytes"])
     measured = round(worst["memory_total_bytes"] / GB, 2)
+    f.set(measured=measured)
     short = [a for a in known if a["memory_total_bytes"] < required]
     if short:
-        return Verdict("MEM-CAPACITY", FAIL,
-                       f"{len(short)} card(s) hold less than the {required / GB:.1f} GB a card needs; smallest "
-                       f"{worst['bdf']} with {measured} GB", measured=measured, threshold=threshold, unit="GB",
-                       subject="accelerators", evidence=ev,
-                       remediation="raise tensor_parallel in the workload (more cards share the model), use a "
-                                   "smaller dtype, or use cards with more memory")
+        return f(FAIL, f"{len(short)} card(s) hold less than the {required / GB:.1f} GB a card needs; smallest "
+                 f"{worst['bdf']} with {measured} GB",
+                 remediation="raise tensor_parallel in the workload (more cards share the model), use a smaller dtype, "
+                             "or use cards with more memory")
     if len(known) < len(accelerators):
-        return Verdict("MEM-CAPACITY", INCONCLUSIVE, f"{len(accelerators) - len(known)} card(s) did not report "
-                       "their memory size", measured=measured, threshold=threshold, unit="GB",
-                       subject="accelerators", evidence=ev)
-    return Verdict("MEM-CAPACITY", PASS, f"every card holds at least {measured} GB; the workload needs "
-                   f"{required / GB:.1f} GB per card", measured=measured, threshold=threshold, unit="GB",
-                   subject="accelerators", evidence=ev)
+        return f(INCONCLUSIVE, f"{len(accelerators) - len(known)} card(s) did not report their memory size")
+    return f(PASS, f"every card holds at least {measured} GB; the workload needs {required / GB:.1f} GB per card")
 
 
 def _version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
@@ -250,27 +231,26 @@ def _version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
     return tuple(int(n) for n in nums) if nums else None
 
 
-@check("DEP-DRIVER")
-def check_driver(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "driver") -> Verdict:
+@check("DEP-DRIVER", default_subject="driver")
+def check_driver(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """DEP-DRIVER: NVIDIA driver and CUDA driver API at or above the floor.  evidence: ``nvml`` (facts)."""
     nvml = evidence["nvml"]
-    min_drv, min_cuda = thresholds.get("min_nvidia_driver"), thresholds.get("min_cuda")
+    min_drv, min_cuda = thresholds["min_nvidia_driver"], thresholds["min_cuda"]
     threshold = f"driver >= {min_drv}, CUDA >= {min_cuda}"
-    ev = {k: nvml.get(k) for k in ("available", "reason", "driver_version", "cuda_driver_version")}
+    f.set(threshold=threshold, evidence={k: nvml.get(k) for k in ("available", "reason", "driver_version",
+                                                                  "cuda_driver_version")})
     if not nvml.get("available"):
-        return Verdict("DEP-DRIVER", INCONCLUSIVE, f"NVIDIA devices present but the driver version cannot be "
-                       f"read: {nvml.get('reason')}", threshold=threshold, subject="driver", evidence=ev)
+        return f(INCONCLUSIVE, f"NVIDIA devices present but the driver version cannot be read: {nvml.get('reason')}")
     drv, cuda = nvml.get("driver_version"), nvml.get("cuda_driver_version")
     measured = f"driver {drv}, CUDA {cuda}"
     low = []
-    if _version_tuple(drv) is None or (min_drv and _version_tuple(drv) < _version_tuple(min_drv)):
+    # The floors are version texts (the profile's schema): compared as the tuples of their numbers.
+    have_drv, have_cuda = _version_tuple(drv), _version_tuple(cuda)
+    if have_drv is None or (min_drv and have_drv < cast(Tuple[int, ...], _version_tuple(min_drv))):
         low.append(f"driver {drv} < {min_drv}")
-    if _version_tuple(cuda) is None or (min_cuda and _version_tuple(cuda) < _version_tuple(min_cuda)):
+    if have_cuda is None or (min_cuda and have_cuda < cast(Tuple[int, ...], _version_tuple(min_cuda))):
         low.append(f"CUDA {cuda} < {min_cuda}")
     if low:
-        return Verdict("DEP-DRIVER", FAIL, "; ".join(low), measured=measured, threshold=threshold,
-                       subject="driver", evidence=ev,
-                       remediation=f"install NVIDIA driver {min_drv} or newer (it carries the CUDA {min_cuda} "
-                                   "driver API)")
-    return Verdict("DEP-DRIVER", PASS, f"{measured} meets the floor", measured=measured, threshold=threshold,
-                   subject="driver", evidence=ev)
+        return f(FAIL, "; ".join(low), measured=measured,
+                 remediation=f"install NVIDIA driver {min_drv} or newer (it carries the CUDA {min_cuda} driver API)")
+    return f(PASS, f"{measured} meets the floor", measured=measured)

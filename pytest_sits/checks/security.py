@@ -6,7 +6,7 @@ import re
 from typing import Any, Dict, List, Tuple
 
 from ..verdict import FAIL, INCONCLUSIVE, PASS, WARN, Verdict
-from . import check
+from . import Finding, check
 
 COMPONENTS = ("driver", "vbios", "inforom", "gsp")
 
@@ -35,18 +35,17 @@ def _entry_text(entry: Dict[str, Any]) -> str:
 
 
 @check("SEC-FIRMWARE")
-def check_firmware(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_firmware(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """Driver, VBIOS, InfoROM and GSP firmware versions on the profile's allow-list (``allowed``: per component a
     list of entries with ``version`` or ``min``/``max`` and a ``reason``); the driver module's signature state
     where the kernel exposes it (FAIL on an unsigned module when ``require_signed_module``).  Without an
     allow-list the verdict is WARN, listing what was found.
 
     evidence: ``versions`` {driver, vbios, inforom, gsp} (str or None), ``module_signature`` {state, reason}."""
-    req = "SEC-FIRMWARE"
     versions = evidence.get("versions") or {}
-    allowed = thresholds.get("allowed") or {}
+    allowed = thresholds["allowed"] or {}
     sig = evidence.get("module_signature") or {}
-    need_sig = bool(thresholds.get("require_signed_module", False))
+    need_sig = bool(thresholds["require_signed_module"])
     found = ", ".join(f"{c} {versions.get(c) or 'n/a'}" for c in COMPONENTS)
     found += f"; kernel module signature: {sig.get('state', 'not read')}"
     listed = [c for c in COMPONENTS if allowed.get(c)]
@@ -54,9 +53,9 @@ def check_firmware(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
                  if listed else "no allow-list in the profile")
     if need_sig:
         threshold += "; signed kernel module"
-    common = dict(threshold=threshold, subject=subject, evidence=evidence,
-                  method="versions from the management library (or submitted text) against the profile's allow-list; "
-                         "module signature from /sys/module/<driver>/taint and sig_enforce")
+    f.set(threshold=threshold, evidence=evidence, measured=found,
+          method="versions from the management library (or submitted text) against the profile's allow-list; module "
+                 "signature from /sys/module/<driver>/taint and sig_enforce")
     bad: List[str] = []
     unread: List[str] = []
     matched: List[str] = []
@@ -73,22 +72,21 @@ def check_firmware(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject
     if need_sig and sig.get("state") == "unsigned":
         bad.append(f"the driver module is not signed: {sig.get('reason')}")
     if bad:
-        return Verdict(req, FAIL, "; ".join(bad) + f" (found: {found})", measured=found, **common,
-                       remediation="install the driver / firmware the allow-list names (VBIOS and InfoROM through "
-                                   "the OEM's update package), or add the version to the profile's SEC-FIRMWARE "
-                                   "allow-list with the reason it is trusted; sign the module (DKMS with a "
-                                   "MOK-enrolled key) where signatures are required")
+        return f(FAIL, "; ".join(bad) + f" (found: {found})",
+                 remediation="install the driver / firmware the allow-list names (VBIOS and InfoROM through the OEM's "
+                             f"update package), or add the version to the profile's {f.requirement} allow-list with the "
+                             "reason it is trusted; sign the module (DKMS with a MOK-enrolled key) where signatures are "
+                             "required")
     if unread or (need_sig and sig.get("state") != "signed"):
         why = [f"{c} version not reported" for c in unread]
         if need_sig and sig.get("state") != "signed":
             why.append(f"module signature {sig.get('state', 'not read')}: {sig.get('reason')}")
-        return Verdict(req, INCONCLUSIVE, "; ".join(why) + f" (found: {found})", measured=found, **common)
+        return f(INCONCLUSIVE, "; ".join(why) + f" (found: {found})")
     if not listed:
-        return Verdict(req, WARN, f"the profile has no firmware allow-list; found: {found}", measured=found, **common)
+        return f(WARN, f"the profile has no firmware allow-list; found: {found}")
     unlisted = [c for c in COMPONENTS if c not in listed and versions.get(c)]
-    return Verdict(req, PASS, "on the allow-list: " + "; ".join(matched)
-                   + (f"; not listed by the profile: {', '.join(unlisted)}" if unlisted else ""),
-                   measured=found, **common)
+    return f(PASS, "on the allow-list: " + "; ".join(matched)
+             + (f"; not listed by the profile: {', '.join(unlisted)}" if unlisted else ""))
 
 
 def _find(rows: List[Dict[str, Any]], spec: str) -> List[Dict[str, Any]]:
@@ -102,21 +100,20 @@ def _summary(rows: List[Dict[str, Any]]) -> str:
 
 
 @check("SEC-TEE")
-def check_tee(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "host") -> Verdict:
+def check_tee(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """The trusted-execution matrix, reported.  Capabilities the profile lists in ``required``
     ("AMD SEV-SNP:host", "GPU confidential computing on") must read ``yes``: ``no`` fails, ``unknown`` is
     INCONCLUSIVE (what a platform cannot tell is never read as no).
 
     evidence: ``cpu`` and ``gpu`` rows {capability, role, value yes|no|unknown, source, detail}."""
-    req = "SEC-TEE"
     rows = list(evidence.get("cpu") or []) + list(evidence.get("gpu") or [])
-    required = list(thresholds.get("required") or [])
-    common = dict(threshold=("required: " + ", ".join(required)) if required else "report only", subject=subject,
-                  evidence=evidence, measured=_summary([r for r in rows if r["value"] == "yes"]) or "none",
-                  method="kernel files (/proc/cpuinfo flags, KVM module parameters, /dev/sev*, /dev/tdx_guest) and "
-                         "NVML conf-compute state")
+    required = list(thresholds["required"] or [])
+    f.set(threshold=("required: " + ", ".join(required)) if required else "report only", evidence=evidence,
+          measured=_summary([r for r in rows if r["value"] == "yes"]) or "none",
+          method="kernel files (/proc/cpuinfo flags, KVM module parameters, /dev/sev*, /dev/tdx_guest) and NVML "
+                 "conf-compute state")
     if not rows:
-        return Verdict(req, INCONCLUSIVE, "no capability could be read", **common)
+        return f(INCONCLUSIVE, "no capability could be read")
     missing, unknown = [], []
     for spec in required:
         hits = _find(rows, spec)
@@ -127,16 +124,14 @@ def check_tee(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str
         else:
             missing.append(f"{spec} ({hits[0]['detail']})")
     if missing:
-        return Verdict(req, FAIL, f"required trusted-execution capability absent: {'; '.join(missing)}", **common,
-                       remediation="enable it in the firmware (BIOS: SEV-SNP / TDX, SMEE, RMP) and the kernel "
-                                   "(kvm_amd sev_snp=1 / kvm_intel tdx=1), and the GPU's CC mode "
-                                   "(`nvidia-smi conf-compute -srs` / the vendor's CC tool), or drop it from the "
-                                   "profile's SEC-TEE required list")
+        return f(FAIL, f"required trusted-execution capability absent: {'; '.join(missing)}",
+                 remediation="enable it in the firmware (BIOS: SEV-SNP / TDX, SMEE, RMP) and the kernel (kvm_amd "
+                             "sev_snp=1 / kvm_intel tdx=1), and the GPU's CC mode (`nvidia-smi conf-compute -srs` / "
+                             f"the vendor's CC tool), or drop it from the profile's {f.requirement} required list")
     if unknown:
-        return Verdict(req, INCONCLUSIVE, f"cannot tell whether required capabilities are there: "
-                       f"{'; '.join(unknown)}", **common)
+        return f(INCONCLUSIVE, f"cannot tell whether required capabilities are there: {'; '.join(unknown)}")
     yes = [r for r in rows if r["value"] == "yes"]
     unk = [r for r in rows if r["value"] == "unknown"]
     text = (f"{'required capabilities present; ' if required else 'report only: '}"
             f"yes: {_summary(yes) or 'none'}; unknown: {_summary(unk) or 'none'}")
-    return Verdict(req, PASS, text, **common)
+    return f(PASS, text)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
-from . import check
+from . import Finding, check
 from .interval import AT_LEAST, AT_MOST, FAIL_, PASS_, combine, decide, describe, mean_interval
 from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, Verdict
 
@@ -147,45 +147,29 @@ class SteadyDetector:
                 "last": self.y[-1]}
 
 
-@check("THERM-GPU-STEADY", version=1, legacy=True)
-def check_gpu_steady_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay: the window mean against the band, no interval.
-    evidence: ``trace`` (the calibration's samples), ``sensor`` (id, resolution_c, label)."""
-    return _unreadable("THERM-GPU-STEADY", evidence, subject) or _steady(
-        "THERM-GPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject)
-
-
-@check("THERM-CPU-STEADY", version=1, legacy=True)
-def check_cpu_steady_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
-    """Version 1, kept so that older reports replay; evidence as for THERM-GPU-STEADY."""
-    return _unreadable("THERM-CPU-STEADY", evidence, subject) or _steady(
-        "THERM-CPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject)
-
-
-def _unreadable(req: str, evidence: Dict[str, Any], subject: str) -> Optional[Verdict]:
+def _unreadable(f: Finding, evidence: Dict[str, Any]) -> Optional[Verdict]:
     """The device is there but its temperature cannot be read or steered: undecided, never a SKIP."""
     if not evidence.get("unreadable"):
         return None
-    return Verdict(req, INCONCLUSIVE, f"{evidence['unreadable']}; the requirement cannot be decided here",
-                   subject=subject, evidence=evidence)
+    return f(INCONCLUSIVE, f"{evidence['unreadable']}; the requirement cannot be decided here", evidence=evidence)
 
 
-def _steady(req: str, trace: Dict[str, Any], sensor: Dict[str, Any], th: Dict[str, Any], subject: str,
-            intervals: bool = False) -> Verdict:
+def _steady(f: Finding, trace: Dict[str, Any], sensor: Dict[str, Any], th: Dict[str, Any]) -> Verdict:
+    """The steady rule on the trace, and the steady window's mean with its interval against the band."""
     step = float(sensor["resolution_c"])
     rule = rule_text(th, step)
     band = (th["band_low_c"], th["band_high_c"])
-    threshold = f"[{band[0]:g}, {band[1]:g}] °C, steady ±{th['tolerance_c']:g} °C for {th['window_s']:g} s"
     samples = trace["samples"]
-    ev = {"sensor": sensor, "rule": rule, "sensor_step_c": step, "trace": trace}
+    ev: Dict[str, Any] = {"sensor": sensor, "rule": rule, "sensor_step_c": step, "trace": trace}
     valid = [s for s in samples if s["value_c"] is not None]
     failed = len(samples) - len(valid)
     series = {"title": f"{sensor['label']} temperature", "unit": "°C", "x": [s["t"] for s in valid],
               "y": [s["value_c"] for s in valid], "band": list(band), "mark_from": None}
     ev["series"] = [series]
+    f.set(threshold=f"[{band[0]:g}, {band[1]:g}] °C, steady ±{th['tolerance_c']:g} °C for {th['window_s']:g} s",
+          evidence=ev, method=rule)
     if not valid:
-        return Verdict(req, ERROR, f"the sensor never gave a reading ({samples[0]['error'] if samples else 'no sample'})",
-                       threshold=threshold, subject=subject, evidence=ev, method=rule)
+        return f(ERROR, f"the sensor never gave a reading ({samples[0]['error'] if samples else 'no sample'})")
     det = SteadyDetector(th["window_s"], th["tolerance_c"], band, step)
     state: Dict[str, Any] = {}
     decided = None
@@ -206,23 +190,19 @@ def _steady(req: str, trace: Dict[str, Any], sensor: Dict[str, Any], th: Dict[st
                                "distinct_values": st["distinct_values"]}
         text = (f"steady at {st['mean']:.2f} °C from {series['mark_from']:.0f} s to {s['t']:.0f} s: drift "
                 f"{st['drift']:+.2f} °C, spread {st['spread']:g} °C; {resolution}")
-        if intervals:
-            d = band_decision(st, th)
-            ev["decision"] = d
-            text += f"; window mean {describe(d, _c)}"
-            if st.get("steady") and d["outcome"] != PASS_:
-                return Verdict(req, INCONCLUSIVE, f"{text}: the mean is in the band, its interval reaches beyond "
-                               f"[{band[0]:g}, {band[1]:g}] °C", measured=round(st["mean"], 2), threshold=threshold,
-                               unit="°C", subject=subject, evidence=ev, method=rule + " " + d["rule"])
+        f.set(measured=round(st["mean"], 2), unit="°C")
+        d = band_decision(st, th)
+        ev["decision"] = d
+        text += f"; window mean {describe(d, _c)}"
+        if st.get("steady") and d["outcome"] != PASS_:
+            return f(INCONCLUSIVE, f"{text}: the mean is in the band, its interval reaches beyond "
+                     f"[{band[0]:g}, {band[1]:g}] °C", method=rule + " " + d["rule"])
         if st.get("steady"):
             if failed:
                 text += f"; {failed} failed reading(s) earlier in the run (recorded in the trace)"
-            return Verdict(req, PASS, text, measured=round(st["mean"], 2), threshold=threshold, unit="°C",
-                           subject=subject, evidence=ev, method=rule)
-        return Verdict(req, INCONCLUSIVE, f"one constant reading of {st['mean']:g} °C for {th['window_s']:g} s: "
-                       f"steady only within ±{step / 2:g} °C, and the sensor (step {step:g} °C) cannot resolve "
-                       f"±{th['tolerance_c']:g} °C", measured=round(st["mean"], 2), threshold=threshold, unit="°C",
-                       subject=subject, evidence=ev, method=rule)
+            return f(PASS, text)
+        return f(INCONCLUSIVE, f"one constant reading of {st['mean']:g} °C for {th['window_s']:g} s: steady only "
+                 f"within ±{step / 2:g} °C, and the sensor (step {step:g} °C) cannot resolve ±{th['tolerance_c']:g} °C")
     tail_na = 0
     for s in reversed(samples):
         if s["value_c"] is not None:
@@ -230,38 +210,35 @@ def _steady(req: str, trace: Dict[str, Any], sensor: Dict[str, Any], th: Dict[st
         tail_na += 1
     if tail_na:
         last_err = samples[-1].get("error")
-        return Verdict(req, INCONCLUSIVE, f"the sensor stopped answering after {len(valid)} valid reading(s) "
-                       f"({tail_na} failed in a row: {last_err}); nothing can be decided",
-                       threshold=threshold, subject=subject, evidence=ev, method=rule)
+        return f(INCONCLUSIVE, f"the sensor stopped answering after {len(valid)} valid reading(s) ({tail_na} failed in "
+                 f"a row: {last_err}); nothing can be decided")
     last = state if state.get("samples") else {}
+    f.set(unit="°C")
     if last.get("ready") and not (abs(last["drift"]) <= th["tolerance_c"]):
         text = (f"did not settle within {th['timeout_s']:g} s: drifted {last['drift']:+.1f} °C over the last "
                 f"{th['window_s']:g} s (now {last['last']:g} °C)")
     elif last.get("ready") and (last.get("steady") or last.get("stable_constant")) and not last.get("in_band"):
         text = (f"settled at {last['mean']:.1f} °C, outside the band [{band[0]:g}, {band[1]:g}] °C, with the load "
                 f"at duty {trace.get('final_duty', 0):.2f}")
-        if intervals:
-            d = band_decision(last, th)
-            ev["decision"] = d
-            text += f"; window mean {describe(d, _c)}"
-            if d["outcome"] != FAIL_:
-                return Verdict(req, INCONCLUSIVE, f"{text}: the interval of the mean reaches into the band",
-                               measured=round(last["mean"], 2), threshold=threshold, unit="°C", subject=subject,
-                               evidence=ev, method=rule + " " + d["rule"])
+        d = band_decision(last, th)
+        ev["decision"] = d
+        text += f"; window mean {describe(d, _c)}"
+        if d["outcome"] != FAIL_:
+            return f(INCONCLUSIVE, f"{text}: the interval of the mean reaches into the band",
+                     measured=round(last["mean"], 2), method=rule + " " + d["rule"])
     elif last.get("ready"):
         text = (f"did not settle within {th['timeout_s']:g} s: spread {last['spread']:g} °C, sub-window means "
                 f"{', '.join(f'{m:.2f}' for m in last['sub_means'])} °C (now {last['last']:g} °C)")
     else:
         text = f"the run ended ({trace.get('stopped')}) before a full {th['window_s']:g} s window of readings"
     mean = last.get("mean")
-    if intervals and "decision" not in ev and last.get("sub_means"):
+    if "decision" not in ev and last.get("sub_means"):
         ev["decision"] = band_decision(last, th)
         text += f"; the last window's mean {describe(ev['decision'], _c)}"
-    return Verdict(req, FAIL, text, measured=round(mean, 2) if mean is not None else None, threshold=threshold,
-                   unit="°C", subject=subject, evidence=ev, method=rule,
-                   remediation="check the cooling (fan curves, airflow, inlet temperature, liquid loop flow) and "
-                               "the power limits; if the cooling cannot reach the band, record it and adjust "
-                               "band_low_c/band_high_c in the profile with the reason")
+    return f(FAIL, text, measured=round(mean, 2) if mean is not None else None,
+             remediation="check the cooling (fan curves, airflow, inlet temperature, liquid loop flow) and the power "
+                         "limits; if the cooling cannot reach the band, record it and adjust band_low_c/band_high_c in "
+                         "the profile with the reason")
 
 
 # --------------------------------------------------------------------------
@@ -287,16 +264,14 @@ def band_decision(state: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
 
 
 @check("THERM-GPU-STEADY", version=2)
-def check_gpu_steady(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_gpu_steady(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """THERM-GPU-STEADY: the steady rule, and the steady window's mean, with the t-interval over its sub-window
     means, inside the band (PASS), wholly outside it (FAIL), or neither (INCONCLUSIVE).  evidence: ``trace`` (the
     calibration's samples), ``sensor`` (id, resolution_c, label)."""
-    return _unreadable("THERM-GPU-STEADY", evidence, subject) or _steady(
-        "THERM-GPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject, intervals=True)
+    return _unreadable(f, evidence) or _steady(f, evidence["trace"], evidence["sensor"], thresholds)
 
 
 @check("THERM-CPU-STEADY", version=2)
-def check_cpu_steady(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+def check_cpu_steady(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """THERM-CPU-STEADY, one verdict per package; the rule and evidence as for THERM-GPU-STEADY."""
-    return _unreadable("THERM-CPU-STEADY", evidence, subject) or _steady(
-        "THERM-CPU-STEADY", evidence["trace"], evidence["sensor"], thresholds, subject, intervals=True)
+    return _unreadable(f, evidence) or _steady(f, evidence["trace"], evidence["sensor"], thresholds)
