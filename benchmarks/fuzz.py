@@ -318,7 +318,7 @@ def extract(rev: str, dest: Path) -> Path:
 
 def validate_all(paths: List[Path], tree: Path, workers: int, timeout: float) -> List[Dict[str, Any]]:
     results: List[Optional[Dict[str, Any]]] = [None] * len(paths)
-    todo: "queue.Queue[int]" = queue.Queue()
+    todo: queue.Queue[int] = queue.Queue()
     for i in range(len(paths)):
         todo.put(i)
 
@@ -363,7 +363,7 @@ def sim_runs(paths: List[Path], tree: Path, workers: int, timeout: float) -> Lis
     """The quick suite on the simulated machine built from each profile: 'ok', 'failed', 'INTERNALERROR',
     'usage error', 'timeout' or 'exit N'."""
     out: List[str] = [""] * len(paths)
-    todo: "queue.Queue[int]" = queue.Queue()
+    todo: queue.Queue[int] = queue.Queue()
     for i in range(len(paths)):
         todo.put(i)
 

@@ -403,7 +403,7 @@ def _pairs_expected(text: str, n: int) -> Optional[int]:
             re.search(r"\b(sys|phb|node)\b", low) and not re.search(r"nv\d|xgmi", low)):
         return 0
     linked = 0
-    for m in re.finditer(r"(?:gpu)?(\d)\s*-\s*(?:gpu)?(\d)\s+nv\d+", low):
+    for _m in re.finditer(r"(?:gpu)?(\d)\s*-\s*(?:gpu)?(\d)\s+nv\d+", low):
         linked += 1
     return linked if linked or "nv" in low else None
 

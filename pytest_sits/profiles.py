@@ -415,7 +415,7 @@ def _suggest(word: str, choices: Iterable[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _validator_class() -> Any:
     """Draft 2020-12, except that ``integer`` means a whole number written as one: 5.0 is not an integer here
     (the code that uses a count needs an int), and a boolean is never a number."""
@@ -571,7 +571,7 @@ class Profile:
                 "why": self.why, "bundled": self.bundled, "data": self.data}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bundled_data() -> Dict[Path, Any]:
     """Every bundled profile file, parsed once per process (package data: it does not change).
 
@@ -841,7 +841,7 @@ def load_file(path: Path, folder: Optional[Path] = None,
     return data, lines
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bundled_layer(path: Path) -> Tuple[Dict[str, Any], Dict[Tuple, int]]:
     """A bundled profile file, read and checked once per process (read-only: ``_merge`` copies)."""
     return load_file(path, schema=False)

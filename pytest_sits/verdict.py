@@ -61,7 +61,7 @@ class Verdict:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "Verdict":
+    def from_json(cls, data: Dict[str, Any]) -> Verdict:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         return cls(**known)
 

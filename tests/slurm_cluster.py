@@ -19,8 +19,8 @@ NODES = ("n1", "n2", "n3")
 
 
 def sinfo(env) -> dict:
-    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, timeout=30)
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=env, capture_output=True,
+                         text=True, timeout=30)
     if out.returncode:
         raise RuntimeError(out.stderr.strip())
     return dict(line.split() for line in out.stdout.splitlines() if line.strip())

@@ -274,7 +274,9 @@ def test_the_h100_folder_is_one_machine(tmp_path):
     assert [a["numa_node"] for a in accs] == [0, 0, 0, 0, 1, 1, 1, 1] and len(inv["numa"]) == 2
     assert inv["management"]["nvml"]["driver_version"] == "570.124.06" and sub["kernel_log"]["records"] == 14
     assert plat.root is None and plat.kind == "evidence" and "4 files read" in plat.label
-    with pytest.raises(Exception):
+    from pytest_sits.conditions.loads import LoadUnavailable
+
+    with pytest.raises(LoadUnavailable, match="no machine to load"):
         plat.accelerator_load(accs[0])
 
 

@@ -281,7 +281,7 @@ def test_fleet_page_has_no_horizontal_overflow_at_420px(reports, tmp_path):
     for width in (420, 1400):
         proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                                f"--window-size={width},900", "--dump-dom", (out / "probe.html").as_uri()],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=120)
         m = re.search(r"<title>W=(\d+) V=(\d+)</title>", proc.stdout)
         assert m, proc.stderr[-2000:]
         scroll, view = int(m.group(1)), int(m.group(2))

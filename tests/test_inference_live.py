@@ -40,7 +40,7 @@ def test_paged_decode_matches_recomputing_the_whole_sequence():
         out = eng.generate(prompt, 8).output
     model = TinyDecoder(cfg)
     ref = []
-    for i in range(8):  # no cache reuse: a fresh pool and a full prefill for every token
+    for _i in range(8):  # no cache reuse: a fresh pool and a full prefill for every token
         pool = KVBlockPool(cfg, "cpu", torch.float32)
         seq = prompt + ref
         pool.admit(1, len(seq))

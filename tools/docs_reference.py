@@ -37,7 +37,7 @@ class _OptionRecorder:
         self.options: List[Tuple[Tuple[str, ...], Dict[str, Any]]] = []
         self.inis: Dict[str, str] = {}
 
-    def getgroup(self, *args: Any, **kwargs: Any) -> "_OptionRecorder":
+    def getgroup(self, *args: Any, **kwargs: Any) -> _OptionRecorder:
         return self
 
     def addoption(self, *names: str, **kwargs: Any) -> None:

@@ -97,7 +97,7 @@ class Finding:
 
     def set(self, *, threshold: Any = UNSET, unit: Union[str, None, Unset] = UNSET,
             method: Union[str, None, Unset] = UNSET, evidence: Union[Dict[str, Any], Unset] = UNSET,
-            measured: Any = UNSET, subject: Union[str, Unset] = UNSET) -> "Finding":
+            measured: Any = UNSET, subject: Union[str, Unset] = UNSET) -> Finding:
         """Set the fields given, for every verdict of this call from now on; returns the finding."""
         self.threshold = _given(threshold, self.threshold)
         self.unit = _given(unit, self.unit)

@@ -45,7 +45,7 @@ EXAMPLES_TEXT = """\
 """
 
 
-def text_options() -> List[Tuple[str, "Reader"]]:
+def text_options() -> List[Tuple[str, Reader]]:
     """audit-text's options (``--nvidia-smi-q FILE``), one per reader that has one, with that reader: a file given
     so is declared as its kind (the content decides; a mismatch is noted)."""
     from ..probes.readers import READERS

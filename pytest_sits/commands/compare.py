@@ -185,7 +185,7 @@ def compare(files: Sequence[str], reports: Sequence[Dict[str, Any]],
                                      f"{'that weight is' if len(left) == 1 else 'those weights are'} left out and "
                                      "the others renormalised to sum 1")
     info = []
-    for i, r in enumerate(reports):
+    for _i, r in enumerate(reports):
         a = _analytics_of(r)
         tco = a.get("tco") or {}
         tpw = a.get("tokens_per_watt") or {}

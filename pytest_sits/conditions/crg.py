@@ -17,6 +17,7 @@ Every function returns evidence, or ``{"absent": reason}`` when the thing to mea
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import tempfile
@@ -469,7 +470,7 @@ def hardware_clocks(root: Any, reads: int = 20_000) -> List[Dict[str, Any]]:
             continue
         try:
             cid = _phc_clockid(fd)
-            entry.update(_read_steps(lambda: time.clock_gettime_ns(cid), reads))
+            entry.update(_read_steps(functools.partial(time.clock_gettime_ns, cid), reads))
         except (OSError, OverflowError) as exc:
             entry["error"] = f"cannot read {clock['device']}: {exc}"
         finally:

@@ -139,7 +139,7 @@ class HealthReader:
     def __init__(self, platform: Any, acc: Dict[str, Any]):
         self.platform, self.acc = platform, acc
 
-    def __enter__(self) -> "HealthReader":
+    def __enter__(self) -> HealthReader:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -189,7 +189,7 @@ class LiveNvmlReader(HealthReader):
 
     kind = "NVML"
 
-    def __enter__(self) -> "LiveNvmlReader":
+    def __enter__(self) -> LiveNvmlReader:
         self.device = NvmlDevice(self.acc["bdf"]).__enter__()
         return self
 
@@ -277,7 +277,7 @@ class InferenceLoad:
         self.thread: Optional[threading.Thread] = None
         self.started = self.ended = None  # type: Optional[float]
 
-    def __enter__(self) -> "InferenceLoad":
+    def __enter__(self) -> InferenceLoad:
         key = f"{self.inference.subject}/sweep"
         self.inference.cache.pop(key, None)  # run it now, under the window
 

@@ -288,7 +288,7 @@ class BandwidthHold:
         self.controller.update(occ, saturated=rec["saturated"])
 
     # -- context manager ------------------------------------------------
-    def __enter__(self) -> "BandwidthHold":
+    def __enter__(self) -> BandwidthHold:
         self._stop.clear()
         self.started_at = time.time()
         self._workers = [threading.Thread(target=self._inject, args=(i,), name=f"sits-hold-{i}", daemon=True)

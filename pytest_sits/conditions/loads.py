@@ -97,7 +97,7 @@ class DutyCycleLoad:
         except Exception as exc:  # recorded, never lost
             self.errors.append(f"worker {i}: {type(exc).__name__}: {exc}")
 
-    def __enter__(self) -> "DutyCycleLoad":
+    def __enter__(self) -> DutyCycleLoad:
         self.started_at = time.time()
         self._threads = [threading.Thread(target=self._run, args=(i,), name=f"sits-{self.kind}-{i}", daemon=True)
                          for i in range(self.workers)]

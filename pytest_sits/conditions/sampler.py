@@ -46,7 +46,7 @@ class Sample3D:
         self.started_ns = self.stopped_ns = 0
         self.sources = list(sources)
 
-    def __enter__(self) -> "Sample3D":
+    def __enter__(self) -> Sample3D:
         self._stop.clear()
         self.started_ns = time.monotonic_ns()
         self._threads = [threading.Thread(target=self._run, name="sits-sample3d", daemon=True)]

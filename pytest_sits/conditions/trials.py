@@ -35,7 +35,7 @@ class TrialPlan:
         return asdict(self)
 
     @classmethod
-    def default(cls, requirement: str, initial: int = 5, step: int = 5, cap: int = 15, **kw: Any) -> "TrialPlan":
+    def default(cls, requirement: str, initial: int = 5, step: int = 5, cap: int = 15, **kw: Any) -> TrialPlan:
         return cls(requirement, initial, step, cap, **kw)
 
 

@@ -176,7 +176,7 @@ def _exact_rel(a: float, b: float) -> float:
 
 
 def _greatest_rel(a: np.ndarray, b: np.ndarray, ad: np.ndarray, ab: np.ndarray, rel: np.ndarray,
-                  mask: np.ndarray) -> "tuple[float, int]":
+                  mask: np.ndarray) -> tuple[float, int]:
     """The greatest relative difference |a - b| / |b| of a chunk and its first index, exactly.
 
     |b| = 0 is explicit: 0 when a is 0 too (either sign), inf otherwise; nothing is added to |b|, so subnormal

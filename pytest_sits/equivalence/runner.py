@@ -29,7 +29,7 @@ def torch_devices() -> List[Dict[str, Any]]:
     try:
         import torch_npu  # noqa: F401
 
-        npu = getattr(torch, "npu")  # registered on torch by importing torch_npu
+        npu = getattr(torch, "npu")  # noqa: B009 (registered on torch by importing torch_npu: unknown to its types)
         for i in range(npu.device_count()):
             devs.append({"device": f"npu:{i}", "kind": "npu", "name": npu.get_device_name(i)})
     except Exception:

@@ -217,7 +217,7 @@ class EndpointClient:
         self.busy = self.max_busy = 0
         self.closing = False
 
-    def __enter__(self) -> "EndpointClient":
+    def __enter__(self) -> EndpointClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -51,7 +51,7 @@ class ModelConfig:
     threads: Optional[int] = None
 
     @classmethod
-    def from_thresholds(cls, model: Dict[str, Any]) -> "ModelConfig":
+    def from_thresholds(cls, model: Dict[str, Any]) -> ModelConfig:
         known = {k: v for k, v in (model or {}).items() if k in cls.__dataclass_fields__}
         cfg = cls(**known)
         cfg.validate()
@@ -183,10 +183,10 @@ class Request:
     id: int
     prompt: List[int]
     max_new: int
-    on_done: Callable[["Request"], None]
-    on_first: Optional[Callable[["Request"], None]] = None
+    on_done: Callable[[Request], None]
+    on_first: Optional[Callable[[Request], None]] = None
     #: Called from the engine's thread with each token after the first, as it is produced (streaming).
-    on_token: Optional[Callable[["Request", int], None]] = None
+    on_token: Optional[Callable[[Request, int], None]] = None
     submitted_ns: int = 0
     first_ns: Optional[int] = None
     done_ns: Optional[int] = None
@@ -330,7 +330,7 @@ class Engine:
         self.generate([1, 2, 3, 4], 2)
 
     # -- lifecycle
-    def __enter__(self) -> "Engine":
+    def __enter__(self) -> Engine:
         self._stop = False
         self._thread = threading.Thread(target=self._loop, name="sits-engine", daemon=True)
         self._thread.start()

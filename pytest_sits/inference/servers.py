@@ -339,7 +339,7 @@ class _EngineHandler(_Base):
             if r.error:
                 return self.send_json(503, {"error": r.error})
             return self.send_json(200, self.whole_doc(chat, n, decode_tokens(r.output), len(r.output), len(prompt)))
-        q: "queue.Queue[Any]" = queue.Queue()
+        q: queue.Queue[Any] = queue.Queue()
         s.engine.submit(prompt, req["_max"], on_done=lambda r: q.put(("done", r)),
                         on_first=lambda r: q.put(("token", r.output[0])), on_token=lambda r, t: q.put(("token", t)))
         self.start_stream()

@@ -67,7 +67,7 @@ class Workload:
 
     @classmethod
     def build(cls, spec: Dict[str, Any], vocab: int, tenants: Optional[Sequence[Dict[str, Any]]] = None,
-              seed: int = 2026) -> "Workload":
+              seed: int = 2026) -> Workload:
         rng = random.Random(seed)
         n = int(spec.get("samples", 512))
         p_lo, p_hi = spec.get("prompt_tokens", [32, 128])
@@ -382,13 +382,13 @@ def parse_logs(logdir: Path) -> Dict[str, Any]:
                            "detail_file": str(logdir / "mlperf_log_detail.txt"), "results": {}, "errors": [],
                            "warnings": []}
     try:
-        with open(logdir / "mlperf_log_summary.txt", "r", encoding="utf-8", errors="replace") as fh:
+        with open(logdir / "mlperf_log_summary.txt", encoding="utf-8", errors="replace") as fh:
             out["summary"] = fh.read(64 << 10)
     except OSError as exc:
         out["summary"] = None
         out["errors"].append(f"no summary log: {exc}")
     try:
-        with open(logdir / "mlperf_log_detail.txt", "r", encoding="utf-8", errors="replace") as fh:
+        with open(logdir / "mlperf_log_detail.txt", encoding="utf-8", errors="replace") as fh:
             text = fh.read(MAX_LOG_BYTES)
     except OSError as exc:
         out["errors"].append(f"no detail log: {exc}")

@@ -24,9 +24,9 @@ REQUIREMENT_PROPERTY = "sits_requirement"
 #: The marker that names a test's requirement: ``@pytest.mark.sits_requirement(ID)``.
 MARKER = "sits_requirement"
 #: Where the plugin keeps the session's resolved run (:class:`pytest_sits.plugin.session.SitsRun`).
-RUN_KEY: "pytest.StashKey[Any]" = pytest.StashKey()
+RUN_KEY: pytest.StashKey[Any] = pytest.StashKey()
 #: When the test item's setup began (``time.time()``): a verdict's ``seconds`` counts from there.
-STARTED_KEY: "pytest.StashKey[float]" = pytest.StashKey()
+STARTED_KEY: pytest.StashKey[float] = pytest.StashKey()
 
 
 class SitsWarning(UserWarning):
@@ -34,7 +34,7 @@ class SitsWarning(UserWarning):
 
 
 #: The item's verdicts, whole (copied onto its reports by the plugin's makereport hook).
-VERDICTS_KEY: "pytest.StashKey[List[Dict[str, Any]]]" = pytest.StashKey()
+VERDICTS_KEY: pytest.StashKey[List[Dict[str, Any]]] = pytest.StashKey()
 #: What a JUnit property of a verdict holds.
 JUNIT_FIELDS = ("requirement", "subject", "status", "measured", "unit", "threshold", "reason")
 

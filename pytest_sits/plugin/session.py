@@ -104,7 +104,7 @@ class SitsRun:
     _plan: Any = field(default=None, repr=False)
 
     @classmethod
-    def from_config(cls, config: Any) -> "SitsRun":
+    def from_config(cls, config: Any) -> SitsRun:
         """Resolve every sits option of a pytest config (the controller's, or a worker's hand-over)."""
         workerinput = getattr(config, "workerinput", None)
         if workerinput and "sits" in workerinput:
@@ -204,7 +204,7 @@ class SitsRun:
     @classmethod
     def resolve(cls, *, profile_opt: Optional[str], profile_ini: Optional[str], platform_opt: Optional[str],
                 platform_ini: Optional[str], level_opt: Optional[str], level_ini: Optional[str],
-                report_dir_opt: Optional[str], report_dir_ini: Optional[str]) -> "SitsRun":
+                report_dir_opt: Optional[str], report_dir_ini: Optional[str]) -> SitsRun:
         level, level_how = _pick(level_opt, ENV_LEVEL, level_ini)
         level = level or "quick"
         if level not in LEVELS:
@@ -255,7 +255,7 @@ class SitsRun:
                 "health_load": self.health_load}
 
     @classmethod
-    def from_workerinput(cls, data: Dict[str, Any]) -> "SitsRun":
+    def from_workerinput(cls, data: Dict[str, Any]) -> SitsRun:
         workdir = Path(data["workdir"]) if data.get("workdir") else None
         try:
             platform = from_spec(data["platform_spec"], workdir=workdir)

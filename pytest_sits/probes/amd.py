@@ -7,10 +7,23 @@ field is read on its own, and a field that fails is recorded in ``errors``.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict
+from typing import Any, Callable, Dict
 
 from . import health
 from .nvml import field_reader
+
+
+def _device(amdsmi: Any, h: Any, i: int, get: Callable[[Dict[str, Any], str, Callable[[], Any]], None]) -> Dict[str, Any]:
+    """One device's facts, each read on its own (a failed read is recorded against its field)."""
+    dev: Dict[str, Any] = {"index": i}
+    get(dev, "pci_bus_id", lambda: str(amdsmi.amdsmi_get_gpu_device_bdf(h)).lower())
+    get(dev, "name", lambda: amdsmi.amdsmi_get_gpu_asic_info(h)["market_name"])
+    get(dev, "memory_total_bytes", lambda: amdsmi.amdsmi_get_gpu_memory_total(h, amdsmi.AmdSmiMemoryType.VRAM))
+    get(dev, "vbios_version", lambda: amdsmi.amdsmi_get_gpu_vbios_info(h)["version"])
+    get(dev, "serial", lambda: amdsmi.amdsmi_get_gpu_board_info(h)["product_serial"])
+    get(dev, "driver_version", lambda: amdsmi.amdsmi_get_gpu_driver_info(h)["driver_version"])
+    health.read_amd_device(amdsmi, h, dev, get)
+    return dev
 
 
 def collect() -> Dict[str, Any]:
@@ -32,16 +45,7 @@ def collect() -> Dict[str, Any]:
         get = field_reader(out["errors"])
 
         for i, h in enumerate(amdsmi.amdsmi_get_processor_handles()):
-            dev: Dict[str, Any] = {"index": i}
-            get(dev, "pci_bus_id", lambda: str(amdsmi.amdsmi_get_gpu_device_bdf(h)).lower())
-            get(dev, "name", lambda: amdsmi.amdsmi_get_gpu_asic_info(h)["market_name"])
-            get(dev, "memory_total_bytes",
-                lambda: amdsmi.amdsmi_get_gpu_memory_total(h, amdsmi.AmdSmiMemoryType.VRAM))
-            get(dev, "vbios_version", lambda: amdsmi.amdsmi_get_gpu_vbios_info(h)["version"])
-            get(dev, "serial", lambda: amdsmi.amdsmi_get_gpu_board_info(h)["product_serial"])
-            get(dev, "driver_version", lambda: amdsmi.amdsmi_get_gpu_driver_info(h)["driver_version"])
-            health.read_amd_device(amdsmi, h, dev, get)
-            out["devices"].append(dev)
+            out["devices"].append(_device(amdsmi, h, i, get))
         if out["devices"]:
             out["driver_version"] = out["devices"][0].get("driver_version")
     finally:

@@ -32,6 +32,31 @@ def field_reader(errors: List[Dict[str, Any]]) -> Callable[[Dict[str, Any], str,
     return get
 
 
+def _device(pynvml: Any, h: Any, i: int, get: Callable[[Dict[str, Any], str, Callable[[], Any]], None],
+            errors: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """One device's facts, each read on its own (a failed read is recorded against its field)."""
+    dev: Dict[str, Any] = {"index": i}
+    get(dev, "name", lambda: pynvml.nvmlDeviceGetName(h))
+    get(dev, "uuid", lambda: pynvml.nvmlDeviceGetUUID(h))
+    get(dev, "serial", lambda: pynvml.nvmlDeviceGetSerial(h))
+    get(dev, "vbios_version", lambda: pynvml.nvmlDeviceGetVbiosVersion(h))
+    get(dev, "board_part_number", lambda: pynvml.nvmlDeviceGetBoardPartNumber(h))
+    get(dev, "memory_total_bytes", lambda: pynvml.nvmlDeviceGetMemoryInfo(h).total)
+    get(dev, "pci_bus_id", lambda: normalise_bus_id(pynvml.nvmlDeviceGetPciInfo(h).busId))
+    get(dev, "pcie_current_gen", lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(h))
+    get(dev, "pcie_current_width", lambda: pynvml.nvmlDeviceGetCurrPcieLinkWidth(h))
+    get(dev, "pcie_max_gen", lambda: pynvml.nvmlDeviceGetMaxPcieLinkGeneration(h))
+    get(dev, "pcie_max_width", lambda: pynvml.nvmlDeviceGetMaxPcieLinkWidth(h))
+    get(dev, "pcie_gpu_max_gen", lambda: pynvml.nvmlDeviceGetGpuMaxPcieLinkGeneration(h))
+    get(dev, "power_limit_mw", lambda: pynvml.nvmlDeviceGetPowerManagementLimit(h))
+    get(dev, "temperature_c", lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU))
+    get(dev, "cc_mode", lambda: pynvml.nvmlSystemGetConfComputeState().ccFeature)
+    health.read_nvml_device(pynvml, h, dev, get)
+    dev["nvlinks"] = _nvlinks(pynvml, h, errors)
+    dev["nvlink_errors"] = nvlink_error_counts(pynvml, h)
+    return dev
+
+
 def collect() -> Dict[str, Any]:
     out: Dict[str, Any] = {"available": False, "source": "nvml", "collected_at": time.time(),
                            "devices": [], "errors": []}
@@ -60,27 +85,7 @@ def collect() -> Dict[str, Any]:
         health.read_nvml_system(pynvml, out, get)
         count = pynvml.nvmlDeviceGetCount()
         for i in range(count):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            dev: Dict[str, Any] = {"index": i}
-            get(dev, "name", lambda: pynvml.nvmlDeviceGetName(h))
-            get(dev, "uuid", lambda: pynvml.nvmlDeviceGetUUID(h))
-            get(dev, "serial", lambda: pynvml.nvmlDeviceGetSerial(h))
-            get(dev, "vbios_version", lambda: pynvml.nvmlDeviceGetVbiosVersion(h))
-            get(dev, "board_part_number", lambda: pynvml.nvmlDeviceGetBoardPartNumber(h))
-            get(dev, "memory_total_bytes", lambda: pynvml.nvmlDeviceGetMemoryInfo(h).total)
-            get(dev, "pci_bus_id", lambda: normalise_bus_id(pynvml.nvmlDeviceGetPciInfo(h).busId))
-            get(dev, "pcie_current_gen", lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(h))
-            get(dev, "pcie_current_width", lambda: pynvml.nvmlDeviceGetCurrPcieLinkWidth(h))
-            get(dev, "pcie_max_gen", lambda: pynvml.nvmlDeviceGetMaxPcieLinkGeneration(h))
-            get(dev, "pcie_max_width", lambda: pynvml.nvmlDeviceGetMaxPcieLinkWidth(h))
-            get(dev, "pcie_gpu_max_gen", lambda: pynvml.nvmlDeviceGetGpuMaxPcieLinkGeneration(h))
-            get(dev, "power_limit_mw", lambda: pynvml.nvmlDeviceGetPowerManagementLimit(h))
-            get(dev, "temperature_c", lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU))
-            get(dev, "cc_mode", lambda: pynvml.nvmlSystemGetConfComputeState().ccFeature)
-            health.read_nvml_device(pynvml, h, dev, get)
-            dev["nvlinks"] = _nvlinks(pynvml, h, out["errors"])
-            dev["nvlink_errors"] = nvlink_error_counts(pynvml, h)
-            out["devices"].append(dev)
+            out["devices"].append(_device(pynvml, pynvml.nvmlDeviceGetHandleByIndex(i), i, get, out["errors"]))
         out["p2p_nvlink"] = _p2p(pynvml, count, out["errors"])
     finally:
         try:
@@ -88,6 +93,20 @@ def collect() -> Dict[str, Any]:
         except Exception:
             pass
     return out
+
+
+def _nvlink(pynvml: Any, h: Any, link: int, active: bool, errors: List[Dict[str, Any]]) -> Dict[str, Any]:
+    rec: Dict[str, Any] = {"link": link, "active": active}
+    for key, fn in (("version", lambda: pynvml.nvmlDeviceGetNvLinkVersion(h, link)),
+                    ("remote_bus_id", lambda: normalise_bus_id(
+                        pynvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(h, link).busId)),
+                    ("remote_type", lambda: pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(h, link))):
+        try:
+            rec[key] = _text(fn())
+        except Exception as exc:
+            rec[key] = None
+            errors.append({"field": f"nvlink[{link}].{key}", "error": str(exc)})
+    return rec
 
 
 def _nvlinks(pynvml: Any, h: Any, errors: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -98,17 +117,7 @@ def _nvlinks(pynvml: Any, h: Any, errors: List[Dict[str, Any]]) -> List[Dict[str
             state = pynvml.nvmlDeviceGetNvLinkState(h, link)
         except Exception:  # NotSupported past the last link, or no NVLink at all
             break
-        rec: Dict[str, Any] = {"link": link, "active": bool(state)}
-        for key, fn in (("version", lambda: pynvml.nvmlDeviceGetNvLinkVersion(h, link)),
-                        ("remote_bus_id", lambda: normalise_bus_id(
-                            pynvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(h, link).busId)),
-                        ("remote_type", lambda: pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(h, link))):
-            try:
-                rec[key] = _text(fn())
-            except Exception as exc:
-                rec[key] = None
-                errors.append({"field": f"nvlink[{link}].{key}", "error": str(exc)})
-        links.append(rec)
+        links.append(_nvlink(pynvml, h, link, bool(state), errors))
     return links
 
 
@@ -210,7 +219,7 @@ class NvmlDevice:
     def __init__(self, bdf: str):
         self.bdf = bdf
 
-    def __enter__(self) -> "NvmlDevice":
+    def __enter__(self) -> NvmlDevice:
         import pynvml
 
         self.nvml = pynvml

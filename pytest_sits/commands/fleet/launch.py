@@ -102,8 +102,8 @@ def _wait_for_job(job_id: str, env: Dict[str, str], poll_s: float = 1.0, pending
     started = time.monotonic()
     try:
         while True:
-            res = subprocess.run([squeue, "-h", "-r", "-j", job_id, "-o", "%i %T"], env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+            res = subprocess.run([squeue, "-h", "-r", "-j", job_id, "-o", "%i %T"], env=env, capture_output=True,
+                                 text=True)
             if res.returncode != 0 and "Invalid job id" in res.stderr:
                 return 0  # already purged: finished
             if res.returncode == 0 and not res.stdout.strip():

@@ -58,7 +58,7 @@ def pool_fragmentation(trace: List[Tuple[int, int, int, int]], work: List[Any], 
     peak = max(busy, key=lambda r: r[1])
     durations = [max(1, w[1] - w[0]) for w in work][: len(trace)]
     num = den = 0.0
-    for (t, b, s, n), d in zip(trace, durations):
+    for (_t, b, s, _n), d in zip(trace, durations):
         if b:
             num += (b * bt - s) * d
             den += b * bt * d

@@ -51,7 +51,7 @@ class SimDram:
         self.level = 0.0
         self._stepped = 0.0
         self.trend = self.rng.choice((-1.0, 1.0)) * self.rng.uniform(0.005, 0.010) if self.drifting else 0.0
-        self.active: Optional["SimHold"] = None
+        self.active: Optional[SimHold] = None
 
     # -- the plant -----------------------------------------------------------
     def advance(self, dt: float) -> None:
@@ -95,7 +95,7 @@ class SimDram:
         k = self.peak(node, ntimes=4)["kernels"][PEAK_KERNEL]
         return {"gbps": float(k["gbps_median"]), "cpu_share": k["cpu_share_median"]}
 
-    def hold(self, peak_gbps: float, node: Dict[str, Any], th: Dict[str, Any]) -> "SimHold":
+    def hold(self, peak_gbps: float, node: Dict[str, Any], th: Dict[str, Any]) -> SimHold:
         return SimHold(self, peak_gbps, node, th)
 
 
@@ -111,7 +111,7 @@ class SimHold(BandwidthHold):
         self.clock = lambda: self.plant.t
         self._pending = 0.0
 
-    def __enter__(self) -> "SimHold":
+    def __enter__(self) -> SimHold:
         self.started_at = 0.0
         waited = 0.0
         while not self._settled.is_set() and waited < self.settle_timeout_s:

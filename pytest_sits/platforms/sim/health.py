@@ -98,7 +98,7 @@ def sim_health(root: Path, profile: Any, faults: List[str],
     """Write the health files of the simulated tree (AER per accelerator, kernel log, driver module) and return
     the function that adds the health fields to the NVML facts."""
     root = Path(root)
-    for i, bdf in enumerate(bdfs):
+    for _i, bdf in enumerate(bdfs):
         base = root / "sys/bus/pci/devices" / bdf
         _write(base / "aer_dev_correctable", aer_text(AER_CORRECTABLE, "TOTAL_ERR_COR"))
         _write(base / "aer_dev_nonfatal", aer_text(AER_UNCORRECTABLE, "TOTAL_ERR_NONFATAL"))

@@ -101,7 +101,7 @@ class SimInference:
     def primary(self) -> List[str]:
         return [self.source.name]
 
-    def runner(self, config: Dict[str, Any]) -> "SimRunner":
+    def runner(self, config: Dict[str, Any]) -> SimRunner:
         return SimRunner(self, config)
 
     # -- the engine, in simulated time

@@ -11,7 +11,7 @@ class SimulatedLoad:
     def __init__(self, device: str):
         self.device = device
 
-    def __enter__(self) -> "SimulatedLoad":
+    def __enter__(self) -> SimulatedLoad:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -80,7 +80,7 @@ class PlantRig:
         return {"kind": "simulated", "duty_final": self.plant.duty}
 
     @contextmanager
-    def load(self) -> Iterator["PlantRig"]:
+    def load(self) -> Iterator[PlantRig]:
         yield self
 
 

@@ -109,7 +109,7 @@ def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any
         parent = add_pci_function(root, rc, rp, 0x8086, 0x1BBE, 0x060400, 4, gen, 16, gen, 16, sock)
         bus = domain_bus + 1
         levels = 2 if "switch2" in faults else 1 if "switch" in faults else 0
-        for lvl in range(levels):
+        for _lvl in range(levels):
             up = f"{dom:04x}:{bus:02x}:00.0"
             parent = add_pci_function(root, parent, up, 0x1000, 0xC030, 0x060400, 5, gen, 16, gen, 16, sock)
             bus += 1
@@ -156,7 +156,7 @@ def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any
     def remote(i: int) -> str:
         return accel[i ^ 1][0] if pairs and (i ^ 1) < len(accel) else "0000:00:00.0"
     devices = []
-    for i, (bdf, dev_id, cur_gen, cur_width) in enumerate(accel):
+    for i, (bdf, _dev_id, cur_gen, cur_width) in enumerate(accel):
         devices.append({
             "index": i, "name": name, "uuid": f"GPU-00000000-0000-0000-0000-{i:012d}",
             "serial": f"SIM{i:010d}", "vbios_version": "96.00.00.00.01", "board_part_number": "SIM",

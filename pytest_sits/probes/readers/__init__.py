@@ -46,7 +46,7 @@ READERS: Tuple[Reader, ...] = _discover()
 KINDS: Dict[str, str] = {kind: tool for r in READERS for kind, tool in r.kinds.items()}
 
 #: Outputs of other tools: recognised to say what a refused file is, not read.
-OTHER_TOOLS: List[Tuple[str, "re.Pattern[str]"]] = [
+OTHER_TOOLS: List[Tuple[str, re.Pattern[str]]] = [
     ("the nvidia-smi summary table (plain `nvidia-smi`; submit `nvidia-smi -q` instead)",
      re.compile(r"^\|\s*NVIDIA-SMI \d", re.M)),
     ("`nvidia-smi nvlink` output", re.compile(r"^\s*Link \d{1,2}: .*(?:GB/s|Inactive|<inactive>)", re.M)),

@@ -205,5 +205,5 @@ class Reader(ABC):
     def merge(self, machine: Machine, entry: Entry, step: int) -> None:
         """Add what one read file (``entry["facts"]``) shows to ``machine``, in ``step``."""
 
-    def finish(self, machine: Machine, step: int) -> None:
+    def finish(self, machine: Machine, step: int) -> None:  # noqa: B027 (optional: most readers finish nothing)
         """After every file of ``step`` is merged; called whether or not a file of this reader was read."""

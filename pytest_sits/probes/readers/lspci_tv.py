@@ -69,7 +69,7 @@ def _tree_tokens(line: str, lineno: int) -> Tuple[List[Dict[str, Any]], Optional
 
 
 def read_lspci_tv(text: str, classes: Optional[Dict[str, int]] = None, known_ids: Iterable[str] = (),
-                  match: Optional["re.Pattern[str]"] = None) -> Dict[str, Any]:
+                  match: Optional[re.Pattern[str]] = None) -> Dict[str, Any]:
     """Every accelerator's PCIe path in an ``lspci -tv`` text, and the functions that could not be identified.
 
     ``classes``: class codes by BDF, or ``{"class_code", "name"}`` by BDF (:func:`classes_by_bdf` of an
@@ -259,7 +259,7 @@ def _tree_path(leaf: Dict[str, Any], chain: List[Dict[str, Any]], name: Optional
             "source": f"lspci -tv line {leaf['line']}"}
 
 
-def parse_lspci_tv(text: str, match: Optional["re.Pattern[str]"] = None, classes: Optional[Dict[str, int]] = None,
+def parse_lspci_tv(text: str, match: Optional[re.Pattern[str]] = None, classes: Optional[Dict[str, int]] = None,
                    known_ids: Iterable[str] = ()) -> List[Dict[str, Any]]:
     """Paths of the accelerators: [{"device": bdf, "name", "pci_id", "hops": [...], "method", ...}]."""
     return read_lspci_tv(text, classes=classes, known_ids=known_ids, match=match)["accelerators"]

@@ -43,7 +43,7 @@ _PORT_WORDS = {"endpoint": "endpoint", "legacy endpoint": "legacy_endpoint", "ro
                "root complex event collector": "rc_event_collector"}
 
 
-def _gts(m: "re.Match[str]") -> Optional[float]:
+def _gts(m: re.Match[str]) -> Optional[float]:
     return float(m.group("speed")) if m.group("speed") else None
 
 

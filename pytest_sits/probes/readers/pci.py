@@ -74,7 +74,7 @@ NOT_ACCEL_IDS: Dict[str, str] = {
     "1002:1479": "Navi 10 XL downstream port of PCI Express switch (on-card)",
 }
 #: pci.ids vendor names -> vendor ID (anchored at the start of the name).
-_VENDOR_NAMES: List[Tuple[str, "re.Pattern[str]"]] = [
+_VENDOR_NAMES: List[Tuple[str, re.Pattern[str]]] = [
     ("10de", re.compile(r"n?vidia corporation\b", re.I)),
     ("1002", re.compile(r"advanced micro devices, inc\. \[amd/ati\]|ati technologies", re.I)),
     ("1022", re.compile(r"advanced micro devices, inc\. \[amd\]", re.I)),

@@ -57,7 +57,7 @@ def parse_rocm_smi(text: str) -> Dict[str, Any]:
         return devs.setdefault(i, {"index": i, "errors": []})
 
     driver = None
-    for sec, body in sections.items():
+    for body in sections.values():
         for n, ln in body:
             s = ln.strip()
             m = _GPU_LINE.match(s)
@@ -151,7 +151,7 @@ def parse_rocm_smi(text: str) -> Dict[str, Any]:
                 "hops": {g: hops["rows"].get(g) for g in names} if hops else None,
                 "weights": {g: weights["rows"].get(g) for g in names} if weights else None,
                 "reason": None, "link_name": "XGMI", "row_lines": {g: lt["line"] for g in names}, "cuts": cuts}
-        for i, g in enumerate(names):
+        for i in range(len(names)):
             dev(i)
     if not devs and mesh is None:
         raise AmdTextError("no 'GPU[i] : ...' line, concise table or topology matrix: this is not rocm-smi output")
@@ -207,7 +207,7 @@ class RocmSmi(Reader):
             mapping = dict(zip(gpus, amd_keys))
         machine.mesh = mapped_mesh(rmesh, mapping)
         machine.mesh_file = f["name"]
-        for g, key in mapping.items():
+        for _g, key in mapping.items():
             if key not in machine.accs:
                 a = machine.add(key, new_accelerator(key, None, "AMD", None, f["name"]))
                 a["note"] = "named by its index in rocm-smi; no text gives its PCI address"

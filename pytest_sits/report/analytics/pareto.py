@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # numpy is imported by the functions that use it: importing a
 SENSES = ("min", "max")
 
 
-def _as_costs(values: "np.ndarray", senses: Sequence[str]) -> "np.ndarray":
+def _as_costs(values: np.ndarray, senses: Sequence[str]) -> np.ndarray:
     import numpy as np
 
     if values.ndim != 2 or values.shape[1] != len(senses):
