@@ -12,6 +12,7 @@ import math
 
 from typing import Any, Dict, List, Optional
 
+from ..catalogue import CATALOGUE
 from . import Finding, check
 from .interval import (AT_LEAST, AT_MOST, FAIL_, PASS_, RUNS_METHOD, UNDECIDED, batch_means, combine, decide,
                        describe, exact, level, mean_interval, percentile_decision, proportion_interval, rate_interval,
@@ -27,9 +28,13 @@ RHO_TOLERANCE = 0.05
 #: A sweep point whose maximum throughput, measured again before and after it, moved by more than this share of the
 #: maximum its load level was planned from ran at a load other than planned: its latency cannot FAIL the device.
 LOAD_REF_TOLERANCE = 0.03
-#: The runs of a sweep point PLP-LATENCY decides on: two, then one more per look while its interval is undecided
-#: (the sweep's default plan, and the run's plan before a budget cuts it).
-LATENCY_RUNS = {"initial": 2, "step": 1, "cap": 4, "minimum": 2, "looks": 3}
+#: The runs of a sweep point PLP-LATENCY decides on, as its declaration's trials say (two, then one more per look
+#: while its interval is undecided, at most four): the sweep's default plan, and the run's plan before a budget
+#: cuts it; ``looks``: how many looks reach the cap.
+_RUNS = CATALOGUE["PLP-LATENCY"].trials
+assert _RUNS is not None and _RUNS.step > 0
+LATENCY_RUNS = {"initial": _RUNS.initial, "step": _RUNS.step, "cap": _RUNS.cap, "minimum": _RUNS.minimum,
+                "looks": 1 + math.ceil((_RUNS.cap - _RUNS.initial) / _RUNS.step)}
 
 
 def _load_tolerance(ev: Dict[str, Any], p: Dict[str, Any]) -> float:
