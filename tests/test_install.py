@@ -41,3 +41,24 @@ def test_installed_suite_runs_outside_the_checkout(tmp_path):
     assert (venv / "bin" / "sits").exists()
     proc = subprocess.run([str(venv / "bin" / "sits"), "profile", "list"], capture_output=True, text=True, env=env)
     assert proc.returncode == 0 and "h100-sxm5" in proc.stdout
+
+    # The design card's commands, in an empty folder: no --pyargs, no test path.
+    def run(*args, cwd):
+        return subprocess.run([str(venv / "bin" / "pytest"), *args, "-p", "no:cacheprovider"], cwd=cwd,
+                              capture_output=True, text=True, env=env)
+
+    for args in (["--sits-profile=h100-sxm5"], ["--sits-profile", "h100.yaml"], ["--sits"]):
+        empty = tmp_path / ("empty-" + "-".join(a.strip("-").replace("=", "-") for a in args))
+        empty.mkdir()
+        (empty / "h100.yaml").write_text("name: lab-h100\nextends: h100-sxm5\n")
+        proc = run(*args, cwd=empty)
+        out = proc.stdout
+        assert "running the bundled conformance suite" in out and str(venv) in out, out + proc.stderr
+        assert proc.returncode in (0, 10), out + proc.stderr  # the host profile passes; an H100 profile FAILs here
+        assert (empty / "sits-report" / "sits-report.json").is_file()
+    # A folder with a lab's own test module: pytest collects it, not the bundled suite.
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    (lab / "test_lab.py").write_text("def test_lab():\n    assert True\n")
+    proc = run("--sits-level=quick", cwd=lab)
+    assert proc.returncode == 0 and "1 passed" in proc.stdout and "bundled conformance" not in proc.stdout

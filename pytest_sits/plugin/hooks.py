@@ -28,6 +28,10 @@ pytest_plugins = ("pytest_sits.plugin.fixtures",)
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("sits", "SITS2026 conformance (pytest-sits)")
+    group.addoption("--sits", dest="sits_suite", action="store_true", default=False,
+                    help="run the bundled SITS2026 conformance suite from any folder (with no test path, any "
+                         "--sits-* option does too where the folder holds no test module of its own); give paths "
+                         "to run your own tests instead, and add --pyargs pytest_sits.conformance to run both.")
     group.addoption("--sits-profile", dest="sits_profile", default=None, metavar="NAME|FILE",
                     help="hardware profile: a bundled name (h100, h200, l40s, host, ...) or a YAML file. "
                          "Default: $SITS_PROFILE, ini sits_profile, else picked from the PCI IDs found.")
@@ -88,6 +92,56 @@ def _is_worker(config: pytest.Config) -> bool:
 
 
 _INTERRUPTS = pytest.StashKey[Interrupts]()
+#: The folder of the bundled conformance suite, when the run collects it because no test path was given.
+_BUNDLED = pytest.StashKey[str]()
+
+
+def bundled_suite() -> str:
+    """The folder of the installed conformance modules (``pytest_sits.conformance``)."""
+    from .. import conformance  # type: ignore[attr-defined]
+
+    return str(Path(conformance.__file__).parent)
+
+
+#: Folders never searched for a project's own test modules (environments, caches, version control).
+_SKIP_DIRS = {".git", ".hg", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__", "sits-report",
+              ".pytest_cache", "site-packages", "build", "dist"}
+
+
+def _holds_tests(folder: Path, limit: int = 5000) -> bool:
+    """Whether ``folder`` holds a test module of its own (``test_*.py``/``*_test.py``), looked for in at most
+    ``limit`` entries, without following links."""
+    import os
+
+    seen = 0
+    for _root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".")]
+        seen += len(files) + len(dirs)
+        if any(f.endswith(".py") and (f.startswith("test_") or f.endswith("_test.py")) for f in files):
+            return True
+        if seen > limit:
+            return False
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: List[str]) -> None:
+    """Installed means runnable: with no test path given, ``--sits`` runs the bundled conformance suite wherever
+    pytest is started, and so does any ``--sits-*`` option in a folder that holds no test module of its own (a
+    lab's own tests there run as pytest finds them).  A path given runs that instead; a project run from its
+    rootdir whose ini file names ``testpaths`` keeps them (this checkout's own)."""
+    ns = early_config.known_args_namespace
+    if ns.file_or_dir or getattr(ns, "pyargs", False):
+        return
+    here = Path(early_config.invocation_params.dir)
+    if early_config.getini("testpaths") and here == early_config.rootpath:
+        return
+    if not getattr(ns, "sits_suite", False):
+        if not any(str(a).startswith("--sits-") for a in args) or _holds_tests(here):
+            return
+    suite = bundled_suite()
+    args.append(suite)
+    early_config.stash[_BUNDLED] = suite
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -109,7 +163,11 @@ def _values_taken_as_paths(config: pytest.Config) -> List[str]:
     out = []
     for flag, value in zip(args, args[1:]):
         if flag in takes_value and not value.startswith("-") and (here / value).exists():
-            out.append(f"{flag} {value}")
+            target = (here / value).resolve()
+            # A file in the folder pytest was started in (`--sits-profile h100.yaml`) leads pytest to the same
+            # rootdir and ini file as no path at all: only a value elsewhere changes them.
+            if (target.parent if target.is_file() else target) != here.resolve():
+                out.append(f"{flag} {value}")
     return out
 
 
@@ -202,6 +260,9 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
              f"{run.report_dir if run.report_dir else 'not written'}"]
     if run.platform.simulated:
         lines.append("sits: SIMULATED platform: this run can never be reported as conformant")
+    suite = config.stash.get(_BUNDLED, None)
+    if suite:
+        lines.append(f"sits: running the bundled conformance suite ({suite}); give test paths to run your own")
     lines += [f"sits: {line}" for line in run.plan().header()]
     return lines
 
