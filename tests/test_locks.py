@@ -68,3 +68,42 @@ def test_numa_binding_with_no_numa_nodes_is_skip_not_a_crash():
         pass
     [(ev, subject)] = acquire_numa_binding(P(), {"numa": [], "accelerators": []}, None)
     assert "absent" in ev and "no NUMA node" in ev["absent"] and subject == "host"
+
+
+def test_a_simulated_resource_belongs_to_its_run(tmp_path, monkeypatch):
+    """Two runs' simulated devices of one name never share a lock; the workers of one run (one scope) do; a
+    machine-wide resource is the same for every run."""
+    from pytest_sits.conditions import locks
+
+    monkeypatch.setattr(locks, "_SIM_SCOPE", None)
+    locks.scope_simulated("1764752400.25")
+    mine = locks.resource_name("device-0000:11:00.0", simulated=True)
+    assert locks.resource_name("device-0000:11:00.0") == "device-0000:11:00.0"
+    with exclusive("device-0000:11:00.0", "another run's health window", simulated=True, directory=tmp_path):
+        locks.scope_simulated("1764752401.5")  # the other run, started a second later
+        assert locks.resource_name("device-0000:11:00.0", simulated=True) != mine
+        with exclusive("device-0000:11:00.0", "health window", simulated=True, directory=tmp_path,
+                       timeout_s=0.5) as got:
+            assert got["waited_for"] is None
+        locks.scope_simulated("1764752400.25")  # a worker of the first run: waits for its sibling
+        with pytest.raises(LockTimeout, match="another run's health window"):
+            with exclusive("device-0000:11:00.0", simulated=True, directory=tmp_path, timeout_s=0.3, poll_s=0.05):
+                pass
+
+
+@pytest.mark.slow
+def test_a_simulated_run_does_not_wait_for_a_lock_of_the_machine(pytester, conformance_args):
+    """Another run holds every simulated accelerator's machine-wide lock name (as a live run of a machine with
+    those addresses would): a simulated run takes its own and finishes (a wait would trip the watchdog)."""
+    from contextlib import ExitStack
+
+    from pytest_sits.platforms import from_spec
+
+    bdfs = [a["bdf"] for a in from_spec("sim:h100-pcie").inventory()["accelerators"]]
+    with ExitStack() as held:
+        for bdf in bdfs:
+            held.enter_context(exclusive(f"device-{bdf}", "another run"))
+        res = pytester.runpytest(*conformance_args, "--sits-platform=sim:h100-pcie", "--sits-watchdog=120",
+                                 "-k", "health")
+    assert res.ret in (0, 10) and "INCOMPLETE" not in res.stdout.str()
+    res.assert_outcomes(passed=len(bdfs) * 8)

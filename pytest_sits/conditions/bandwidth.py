@@ -95,7 +95,8 @@ def hold_factory(peak: Dict[str, Any], node: Dict[str, Any], th: Dict[str, Any],
     @contextmanager
     def make() -> Iterator[BandwidthHold]:
         hold = dram.hold(peak["kernels"][PEAK_KERNEL]["gbps_median"], node, th)
-        with exclusive(f"dram-node{node['node']}", purpose="DRAM bandwidth hold"):
+        with exclusive(f"dram-node{node['node']}", purpose="DRAM bandwidth hold",
+                       simulated=bool(getattr(dram, "simulated", False))):
             with hold:
                 yield hold
     return make

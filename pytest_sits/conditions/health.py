@@ -401,7 +401,8 @@ class HealthWindows:
                 elif self.inference is not None:
                     self.cache[bdf] = run_window(reader, self.th, InferenceLoad(self.inference(acc)))
                 else:
-                    with exclusive(f"device-{bdf}", "health window"):
+                    with exclusive(f"device-{bdf}", "health window",
+                                   simulated=bool(getattr(self.platform, "simulated", False))):
                         self.cache[bdf] = run_window(reader, self.th)
             except Exception as exc:  # a broken reader is an ERROR of the checks, with the cause
                 self.cache[bdf] = {"device": bdf, "broken": f"{type(exc).__name__}: {exc}"}

@@ -7,6 +7,10 @@ or ``/tmp/pytest-sits-<uid>``, mode 0700, owned by the caller, never a link),
 are opened with ``O_NOFOLLOW`` and never truncated before they are held, and
 are removed on release.  A lock that cannot be had within the timeout raises
 :class:`LockTimeout`, which names the holder (pid, host, purpose, since when).
+
+A simulated resource (``simulated=True``) belongs to its run, never to the machine: its lock name carries the
+run's scope (:func:`scope_simulated`, set once per run, the same in every xdist worker of it), so two simulated
+runs on one host never wait on each other, while the workers of one run still take turns.
 """
 
 from __future__ import annotations
@@ -23,6 +27,19 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
 DEFAULT_TIMEOUT_S = 3600.0
+#: The scope of this run's simulated resources (None: this process's own).
+_SIM_SCOPE: Optional[str] = None
+
+
+def scope_simulated(token: str) -> None:
+    """Name this run's simulated resources after ``token`` (the run's start, shared with its xdist workers)."""
+    global _SIM_SCOPE
+    _SIM_SCOPE = _safe_name(token)[:40]
+
+
+def resource_name(resource: str, simulated: bool = False) -> str:
+    """The lock name of ``resource``: machine-wide, or the run's own for a simulated one."""
+    return f"sim-{_SIM_SCOPE or os.getpid()}-{resource}" if simulated else resource
 
 
 class LockTimeout(TimeoutError):
@@ -73,8 +90,11 @@ def _holder(fd: int) -> str:
 
 @contextmanager
 def exclusive(resource: str, purpose: str = "", timeout_s: float = DEFAULT_TIMEOUT_S,
-              poll_s: float = 0.2, directory: Optional[Path] = None) -> Iterator[Dict[str, Any]]:
-    """Hold ``resource`` exclusively; yield what was done (path, waited_s, who held it before)."""
+              poll_s: float = 0.2, directory: Optional[Path] = None,
+              simulated: bool = False) -> Iterator[Dict[str, Any]]:
+    """Hold ``resource`` exclusively; yield what was done (path, waited_s, who held it before).  ``simulated``:
+    the resource is the run's own (see the module's docstring)."""
+    resource = resource_name(resource, simulated)
     path = lock_dir(Path(directory) if directory else None) / f"{_safe_name(resource)}.lock"
     t0 = time.monotonic()
     held_by: Optional[str] = None

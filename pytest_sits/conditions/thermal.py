@@ -188,7 +188,8 @@ def steady(rig: Any, requirement: str, th: Dict[str, Any], say: Callable[[str], 
                   f"{st['drift']:+.2f} °C") if st.get("samples") else "reading failed"
         say(f"[{requirement} {rig.subject}] {p['elapsed_s']:.0f} s: {p['value_c']} °C ({where}), {window}")
 
-    with exclusive(f"device-{rig.subject}", purpose=f"{requirement} calibration") as lock:
+    with exclusive(f"device-{rig.subject}", purpose=f"{requirement} calibration",
+                   simulated=bool(getattr(rig, "simulated", False))) as lock:
         with rig.load() as load:
             trace = calibrate(rig.read, load.set_duty, rig.clock, rig.sleep, th,
                               float(rig.sensor_info["resolution_c"]), progress=progress,

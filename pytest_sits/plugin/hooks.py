@@ -204,6 +204,10 @@ def pytest_configure(config: pytest.Config) -> None:
     except SitsUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[RUN_KEY] = run
+    if run.platform.simulated:  # simulated devices belong to this run: no lock of another run's is theirs
+        from ..conditions.locks import scope_simulated
+
+        scope_simulated(f"{run.started_at!r}")
     # SIGTERM ends the run as Ctrl-C does; a signal while the run is set up stops it once the session runs, a
     # second one while stopping or one while the report is written does not cut the stop short (interrupts.py).
     interrupts = config.stash.get(_INTERRUPTS, None)

@@ -43,7 +43,8 @@ class Inference:
             from ..locks import exclusive
 
             shared = self.logdir / f"{key}.evidence.json"
-            with exclusive(f"device-{self.subject}", purpose=f"inference {key}"):
+            with exclusive(f"device-{self.subject}", purpose=f"inference {key}",
+                           simulated=bool(getattr(self.rig, "simulated", False))):
                 self.cache[k] = self._shared(shared) or fn()
                 if self.run_id is not None and not self.cache[k].get("absent"):
                     from ...files import atomic_write

@@ -58,6 +58,8 @@ class ThermalPlant:
 class PlantRig:
     """A plant seen as sensor + load + clock, in simulated time (sleep advances the plant)."""
 
+    simulated = True
+
     def __init__(self, plant: ThermalPlant, sid: str, kind: str):
         self.plant = plant
         self.subject = sid
