@@ -37,8 +37,10 @@ def test_readme_fits_on_a_screen_and_starts_with_the_two_commands():
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 150
     block = lines[lines.index("```sh") + 1: lines.index("```sh") + 3]
-    assert block[0].startswith("pip install -e '.[test]' && pytest ")
-    assert block[1].startswith("pip install -e '.[test]' && pytest -p no:sits -n auto tests ")
+    assert block[0].startswith("pip install '.[test]' && pytest --sits ")  # not editable; from any folder
+    assert block[1].startswith("pip install '.[test]' && pytest -p no:sits -n auto tests ")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "\npip install '.[test]' && pytest -p no:sits -n auto tests\n" in ci  # CI runs README's second command
 
 
 def test_links_between_pages_lead_somewhere():
