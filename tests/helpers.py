@@ -21,8 +21,11 @@ SUITE = ("--pyargs", "pytest_sits.conformance")
 
 
 def pytest_command(*args: str) -> list:
-    """pytest in a fresh interpreter, this one, with the cache provider off (nothing written into the tree)."""
-    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+    """pytest in a fresh interpreter, this one, as the suite's commands start it (the folder it starts in kept off
+    sys.path), with the cache provider off (nothing written into the tree)."""
+    from pytest_sits.commands.base import pytest_argv
+
+    return [*pytest_argv(), "-p", "no:cacheprovider", *args]
 
 
 def run_pytest(*args: str, cwd: Union[str, Path], env: Optional[Mapping[str, str]] = None,

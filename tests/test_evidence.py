@@ -569,7 +569,7 @@ def test_audit_command_line_is_the_plugin_on_the_evidence_platform():
     from pytest_sits.commands.audit import pytest_command
 
     cmd = pytest_command("evidence:/x", "h100", "quick", Path("/r"), Path("/t/pytest.ini"))
-    assert cmd[:3] == [sys.executable, "-m", "pytest"] and "--sits-platform=evidence:/x" in cmd
+    assert cmd[:2] == [sys.executable, "-c"] and "console_main" in cmd[2] and "--sits-platform=evidence:/x" in cmd
     assert "--sits-profile=h100" in cmd and "-p" in cmd and "pytest_sits.plugin.hooks" in cmd
 
 

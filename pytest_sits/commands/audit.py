@@ -18,12 +18,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from .base import add, err
+from .base import add, err, pytest_argv
 
 if TYPE_CHECKING:
     from ..probes.readers import Reader
@@ -90,7 +89,7 @@ def add_parser(sub: Any) -> None:
 def pytest_command(spec: str, profile: Optional[str], level: str, report_dir: Path, ini: Path) -> List[str]:
     """The pytest run of the conformance suite on ``spec``: only this plugin loaded, no ini or conftest of the
     current folder (the run must not depend on where the command was started)."""
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-p", "pytest_sits.plugin.hooks",
+    cmd = [*pytest_argv(), "--pyargs", "pytest_sits.conformance", "-p", "pytest_sits.plugin.hooks",
            "-p", "no:cacheprovider", "-c", str(ini), "--rootdir", str(ini.parent), "-q", "--tb=line",
            f"--sits-platform={spec}", f"--sits-level={level}", f"--sits-report-dir={report_dir}"]
     if profile:

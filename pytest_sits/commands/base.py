@@ -5,10 +5,20 @@ from __future__ import annotations
 import argparse
 import io
 import sys
-from typing import Any
+from typing import Any, List
 
 #: Exit status of a usage error: a bad option, or a file that cannot be what it should be.
 USAGE_ERROR = 4
+
+#: What a child interpreter runs to be pytest: ``python -m pytest`` puts the folder it starts in first on
+#: ``sys.path``, where a checkout's source tree would shadow the installed package; this leaves it off.
+_RUN_PYTEST = ("import sys\nif sys.path and sys.path[0] in ('', '.'):\n    del sys.path[0]\n"
+               "import pytest\nraise SystemExit(pytest.console_main())")
+
+
+def pytest_argv(python: str = sys.executable) -> List[str]:
+    """The start of a command line that runs pytest in a child interpreter (``python``), wherever it starts."""
+    return [python, "-c", _RUN_PYTEST]
 
 
 def err(msg: str) -> int:

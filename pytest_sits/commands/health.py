@@ -43,7 +43,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from .base import add
+from .base import add, pytest_argv
 from .fleet.common import REPORT_NAME, FleetError, node_name, which
 
 EXAMPLES = """\
@@ -97,7 +97,7 @@ def run_suite(args: Any, rdir: Path, mode: str) -> Tuple[Optional[Dict[str, Any]
 
     watchdog = args.watchdog if args.watchdog is not None else LIMITS[mode][0]
     timeout = args.timeout if args.timeout is not None else LIMITS[mode][1]
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_sits.conformance", "-q", "-p", "no:cacheprovider",
+    cmd = [*pytest_argv(), "--pyargs", "pytest_sits.conformance", "-q", "-p", "no:cacheprovider",
            f"--sits-report-dir={rdir}", f"--sits-watchdog={watchdog:g}"]
     if mode == "resume":
         cmd += ["--sits-level=standard", "--sits-health-load=inference", "-m", resume_selection()]

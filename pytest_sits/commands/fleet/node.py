@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from ...files import open_new
+from ..base import pytest_argv
 from .common import (JUNIT_NAME, NODE_EXIT_FILE, NODE_FILE, NODE_LOG, NODE_NAME, equals_form, node_name, now_iso,
                      write_json)
 
@@ -25,7 +26,7 @@ from .common import (JUNIT_NAME, NODE_EXIT_FILE, NODE_FILE, NODE_LOG, NODE_NAME,
 def node_command(out: Path, node: str, pytest_args: Sequence[str], python: str = sys.executable) -> List[str]:
     """The suite's command line on one node: its report and JUnit XML go to OUT/<node>/."""
     dest = out / node
-    return [python, "-m", "pytest", "--pyargs", "pytest_sits.conformance", *equals_form(list(pytest_args)),
+    return [*pytest_argv(python), "--pyargs", "pytest_sits.conformance", *equals_form(list(pytest_args)),
             f"--sits-report-dir={dest}", f"--junitxml={dest / JUNIT_NAME}", "-p", "no:cacheprovider"]
 
 
