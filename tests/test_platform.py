@@ -59,6 +59,8 @@ def test_sim_faults_change_the_evidence():
 def test_unknown_fault_and_platform_are_usage_errors():
     with pytest.raises(PlatformError, match="unknown sim fault 'bogus'; fix: use one of"):
         from_spec("sim:h100+bogus")
+    with pytest.raises(PlatformError, match=r"unknown sim fault 'swich'; fix: did you mean 'switch'\?$"):
+        from_spec("sim:h100+swich")
     with pytest.raises(PlatformError, match="live, snapshot:DIR, evidence:DIR or sim:PROFILE"):
         from_spec("cloud:x")
     with pytest.raises(PlatformError, match="no such folder"):

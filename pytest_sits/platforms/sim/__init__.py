@@ -30,8 +30,12 @@ class SimPlatform(Platform):
     def __init__(self, profile: Any, faults: List[str], spec: str, workdir: Optional[Path] = None):
         unknown = [f for f in faults if f not in FAULTS]
         if unknown:
-            raise PlatformError(f"unknown sim fault {unknown[0]!r}; fix: use one of "
-                                + ", ".join(sorted(FAULTS)))
+            import difflib
+
+            near = difflib.get_close_matches(unknown[0], list(FAULTS), n=1)
+            fix = (f"did you mean {near[0]!r}?" if near
+                   else f"use one of the {len(FAULTS)} faults: " + ", ".join(sorted(FAULTS)))
+            raise PlatformError(f"unknown sim fault {unknown[0]!r}; fix: {fix}")
         self.profile = profile
         self.faults = list(faults)
         tmp = Path(tempfile.mkdtemp(prefix="sits-sim-", dir=str(workdir) if workdir else None))
