@@ -386,7 +386,7 @@ def test_inv_devices_on_texts(accs, cov, status, words):
 def test_an_h100_text_judged_with_the_h200_profile_fails(tmp_path, capsys):
     d = folder(tmp_path, "nvidia-smi-q-h100-570.txt")
     rc = main(["audit", str(d), "--profile", "h200", "--json", str(tmp_path / "v.json")])
-    assert rc == 1
+    assert rc == 10
     inv = by(json.loads((tmp_path / "v.json").read_text()), "INV-DEVICES")["accelerators"]
     assert inv["status"] == FAIL and "10de:2330" in inv["reason"] and "H200" in inv["reason"]
     capsys.readouterr()
@@ -520,11 +520,11 @@ def test_bundle_of_an_evidence_run_carries_the_texts_and_verifies(pytester, conf
 
 
 @pytest.mark.slow
-def test_sits_audit_of_a_text_with_no_accelerator_exits_0_with_json(tmp_path, capsys):
+def test_sits_audit_of_a_text_with_no_accelerator_is_undecided_with_json(tmp_path, capsys):
     out = tmp_path / "v.json"
     rc = main(["audit", str(DATA / "lspci-vvv-nvme-only.txt"), "--json", str(out)])
     text = capsys.readouterr().out
-    assert rc == 0 and "no accelerator in the submitted texts" in text
+    assert rc == 11 and "no accelerator in the submitted texts" in text  # every verdict SKIP: nothing decided
     verdicts = json.loads(out.read_text())
     assert verdicts and all(v["status"] == SKIP for v in verdicts)
     inv = by(verdicts, "INV-DEVICES")["accelerators"]
@@ -536,7 +536,7 @@ def test_sits_audit_under_load_declaration_and_the_report_folder(tmp_path, capsy
     d = folder(tmp_path, "lspci-vv-hgx-h100-x8.txt", "lspci-tv-hgx-h100-nvswitch.txt")
     rc = main(["audit", str(d), "--profile", "h100", "--under-load", "--report-dir", str(tmp_path / "r")])
     text = capsys.readouterr().out
-    assert rc == 1 and "TOPO-PCIE-LINK     0000:19:00.0   FAIL" in text and "under load as declared" in text
+    assert rc == 10 and "TOPO-PCIE-LINK     0000:19:00.0   FAIL" in text and "under load as declared" in text
     report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
     (v,) = [x for x in report["verdicts"] if x["requirement"] == "TOPO-PCIE-LINK" and x["subject"] == "0000:19:00.0"]
     assert v["evidence"]["load"]["declared"] and not v["evidence"]["load"]["observed"]
@@ -560,7 +560,7 @@ def test_the_suite_runs_in_a_clean_subprocess_whatever_the_current_folder(tmp_pa
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SITS_PROFILE", "l40s")
     rc = main(["audit", str(DATA / "nvidia-smi-q-h100-570.txt"), "--json", str(tmp_path / "v.json")])
-    assert rc == 1  # the braking GPU fails
+    assert rc == 10  # the braking GPU fails
     text = capsys.readouterr().out
     assert "profile:  h100-sxm5" in text and "THERM-GPU-STEADY" not in text
 

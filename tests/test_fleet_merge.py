@@ -69,7 +69,7 @@ def test_merge_pass_fail_and_no_result(reports, tmp_path, capsys):
     node_dir(out, "n3")                       # started, then nothing: died mid-run
     (out / "fleet-run.json").write_text(json.dumps({"run_id": "x", "mode": "srun", "requested_nodes": 4,
                                                     "expected_nodes": ["n1", "n2", "n3", "n4"]}))
-    assert main(["fleet", "merge", str(out)]) == 1
+    assert main(["fleet", "merge", str(out)]) == 10  # a node FAILs: NON_CONFORMANT wins over the ERROR of n3
     text = capsys.readouterr().out
     fl = json.loads((out / "fleet-report.json").read_text())
     assert fleet_merge.validate(fl) == []

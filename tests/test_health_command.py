@@ -51,7 +51,7 @@ def test_health_healthy_and_unhealthy_with_drain(tmp_path, monkeypatch, capsys):
     assert main(["health", "--platform", "sim:h100", "--drain"]) == 0
     assert "gpu3: healthy" in capsys.readouterr().out
     assert not (tmp_path / "scontrol.args").exists()
-    assert main(["health", "--platform", "sim:h100+switch", "--drain"]) == 1
+    assert main(["health", "--platform", "sim:h100+switch", "--drain"]) == 10  # NON_CONFORMANT: a FAIL
     text = capsys.readouterr().out
     assert "gpu3: unhealthy" in text and "TOPO-PCIE-DIRECT FAIL" in text
     args = json.loads((tmp_path / "scontrol.args").read_text())
@@ -64,7 +64,7 @@ def test_health_without_drain_changes_nothing(tmp_path, monkeypatch, capsys):
     bindir = fake_scontrol(tmp_path)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     assert main(["health", "--platform", "sim:h100+missing-device", "--node", "x1",
-                 "--report-dir", str(tmp_path / "r")]) == 1
+                 "--report-dir", str(tmp_path / "r")]) == 10  # NON_CONFORMANT: a FAIL
     assert not (tmp_path / "scontrol.args").exists()
     assert (tmp_path / "r" / "sits-report.json").is_file()
     assert "x1: unhealthy" in capsys.readouterr().out
@@ -74,7 +74,7 @@ def test_health_without_drain_changes_nothing(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("fault, req", [("ecc-uncorrectable", "DEP-ECC"), ("xid-79", "DEP-XID")])
 def test_health_fail_drains_with_the_requirement(fault, req, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
-    assert main(["health", f"--platform=sim:h100+{fault}", "--drain", "--node=gpu3"]) == 1
+    assert main(["health", f"--platform=sim:h100+{fault}", "--drain", "--node=gpu3"]) == 10  # NON_CONFORMANT: a FAIL
     [call] = updates(tmp_path)
     assert call[:3] == ["update", "nodename=gpu3", "state=drain"]
     assert call[3].startswith(f"reason=sits health: {req} FAIL (0000:"), call
@@ -84,7 +84,7 @@ def test_health_fail_drains_with_the_requirement(fault, req, tmp_path, monkeypat
 def test_health_hung_probe_reports_and_never_drains(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
     assert main(["health", "--platform=sim:h100+probe-hang", "--drain", "--node=gpu3", "--watchdog=3",
-                 f"--report-dir={tmp_path / 'r'}"]) == 3
+                 f"--report-dir={tmp_path / 'r'}"]) == 13  # NOT_TESTED: could not check
     text = capsys.readouterr().out
     assert "could not check" in text and "hung (watchdog: 3.0 s)" in text and "not drained" in text
     assert updates(tmp_path) == []
@@ -92,7 +92,7 @@ def test_health_hung_probe_reports_and_never_drains(tmp_path, monkeypatch, capsy
     assert not rep["run"]["completed"] and rep["run"]["exit_status"] == 2
     # the whole run bounded too: a run that outlives --timeout is killed, reported, and acts on nothing
     assert main(["health", "--platform=sim:h100+probe-hang", "--drain", "--node=gpu3", "--watchdog=600",
-                 "--timeout=4"]) == 3
+                 "--timeout=4"]) == 13  # NOT_TESTED: could not check
     assert "did not finish within 4 s" in capsys.readouterr().out and updates(tmp_path) == []
 
 
@@ -101,7 +101,7 @@ def test_health_error_or_undecided_never_drains(tmp_path, monkeypatch, capsys):
 
     ok = {"run": {"completed": True}}
     v = {"requirement": "DEP-THROTTLE", "subject": "gpu0", "evidence": {}}
-    assert judge(dict(ok, verdicts=[dict(v, status="ERROR")]), [])[0] == UNDECIDED
+    assert judge(dict(ok, verdicts=[dict(v, status="ERROR")]), [])[0] == UNCHECKED  # could not test: not a FAIL
     assert judge(dict(ok, verdicts=[dict(v, status="INCONCLUSIVE")]), [])[0] == UNDECIDED
     assert judge(None, ["no report (pytest exit 3)"])[0] == UNCHECKED
     assert judge({"run": {"completed": False}, "verdicts": []}, [])[0] == UNCHECKED
@@ -116,8 +116,8 @@ def test_health_error_or_undecided_never_drains(tmp_path, monkeypatch, capsys):
 @pytest.mark.slow
 def test_health_prolog_and_healthcheck_modes(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
-    # prolog/epilog: exit 1 on a FAIL (slurmd drains the node), never a Slurm command
-    assert main(["health", "--mode=prolog", "--platform=sim:h100+xid-79", "--node=gpu3"]) == 1
+    # prolog/epilog: exit 10 on a FAIL (slurmd drains the node), never a Slurm command
+    assert main(["health", "--mode=prolog", "--platform=sim:h100+xid-79", "--node=gpu3"]) == 10  # NON_CONFORMANT: a FAIL
     assert "slurmd drains gpu3: sits health: DEP-XID FAIL" in capsys.readouterr().err
     assert main(["health", "--mode=epilog", "--platform=sim:h100"]) == 0
     assert main(["health", "--mode=prolog", "--platform=sim:h100+probe-hang", "--watchdog=3"]) == 0
@@ -147,7 +147,7 @@ def test_health_resume_rechecks_under_the_inference_load(tmp_path, monkeypatch, 
 def test_health_resume_leaves_a_faulty_node_drained(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}")
     # a fault the load provokes: the power brake asserted only under load
-    assert main(["health", "--resume", "--node=gpu3", "--platform=sim:h100+throttle-power-brake"]) == 1
+    assert main(["health", "--resume", "--node=gpu3", "--platform=sim:h100+throttle-power-brake"]) == 10  # NON_CONFORMANT: a FAIL
     assert updates(tmp_path) == [] and "stays drained" in capsys.readouterr().out
     # the inference load cannot run (a snapshot-like platform would say so): never resumed on idle checks alone
     from pytest_sits.commands.health import HEALTHY, UNDECIDED, _under_load
@@ -160,7 +160,7 @@ def test_health_resume_leaves_a_faulty_node_drained(tmp_path, monkeypatch, capsy
 
 def test_health_resume_only_a_node_drained_by_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path, reason='bad fan (ops)')}{os.pathsep}{os.environ['PATH']}")
-    assert main(["health", "--resume", "--node=gpu3", "--platform=sim:h100"]) == 1
+    assert main(["health", "--resume", "--node=gpu3", "--platform=sim:h100"]) == 13  # NOT_TESTED: not re-checked
     assert "another reason" in capsys.readouterr().out and updates(tmp_path) == []
 
 
@@ -200,7 +200,7 @@ def test_health_drains_its_own_node_through_scontrol(cluster, tmp_path):
                                "pytest_sits.cli", "health", "--platform", "sim:h100+switch", "--drain"],
                               env=cluster, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, timeout=300)
-        assert proc.returncode == 1, proc.stdout
+        assert proc.returncode == 10, proc.stdout
         assert "drained n3" in proc.stdout
         deadline = time.monotonic() + 30
         while True:  # "drng" (draining) while the health job itself completes, then "drain"
@@ -237,11 +237,11 @@ def test_health_on_slurm_fault_drains_hang_does_not_and_resume(cluster, tmp_path
     load, and leaves n2 (drained for XID 79, still faulty) drained."""
     try:
         bad = _health_on(cluster, "n3", "--platform=sim:h100+ecc-uncorrectable", "--drain", cwd=tmp_path)
-        assert bad.returncode == 1 and "drained n3" in bad.stdout, bad.stdout
+        assert bad.returncode == 10 and "drained n3" in bad.stdout, bad.stdout
         state, reason = node_state(cluster, "n3")
         assert state == "drain" and reason.startswith("sits health: DEP-ECC FAIL (0000:"), (state, reason)
         hung = _health_on(cluster, "n2", "--platform=sim:h100+probe-hang", "--drain", "--watchdog=3", cwd=tmp_path)
-        assert hung.returncode == 3 and "hung (watchdog" in hung.stdout and "not drained" in hung.stdout, hung.stdout
+        assert hung.returncode == 13 and "hung (watchdog" in hung.stdout and "not drained" in hung.stdout, hung.stdout
         assert node_state(cluster, "n2")[0] == "idle"
         # return to service: run on the node itself (a drained node takes no job), as an operator would
         ok = run_sits("health", "--resume", "--node=n3", "--platform=sim:h100", env=cluster, cwd=tmp_path)
@@ -249,10 +249,10 @@ def test_health_on_slurm_fault_drains_hang_does_not_and_resume(cluster, tmp_path
             ok.stdout
         assert node_state(cluster, "n3")[0] == "idle"
         xid = _health_on(cluster, "n2", "--platform=sim:h100+xid-79", "--drain", cwd=tmp_path)
-        assert xid.returncode == 1 and node_state(cluster, "n2")[1].startswith("sits health: DEP-XID FAIL")
+        assert xid.returncode == 10 and node_state(cluster, "n2")[1].startswith("sits health: DEP-XID FAIL")
         still = run_sits("health", "--resume", "--node=n2", "--platform=sim:h100+xid-79", env=cluster,
                          cwd=tmp_path)
-        assert still.returncode == 1 and "stays drained" in still.stdout, still.stdout
+        assert still.returncode == 10 and "stays drained" in still.stdout, still.stdout
         state, reason = node_state(cluster, "n2")
         assert state == "drain" and reason.startswith("sits health: DEP-XID FAIL")
     finally:

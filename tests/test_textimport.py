@@ -53,7 +53,7 @@ def test_cli_audit_text(tmp_path, capsys):
     rc = main(["audit-text", "--lspci-tv", str(DATA / "lspci-tv-switch.txt"), "--nvidia-smi-topo",
                str(DATA / "nvidia-smi-topo-partial.txt"), "--profile", "h100", "--json", str(tmp_path / "v.json")])
     out = capsys.readouterr().out
-    assert rc == 1 and "TOPO-PCIE-DIRECT   0000:c3:00.0   FAIL" in out and "LINK-NVLINK-MESH" in out
+    assert rc == 10 and "TOPO-PCIE-DIRECT   0000:c3:00.0   FAIL" in out and "LINK-NVLINK-MESH" in out
     verdicts = json.loads((tmp_path / "v.json").read_text())
     direct = {v["subject"]: v["status"] for v in verdicts if v["requirement"] == "TOPO-PCIE-DIRECT"}
     assert direct["0000:c3:00.0"] == "FAIL" and direct["0000:01:00.0"] == "PASS"

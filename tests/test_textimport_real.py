@@ -418,7 +418,7 @@ def test_cli_matrix_alone_judges_topo_pcie_direct_never_omits_it(capsys):
     rc = main(["audit-text", "--nvidia-smi-topo", str(DATA / "nvidia-smi-topo-hgx-h100-nic12.txt"),
                "--profile", "h100"])
     out = capsys.readouterr().out
-    assert rc == 1 and out.count("TOPO-PCIE-DIRECT") == 8 and "LINK-NVLINK-MESH" in out
+    assert rc == 10 and out.count("TOPO-PCIE-DIRECT") == 8 and "LINK-NVLINK-MESH" in out
     main(["audit-text", "--nvidia-smi-topo", str(DATA / "nvidia-smi-topo-noleading-cut.txt")])
     out = capsys.readouterr().out
     assert out.count("TOPO-PCIE-DIRECT") == 2 and "INCONCLUSIVE" in out and "could not be judged" in out
@@ -433,7 +433,7 @@ def test_cli_applies_the_profile_waiver(tmp_path, capsys):
                "--json", str(tmp_path / "v.json")])
     out = capsys.readouterr().out
     # the tree names 8 x H100 SXM5 by PCI ID; their memory is not in it: INV-DEVICES INCONCLUSIVE (exit 2)
-    assert rc == 2 and out.count("WAIVED") == 8 and "FAIL waived by profile" in out
+    assert rc == 11 and out.count("WAIVED") == 8 and "FAIL waived by profile" in out
     assert "INV-DEVICES        accelerators   INCONCLUSIVE 8 × H100 SXM5 by the texts' PCI IDs" in out
     assert (tmp_path / "v.json").read_text().count('"waived_status": "FAIL"') == 8
 
@@ -441,11 +441,11 @@ def test_cli_applies_the_profile_waiver(tmp_path, capsys):
 @pytest.mark.slow
 def test_cli_lspci_vv_under_load(tmp_path, capsys):
     vv = str(DATA / "lspci-vv-hgx-h100-x8.txt")
-    assert main(["audit-text", "--lspci-vv", vv, "--profile", "h100"]) == 2  # INCONCLUSIVE: undecided, never a silent 0
+    assert main(["audit-text", "--lspci-vv", vv, "--profile", "h100"]) == 11  # INCONCLUSIVE: undecided, never a silent 0
     out = capsys.readouterr().out
     assert "TOPO-PCIE-LINK     0000:19:00.0   INCONCLUSIVE" in out and "0000:de:00.0" not in out
     assert main(["audit-text", "--lspci-vv", vv, "--under-load", "--profile", "h100", "--json",
-                 str(tmp_path / "v.json")]) == 1
+                 str(tmp_path / "v.json")]) == 10
     out = capsys.readouterr().out
     assert "TOPO-PCIE-LINK     0000:19:00.0   FAIL" in out
     import json
@@ -466,7 +466,7 @@ def test_cli_tree_with_classes_from_lspci_vv_and_errors_name_the_file(tmp_path, 
     rc = main(["audit-text", "--lspci-tv", str(DATA / "lspci-tv-workstation-hdmi-audio.txt"), "--lspci-vv",
                str(DATA / "lspci-vv-workstation-idle.txt"), "--profile", str(prof)])
     out = capsys.readouterr().out
-    assert rc == 2 and "TOPO-PCIE-DIRECT   0000:01:00.0   PASS" in out  # the idle link is INCONCLUSIVE
+    assert rc == 11 and "TOPO-PCIE-DIRECT   0000:01:00.0   PASS" in out  # the idle link is INCONCLUSIVE
     assert "TOPO-PCIE-LINK     0000:01:00.0   INCONCLUSIVE" in out and "0000:01:00.1" not in out
     cut = tmp_path / "topo.txt"
     cut.write_text("GPU0 GPU1\nGPU0 X\n")  # a matrix cut after one cell: read, and the cut listed

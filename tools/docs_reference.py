@@ -100,26 +100,18 @@ def sim_faults_page() -> str:
 
 
 def exit_statuses_page() -> str:
-    from pytest_sits.commands.audit import AUDIT_EXIT
-    from pytest_sits.commands.base import USAGE_ERROR
-    from pytest_sits.report.model import EXIT_STATUSES
+    from pytest_sits.exitcodes import EXIT_STATUSES
 
     lines = [GENERATED, "", "# Exit statuses", "",
-             "## pytest --sits-...", "",
-             "What a run of the suite exits with, for CI to gate on (the report's `run.exit_status` holds the same, "
-             "`run.pytest_exit_status` what pytest itself said). pytest's own statuses keep their meaning for "
-             "pytest's own outcomes; the suite's results that need a decision of their own have statuses above "
-             "pytest's.", "", "| status | result | when |", "|---|---|---|"]
+             "One scheme for `pytest --sits-...` and every `sits` command (`pytest_sits/exitcodes.py`), for CI and "
+             "Slurm to gate on. pytest's own statuses (0 to 5) keep their meaning; the outcomes of a conformance "
+             "decision have statuses above pytest's. A run that found the hardware or service failing (10) exits "
+             "differently from one that could not test it (13) and from one that measured but could not decide "
+             "(11); when a run holds several, a FAIL wins, then an ERROR, then an INCONCLUSIVE. A suite run's "
+             "report holds its status in `run.exit_status` (and what pytest itself said in "
+             "`run.pytest_exit_status`).", "",
+             "| status | name | when |", "|---|---|---|"]
     lines += [f"| {code} | {_cell(name)} | {_cell(when)} |" for code, name, when in EXIT_STATUSES]
-    lines += ["", "## sits ...", "",
-              "| status | when |", "|---|---|",
-              "| 0 | done; for `replay`, `verify`, `report validate`: everything held |",
-              "| 1 | `replay`: a verdict or the summary differs, a verdict better than ERROR cannot be replayed, or "
-              "a verdict's thresholds are not the report's profile's; `verify`: a check failed; `report validate`: "
-              "schema errors; `fleet`: not every node passed; `health`: unhealthy |",
-              f"| {USAGE_ERROR} | a usage error: a bad option, or a file that cannot be what it should be |"]
-    lines += [f"| {code} | `audit-text`: the worst verdict is {status} |"
-              for status, code in sorted(AUDIT_EXIT.items(), key=lambda kv: kv[1]) if code != 1]
     return "\n".join(lines) + "\n"
 
 

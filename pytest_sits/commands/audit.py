@@ -22,25 +22,26 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+from .. import exitcodes
 from .base import add, err, pytest_argv
 
 if TYPE_CHECKING:
     from ..probes.readers import Reader
 
-#: Exit status by the worst verdict: 1 does not conform, 2 undecided (INCONCLUSIVE).
-AUDIT_EXIT = {"ERROR": 1, "FAIL": 1, "INCONCLUSIVE": 2}
 
 EXAMPLES = """\
   sits audit evidence/ --profile=h100
   sits audit nvidia-smi-q.xml --profile=a100-80gb-pcie --json=verdicts.json --report-dir=audit-report
   sits audit evidence/ --under-load        (the submitter declares a load ran while the texts were captured)
-  exit: 0 conforms in what the texts show, 1 FAIL or ERROR, 2 INCONCLUSIVE, 4 no readable text or bad option
+  exit: 0 conforms in what the texts show, 10 a FAIL, 13 an ERROR, 11 INCONCLUSIVE or nothing decided,
+        4 no readable text or bad option (docs: exit statuses)
 """
 
 EXAMPLES_TEXT = """\
   sits audit-text --lspci-tv=tree.txt --lspci-vv=vv.txt --profile=h100
   sits audit-text --nvidia-smi-topo=topo.txt --nvidia-smi-q=q.txt --profile=h200 --json=verdicts.json
-  exit: 0 conforms in what the texts show, 1 FAIL or ERROR, 2 INCONCLUSIVE, 4 unreadable text or bad option
+  exit: 0 conforms in what the texts show, 10 a FAIL, 13 an ERROR, 11 INCONCLUSIVE or nothing decided,
+        4 unreadable text or bad option (docs: exit statuses)
 """
 
 
@@ -173,7 +174,6 @@ def audit(spec: str, args: argparse.Namespace) -> int:
     """Run the suite on ``spec`` and report: the exit status by the worst verdict."""
     from .. import profiles
     from ..files import atomic_write
-    from ..verdict import worst
 
     if args.profile:
         try:
@@ -198,8 +198,10 @@ def audit(spec: str, args: argparse.Namespace) -> int:
     finally:
         if not keep:
             shutil.rmtree(report_dir, ignore_errors=True)
-    statuses = [v["status"] for v in verdicts]
-    return AUDIT_EXIT.get(worst(statuses), 0) if statuses else 0
+    counts: Dict[str, int] = {}
+    for v in verdicts:
+        counts[v["status"]] = counts.get(v["status"], 0) + 1
+    return exitcodes.run_status(counts, exitcodes.OK)
 
 
 def _spec(path: str, under_load: bool) -> str:

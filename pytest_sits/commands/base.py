@@ -7,8 +7,10 @@ import io
 import sys
 from typing import Any, List
 
+from .. import exitcodes
+
 #: Exit status of a usage error: a bad option, or a file that cannot be what it should be.
-USAGE_ERROR = 4
+USAGE_ERROR = exitcodes.USAGE_ERROR
 
 #: What a child interpreter runs to be pytest: ``python -m pytest`` puts the folder it starts in first on
 #: ``sys.path``, where a checkout's source tree would shadow the installed package; this leaves it off.

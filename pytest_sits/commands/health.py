@@ -9,14 +9,15 @@ outcome                                 exit    ``--drain``        ``--mode=prol
 =====================================  ======  =================  ======================  ==========================
 every health requirement passes          0      nothing            exit 0                  resumed, after the re-check
                                                                                             under the inference load
-FAIL of a health requirement             1      drained, reason    exit 1: Slurm drains    stays drained
+FAIL of a health requirement             10     drained, reason    exit 10: Slurm drains   stays drained
                                                 names it           the node (no scontrol)
-ERROR, INCONCLUSIVE or not measured      2      nothing            exit 0                  stays drained
-a probe hung (watchdog) or the tool      3      nothing            exit 0                  stays drained
-failed (no report, crash, timeout)
+INCONCLUSIVE or not measured             11     nothing            exit 0                  stays drained
+ERROR, a probe hung (watchdog) or the    13     nothing            exit 0                  stays drained
+tool failed (no report, crash, timeout)
 =====================================  ======  =================  ======================  ==========================
 
-(exit 4: a usage error.)  ``--mode=healthcheck`` (Slurm's HealthCheckProgram)
+(exit 4: a usage error; the statuses are the suite's own: :mod:`pytest_sits.exitcodes`.)
+``--mode=healthcheck`` (Slurm's HealthCheckProgram)
 acts as ``--drain`` and always exits 0: Slurm does not act on the program's
 status, kills it after 60 s (the default limits keep within that), and some
 versions hold slurmd's registration until it exits 0.  A prolog or epilog must
@@ -43,19 +44,20 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from .. import exitcodes
 from .base import add, pytest_argv
 from .fleet.common import REPORT_NAME, FleetError, node_name, which
 
 EXAMPLES = """\
-  sits health                                       exit 0 healthy, 1 FAIL, 2 undecided, 3 could not check
+  sits health                                       exit 0 healthy, 10 FAIL, 11 undecided, 13 could not check
   sits health --drain --profile=h100                drain this node (scontrol) when a health requirement FAILs
   sits health --mode=healthcheck                    for slurm.conf HealthCheckProgram (drains itself, exits 0)
-  sits health --mode=prolog                         for slurm.conf Prolog/Epilog (exit 1 on FAIL, no scontrol)
+  sits health --mode=prolog                         for slurm.conf Prolog/Epilog (exit 10 on FAIL, no scontrol)
   sits health --resume --node=gpu07                 re-check a drained node under the inference load, then resume
   sits health --platform=sim:h100+ecc-uncorrectable --report-dir=/tmp/h
 """
 
-HEALTHY, UNHEALTHY, UNDECIDED, UNCHECKED = 0, 1, 2, 3
+HEALTHY, UNHEALTHY, UNDECIDED, UNCHECKED = exitcodes.OK, exitcodes.NON_CONFORMANT, exitcodes.UNDECIDED, exitcodes.NOT_TESTED
 OUTCOME_NAMES = {HEALTHY: "healthy", UNHEALTHY: "unhealthy", UNDECIDED: "undecided", UNCHECKED: "could not check"}
 #: The requirements of the inference load that --resume re-checks the node under.
 LOAD_REQUIREMENTS = ("PLP-SAMPLE", "PLP-PPL", "PLP-POWER", "PLP-LATENCY")
@@ -71,7 +73,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--drain", action="store_true", help="drain this node (scontrol) when a health requirement FAILs")
     p.add_argument("--mode", choices=("check", "healthcheck", "prolog", "epilog"), default="check",
                    help="check (default); healthcheck: Slurm's HealthCheckProgram (drains itself, exits 0); "
-                        "prolog/epilog: exit 1 only on a FAIL, never call scontrol")
+                        "prolog/epilog: exit 10 only on a FAIL, never call scontrol")
     p.add_argument("--resume", action="store_true",
                    help="re-check this drained node under the inference load and resume it when all passes")
     p.add_argument("--any-reason", action="store_true",
@@ -147,14 +149,17 @@ def judge(report: Optional[Dict[str, Any]], problems: List[str]) -> Tuple[int, L
         return UNCHECKED, [], problems
     fails: Dict[str, List[str]] = {}
     undecided: Dict[str, int] = {}
-    hung = []
+    hung: List[str] = []
+    broke: List[str] = []
     for v in report.get("verdicts", []):
         st = v.get("status")
         if st == "FAIL":
             fails.setdefault(str(v.get("requirement")), []).append(str(v.get("subject")))
         elif st == "ERROR" and isinstance(v.get("evidence"), dict) and (v["evidence"].get("watchdog") or {}).get("hung"):
             hung.append(f"{v.get('requirement')} hung (watchdog: {v['evidence']['watchdog'].get('limit_s')} s)")
-        elif st in ("ERROR", "INCONCLUSIVE"):
+        elif st == "ERROR":
+            broke.append(f"{v.get('requirement')} ERROR ({v.get('subject')})")
+        elif st == "INCONCLUSIVE":
             key = f"{v.get('requirement')} {st}"
             undecided[key] = undecided.get(key, 0) + 1
         elif st == "SKIP" and str(v.get("reason", "")).startswith("not measured"):
@@ -162,12 +167,12 @@ def judge(report: Optional[Dict[str, Any]], problems: List[str]) -> Tuple[int, L
             undecided[key] = undecided.get(key, 0) + 1
     fail_lines = [f"{r} FAIL ({', '.join(s[:3])}{' +' + str(len(s) - 3) if len(s) > 3 else ''})"
                   for r, s in fails.items()]
-    other = list(problems) + hung + [f"{k} x{n}" if n > 1 else k for k, n in undecided.items()]
+    other = list(problems) + hung + broke + [f"{k} x{n}" if n > 1 else k for k, n in undecided.items()]
     if not report.get("run", {}).get("completed", False) and not hung:
         other.append("the run did not complete")
     if fails:
         return UNHEALTHY, fail_lines, other
-    if hung or problems or not report.get("run", {}).get("completed", False):
+    if hung or broke or problems or not report.get("run", {}).get("completed", False):
         return UNCHECKED, [], other
     if undecided:
         return UNDECIDED, [], other
@@ -226,7 +231,7 @@ def health(args: Any) -> int:
         if not (reason or "").startswith(REASON_PREFIX.strip()) and not args.any_reason:
             print(f"sits health: {node} was drained for another reason ({reason!r}); it stays drained (--any-reason "
                   "re-checks it anyway)")
-            return UNHEALTHY
+            return UNCHECKED
     tmp: Optional[str] = None
     if args.report_dir:
         rdir = Path(args.report_dir).resolve()
@@ -258,7 +263,7 @@ def health(args: Any) -> int:
         if outcome == UNHEALTHY:
             print(f"sits health: {mode} fails: slurmd drains {node}: {REASON_PREFIX}{'; '.join(fail_lines)}",
                   file=sys.stderr)
-            return 1
+            return UNHEALTHY
         return 0
     if outcome == UNHEALTHY and (args.drain or mode == "healthcheck"):
         drain(node, fail_lines)

@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 
 import pytest
 
-from ..report.model import EXIT_NO_REPORT, EXIT_NON_CONFORMANT, EXIT_UNDECIDED, exit_status, plain
+from .. import exitcodes
+from ..report.model import EXIT_NO_REPORT, exit_status, plain
 from .recorder import MARKER, REQUIREMENT_PROPERTY
 from .session import SitsRun, redact_args
 
@@ -143,8 +144,8 @@ class SitsReporter:
         run = self.report["run"]
         run["pytest_exit_status"] = run["exit_status"]
         run["exit_status"] = exit_status(self.report["summary"], int(exitstatus))
-        run["exit_status_name"] = {EXIT_NON_CONFORMANT: "NON_CONFORMANT", EXIT_UNDECIDED: "UNDECIDED"}.get(
-            run["exit_status"], run["exit_status_name"])
+        if run["exit_status"] != run["pytest_exit_status"]:
+            run["exit_status_name"] = exitcodes.NAMES.get(run["exit_status"], run["exit_status_name"])
         self._write_prometheus()
         if self.run.report_dir is None:
             return

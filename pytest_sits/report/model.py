@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
-from .. import REPORT_SCHEMA_VERSION, __version__
+from .. import REPORT_SCHEMA_VERSION, __version__, exitcodes
 from ..catalogue import CATALOGUE, level_rank
 from ..verdict import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP, STATUS_MEANING, STATUSES, WAIVED, WARN
 
@@ -128,37 +128,14 @@ def summarise(verdicts: List[Dict[str, Any]], completed: bool, simulated: bool,
     return out
 
 
-#: The exit statuses of a run, for CI to gate on.  pytest's own (0 to 5) keep their meaning for pytest's own
-#: outcomes; the suite's results that need a decision of their own get statuses above pytest's.
-EXIT_STATUSES = (
-    (0, "CONFORMANT or PARTIAL", "every decided verdict conforms (PASS, WARN, WAIVED, SKIP); a PARTIAL report names "
-                                 "what was not decided"),
-    (1, "pytest: tests failed", "a test that is not a SITS2026 requirement failed (a lab's own test)"),
-    (2, "INCOMPLETE", "interrupted (Ctrl-C, SIGTERM): the report holds what was measured"),
-    (3, "pytest: internal error", "pytest or a plugin broke; the report, if written, is INCOMPLETE"),
-    (4, "usage error", "a bad option, profile, platform or golden set: the message names the fix"),
-    (5, "pytest: no tests", "nothing was collected (a -m/-k that selects nothing)"),
-    (10, "NON_CONFORMANT", "a FAIL or ERROR verdict (also on a simulated platform)"),
-    (11, "UNDECIDED", "an INCONCLUSIVE verdict, or nothing decided (every verdict SKIP); a run with no verdict at "
-                      "all (no SITS2026 requirement selected) keeps pytest's status"),
-    (12, "report not written", "the run ended, but its report could not be written (the message names the folder)"),
-)
-EXIT_NON_CONFORMANT, EXIT_UNDECIDED, EXIT_NO_REPORT = 10, 11, 12
+#: The exit statuses of a run (one scheme for pytest and every ``sits`` command: :mod:`pytest_sits.exitcodes`).
+EXIT_STATUSES = exitcodes.EXIT_STATUSES
+EXIT_NON_CONFORMANT, EXIT_UNDECIDED, EXIT_NO_REPORT = exitcodes.NON_CONFORMANT, exitcodes.UNDECIDED, exitcodes.NO_REPORT
 
 
 def exit_status(summary: Dict[str, Any], pytest_status: int) -> int:
-    """The run's exit status (:data:`EXIT_STATUSES`): pytest's own for interrupted, broken, misused or empty runs;
-    otherwise what the verdicts decided, whatever the platform (a simulated run with a FAIL is NON_CONFORMANT
-    here, SIMULATED in the report)."""
-    counts = summary.get("counts") or {}
-    if pytest_status not in (0, 1) or not sum(counts.values()):
-        return pytest_status  # pytest's own outcome, or a run of no SITS2026 requirement (a lab's other tests)
-    if counts.get(FAIL) or counts.get(ERROR):
-        return EXIT_NON_CONFORMANT
-    decided = counts.get(PASS, 0) + counts.get(WARN, 0) + counts.get(WAIVED, 0)
-    if counts.get(INCONCLUSIVE) or not decided:  # as summarise(): nothing decided is UNDECIDED
-        return EXIT_UNDECIDED
-    return pytest_status
+    """The run's exit status (:func:`pytest_sits.exitcodes.run_status` of the summary's counts)."""
+    return exitcodes.run_status(summary.get("counts") or {}, pytest_status)
 
 
 def coverage(verdicts: List[Dict[str, Any]], level: str, collected: Dict[str, str],

@@ -17,7 +17,7 @@ from ..base import add, err
 EXAMPLES = """\
   sits fleet run --nodelist='gpu[01-16]' --partition=gpu -- --sits-profile=h100 --sits-level=standard
   sits fleet run --nodes=64 --array --out=/shared/sits-fleet-0601 -- --sits-profile=h200
-  sits fleet merge /shared/sits-fleet-0601                exit 0 only when every node passes
+  sits fleet merge /shared/sits-fleet-0601                exit 0 every node passes, 10 a FAIL, 13 an ERROR, 11 undecided
   sits fleet merge /shared/sits-fleet-0601 --prometheus=/var/lib/node_exporter/textfile/sits_fleet.prom
 """
 
@@ -63,8 +63,8 @@ def _merge_options(q: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """`sits fleet run` through Slurm, or `sits fleet merge DIR`; exit 1 unless every node passes, 4 on a usage
-    error."""
+    """`sits fleet run` through Slurm, or `sits fleet merge DIR`; exit by the fleet's headline (common.fleet_exit), 4
+    on a usage error."""
     from .common import FleetError
     from .launch import run_fleet
     from .merge import merge, print_summary
@@ -77,4 +77,6 @@ def run(args: argparse.Namespace) -> int:
     except FleetError as exc:
         return err(str(exc))
     print_summary(merged, Path(args.dir))
-    return 0 if merged["summary"]["result"] == "PASS" else 1
+    from .common import fleet_exit
+
+    return fleet_exit(merged["summary"]["result"])

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+from ... import exitcodes
 from ...files import atomic_write
 
 FLEET_SCHEMA_VERSION = "1.1"
@@ -49,6 +50,13 @@ SLURM_INSTALL = ("apt-get install slurm-client (Debian/Ubuntu; the cluster itsel
 #: Node results: the node's own verdicts folded into one word.
 NODE_PASS, NODE_FAIL, NODE_UNDECIDED, NODE_ERROR = "PASS", "FAIL", "UNDECIDED", "ERROR"
 NODE_RESULTS = (NODE_PASS, NODE_FAIL, NODE_UNDECIDED, NODE_ERROR)
+
+
+def fleet_exit(result: str) -> int:
+    """The exit status of a fleet whose headline is ``result`` (:mod:`pytest_sits.exitcodes`): 0 every node
+    passes, 10 a node FAILs, 13 a node could not be tested (ERROR), 11 a node undecided."""
+    return {NODE_PASS: exitcodes.OK, NODE_FAIL: exitcodes.NON_CONFORMANT, NODE_ERROR: exitcodes.NOT_TESTED,
+            NODE_UNDECIDED: exitcodes.UNDECIDED}[result]
 PASSING = ("PASS", "WARN", "WAIVED")
 
 OUTLIER_RULE = ("per profile and per (requirement, subject, unit), over the nodes whose verdict has a numeric "

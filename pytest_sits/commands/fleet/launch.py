@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List
 
-from .common import RUN_FILE, FleetError, expand_hostlist, now_iso, which, write_json
+from .common import RUN_FILE, FleetError, expand_hostlist, fleet_exit, now_iso, which, write_json
 from .merge import discover_nodes, merge, print_summary
 
 
@@ -87,7 +87,7 @@ def run_fleet(args: Any) -> int:
     fleet = merge(out, k=args.k, jobs=args.jobs, prometheus=Path(args.prometheus) if args.prometheus else None,
                   strict=args.strict)
     print_summary(fleet, out)
-    return 0 if fleet["summary"]["result"] == "PASS" else 1
+    return fleet_exit(fleet["summary"]["result"])
 
 
 def _wait_for_job(job_id: str, env: Dict[str, str], poll_s: float = 1.0, pending_limit: float = 900) -> int:
