@@ -164,15 +164,15 @@ def sim_reports(tmp_path_factory):
 
 @pytest.mark.slow
 def test_compare_sim_h100_a100_l40s_ranks_as_documented(sim_reports, capsys):
-    """README: on the simulated platforms H100 > A100 > L40S in both classes; L40S fails MEM-CAPACITY
-    (48 GB < the 80 GB floor) and ranks last for that; H100 leads A100 on network for low-latency (PCIe Gen5
+    """README: on the simulated platforms H100 > A100 > L40S in both classes; L40S holds its own workload
+    (70B in AWQ 4-bit) and ranks last on memory per card; H100 leads A100 on network for low-latency (PCIe Gen5
     against Gen4) and on memory for batch (3.35 against 1.94 TB/s datasheet, 90 % of it simulated)."""
     files = [sim_reports[n] for n in ("h100", "a100", "l40s")]
     m = decision.compare(files, [read_report(f) for f in files])
     for cls in ("low-latency", "batch"):
         assert m["rankings"][cls]["order"] == [0, 1, 2], (cls, m["rankings"][cls])
-        assert "fewer failed requirements" in m["rankings"][cls]["decided_by"][1]
-    assert m["fails"] == [[], [], ["MEM-CAPACITY"]]
+        assert "from memory" in m["rankings"][cls]["decided_by"][1], m["rankings"][cls]["decided_by"]
+    assert m["fails"] == [[], [], []]
     assert "from network" in m["rankings"]["low-latency"]["decided_by"][0]
     assert "from memory" in m["rankings"]["batch"]["decided_by"][0]
     assert all(p["simulated"] for p in m["platforms"])

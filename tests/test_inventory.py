@@ -85,7 +85,30 @@ def test_workload_need_llama3_70b():
     assert need["weights_bytes"] == pytest.approx(141.1e9)
     # 2 × 80 layers × 8 KV heads × 128 × 4096 tokens × 2 bytes
     assert need["kv_cache_bytes"] == 2 * 80 * 8 * 128 * 4096 * 2
-    assert need["per_card_bytes"] == pytest.approx((141.1e9 + 1342177280) / 2 * 1.1)
+    assert need["per_card_bytes"] == pytest.approx((141.1e9 + 1342177280) / 2 * 1.125)
+    assert need["per_card_bytes"] / 1e9 == pytest.approx(80.1, abs=0.05)  # A §2.2: "at least 80 GB per card"
+
+
+def test_capacity_from_the_workload_70b_awq_on_l40s():
+    """The cost tier: a 70B model in AWQ 4-bit on L40S passes; the FP16 workload on the same cards fails; half
+    the memory fails the AWQ workload too."""
+    _, l40s = expected_of("l40s")
+    th = l40s.thresholds("MEM-CAPACITY")
+    assert th["min_gb_per_card"] is None and th["workload"]["dtype_bytes"] == 0.5
+    cards = gpus(8, "10de:26b9", mem=46068 * 1024 ** 2)  # what NVML reports of an L40S with ECC on
+    v = check_capacity({"accelerators": cards}, th)
+    assert v.status == PASS and "45.8 GB" in v.threshold and "AWQ" in v.threshold, v.threshold
+    _, base = expected_of("base")
+    v = check_capacity({"accelerators": cards}, base.thresholds("MEM-CAPACITY"))
+    assert v.status == FAIL and "80.1 GB" in v.threshold
+    assert check_capacity({"accelerators": gpus(8, "10de:26b9", mem=24 * GIB)}, th).status == FAIL
+
+
+def test_capacity_floor_only_where_a_profile_sets_one():
+    _, prof = expected_of("h100")
+    th = dict(prof.thresholds("MEM-CAPACITY"), min_gb_per_card=90)
+    v = check_capacity({"accelerators": gpus(8)}, th)
+    assert v.status == FAIL and "profile's floor 90 GB" in v.threshold
 
 
 def test_capacity_pass_fail_skip():
@@ -101,9 +124,9 @@ def test_capacity_pass_fail_skip():
 def test_capacity_need_can_exceed_the_floor():
     _, prof = expected_of("h200")
     th = prof.thresholds("MEM-CAPACITY")
-    th["workload"]["tensor_parallel"] = 1  # the whole 70B model on one card: (141.1 + 1.3) × 1.1 = 156.7 GB
+    th["workload"]["tensor_parallel"] = 1  # the whole 70B model on one card: (141.1 + 1.3) × 1.125 = 160.2 GB
     v = check_capacity({"accelerators": gpus(8, "10de:2335", mem=int(140.4 * GIB))}, th)
-    assert v.status == FAIL and "156.7 GB" in v.threshold
+    assert v.status == FAIL and "160.2 GB" in v.threshold
 
 
 def test_driver_floor():

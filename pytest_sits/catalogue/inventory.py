@@ -1,6 +1,6 @@
 """Inventory: INV-DEVICES, MEM-CAPACITY, DEP-DRIVER."""
 
-from .base import INT1, NONNEG, NUM01, POS, STR, Cost, Threshold, bounded, declare
+from .base import INT1, NONNEG, NUM01, POS, STR, Cost, Threshold, bounded, declare, nullable
 
 #: The workload whose weights and KV cache must fit (MEM-CAPACITY).
 WORKLOAD_SCHEMA = {
@@ -35,14 +35,18 @@ declare(
     "MEM-CAPACITY", "Accelerator memory holds the workload's weights and full KV cache", "A §2.2",
     level="quick", scope="accelerator", family="inventory",
     thresholds={
-        "min_gb_per_card": Threshold(NONNEG, 80, 'A §2.2: "70B in FP16 needs at least 80 GB of VRAM per card"'),
+        "min_gb_per_card": Threshold(nullable(NONNEG), None,
+                                     "the workload's need decides; a flat floor per card only where a profile sets "
+                                     "one"),
         "workload": Threshold(WORKLOAD_SCHEMA, {
             "name": "Llama-3-70B", "params_billion": 70.55, "layers": 80, "kv_heads": 8, "head_dim": 128,
             "context_tokens": 4096, "batch": 1, "dtype_bytes": 2, "kv_dtype_bytes": 2, "tensor_parallel": 2,
-            "overhead_fraction": 0.10},
-            "Llama-3-70B (config.json of meta-llama/Meta-Llama-3-70B)",
+            "overhead_fraction": 0.125},
+            "Llama-3-70B (config.json of meta-llama/Meta-Llama-3-70B) in FP16 on two cards: A §2.2's workload, "
+            "whose need is its 80 GB per card",
             items={"context_tokens": "A's table is for batch 1, 4K context", "dtype_bytes": "FP16",
-                   "overhead_fraction": "activations, runtime context, allocator slack"}),
+                   "overhead_fraction": "activations, runtime context, allocator slack: with it the FP16 70B "
+                                        "workload at TP=2 needs 80.1 GB, A §2.2's \"at least 80 GB of VRAM per card\""}),
     },
     cost=Cost("host", fixed=0.2), platforms=("live", "snapshot", "evidence", "sim"), faults=("small-memory",))
 

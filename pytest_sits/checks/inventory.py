@@ -193,19 +193,24 @@ def workload_need(workload: Dict[str, Any]) -> Dict[str, float]:
 
 @check("MEM-CAPACITY", default_subject="accelerators")
 def check_capacity(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
-    """MEM-CAPACITY: each card holds its share of the weights and full KV cache (GB = 10^9 bytes).
+    """MEM-CAPACITY: each card holds its share of the weights and full KV cache (GB = 10^9 bytes), computed from
+    the profile's workload; a flat floor (``min_gb_per_card``) only where the profile sets one.
 
     evidence: ``accelerators`` (those matching the profile)."""
     accelerators = evidence["accelerators"]
     need = workload_need(thresholds["workload"])
-    floor = float(thresholds["min_gb_per_card"]) * GB
-    required = max(floor, need["per_card_bytes"])
+    name = thresholds["workload"].get("name", "workload")
+    at = f"{name} need {need['per_card_bytes'] / GB:.1f} GB at TP={need['tensor_parallel']}"
+    if thresholds["min_gb_per_card"] is None:
+        required = need["per_card_bytes"]
+        threshold = f">= {required / GB:.1f} GB per card ({at})"
+    else:
+        floor = float(thresholds["min_gb_per_card"]) * GB
+        required = max(floor, need["per_card_bytes"])
+        threshold = f">= {required / GB:.1f} GB per card (max of the profile's floor {floor / GB:.0f} GB and {at})"
     ev = {"workload": thresholds["workload"], "need": need, "min_gb_per_card": thresholds["min_gb_per_card"],
           "cards": [{"bdf": a["bdf"], "memory_total_bytes": a.get("memory_total_bytes"),
                      "memory_source": a.get("memory_source")} for a in accelerators]}
-    threshold = (f">= {required / GB:.1f} GB per card (max of SITS2026 floor {floor / GB:.0f} GB and "
-                 f"{thresholds['workload'].get('name', 'workload')} need {need['per_card_bytes'] / GB:.1f} GB "
-                 f"at TP={need['tensor_parallel']})")
     f.set(threshold=threshold, unit="GB", evidence=ev)
     known = [a for a in accelerators if a.get("memory_total_bytes") is not None]
     if not known:

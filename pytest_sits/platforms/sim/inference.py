@@ -38,6 +38,8 @@ FAULTS = {
 
 
 T0_NS = 1_000_000_000_000
+#: The share of its dense FP16 peak a simulated GPU sustains in a decode step.
+SUSTAINED = 0.6
 
 
 class _SimSource:
@@ -79,6 +81,10 @@ class SimInference:
         if "latency-marginal" in self.faults:
             self.step_s *= 2
             self.per_seq_s *= 2
+        # A step never does its work faster than the device can: at most SUSTAINED of the profile's dense FP16
+        # peak (a slower GPU serves the same batch in longer steps, as a real one does).
+        peak = float(hw.get("fp16_dense_tflops") or 0) * 1e12
+        self.max_flops_per_s = peak * SUSTAINED if self.gpu and peak else None
         self.now = T0_NS
         self.rng = random.Random(2026)
         self.source = _SimSource("nvml:0" if self.gpu else "rapl:0:package-0", "nvml" if self.gpu else "rapl")
@@ -134,10 +140,12 @@ class SimInference:
             pending = pending[len(admit):]
             dt = self.step_s + self.per_seq_s * (b + len(admit))
             dt += sum(a[1] for a in admit) * self.step_s / 256  # prefill cost
-            dt *= 1.0 + self.rng.uniform(-0.05, 0.05)
-            dt_ns = int(dt * 1e9)
             flops = sum(self.cfg.flops_prefill(a[1]) for a in admit)
             flops += two_p * b + att * (sum_prompt + b * step - sum_start + b)  # context = prompt + produced + 1
+            if self.max_flops_per_s:
+                dt = max(dt, flops / self.max_flops_per_s)
+            dt *= 1.0 + self.rng.uniform(-0.05, 0.05)
+            dt_ns = int(dt * 1e9)
             work.append((t, t + dt_ns, len(admit) + b, flops * scale, "step"))
             for a in admit:  # the prefill makes the first token in this step
                 n += 1
