@@ -276,7 +276,9 @@ def test_snapshot_reader_reads_captured_facts_without_load(tmp_path):
 def test_amd_and_unknown_vendors():
     _, inv, acc = _sim("sim:mi300x")
     assert "absent" in acquire_persistence(inv, acc)
-    ev = acquire_ecc(inv, acc)  # no amdsmi on sim: the library's reason, INCONCLUSIVE
-    assert check_ecc(ev, TH["DEP-ECC"], acc["bdf"]).status == INCONCLUSIVE
+    ev = acquire_ecc(inv, acc)  # the simulated amdsmi facts decide, as NVML's do
+    assert ev["source"].startswith("amdsmi") and check_ecc(ev, TH["DEP-ECC"], acc["bdf"]).status == PASS
+    _, inv, acc = _sim("sim:mi300x+ecc-uncorrectable")
+    assert check_ecc(acquire_ecc(inv, acc), TH["DEP-ECC"], acc["bdf"]).status == FAIL
     _, inv, acc = _sim("sim:ascend-910c")
     assert check_ecc(acquire_ecc(inv, acc), TH["DEP-ECC"], acc["bdf"]).status == SKIP

@@ -109,11 +109,32 @@ def acquire_peer_mesh(inventory: Dict[str, Any], expected: Dict[str, Any]) -> Di
         return _submitted_mesh(inventory, sub, expected)
     accs = matching(inventory, expected)
     mesh = peer_mesh(accs, inventory["management"]["nvml"])
-    if accs and not accs[0]["pci_id"].startswith("10de:"):
+    if accs and accs[0]["pci_id"].startswith("1002:"):
+        mesh = xgmi_mesh(accs, inventory["management"].get("amdsmi") or {})
+    elif accs and not accs[0]["pci_id"].startswith("10de:"):
         mesh = {"source": None, "devices": [], "p2p_nvlink": None,
-                "reason": f"peer links of {accs[0]['vendor']} devices need amdsmi/vendor tools, not read by this "
-                          "version"}
+                "reason": f"peer links of {accs[0]['vendor']} devices are read by no management library in this "
+                          "version (NVML and amdsmi only)"}
     return {"mesh": mesh, "expected_devices": len(accs)}
+
+
+def xgmi_mesh(accs: List[Dict[str, Any]], amd: Dict[str, Any]) -> Dict[str, Any]:
+    """The peer-link evidence of AMD devices: amdsmi's XGMI matrix (one hop between each pair), in the shape of
+    NVML's (``p2p_nvlink`` holds the matrix the check reads; ``link_name`` says XGMI)."""
+    matrix = amd.get("p2p_xgmi")
+    devs = [a for a in accs if a.get("management")]
+    if not amd.get("available") or matrix is None:
+        return {"source": None, "devices": [], "p2p_nvlink": None, "link_name": "XGMI",
+                "reason": amd.get("reason") or "amdsmi gave no XGMI link matrix"}
+    per_device = []
+    for a in devs:
+        i = a["management"]["index"]
+        row = matrix[i] if i < len(matrix) else []
+        per_device.append({"bdf": a["bdf"], "index": i, "links_active": sum(1 for x in row if x),
+                           "links_total": sum(1 for x in row if x is not None), "versions": [], "remote_types": []})
+    return {"source": str(amd.get("source") or "amdsmi"), "devices": per_device, "p2p_nvlink": matrix,
+            "index_to_bdf": {str(a["management"]["index"]): a["bdf"] for a in devs}, "reason": None,
+            "link_name": "XGMI"}
 
 
 def _submitted_mesh(inventory: Dict[str, Any], sub: Dict[str, Any], expected: Dict[str, Any]) -> Dict[str, Any]:

@@ -40,7 +40,13 @@ class SimPlatform(Platform):
         self.faults = list(faults)
         tmp = Path(tempfile.mkdtemp(prefix="sits-sim-", dir=str(workdir) if workdir else None))
         atexit.register(shutil.rmtree, tmp, True)
-        self._nvml = build_sim_tree(tmp, profile, self.faults)
+        facts = build_sim_tree(tmp, profile, self.faults)
+        self._amd: Dict[str, Any] = {"available": False, "reason": "simulated platform: no AMD device",
+                                     "devices": [], "errors": []}
+        if facts.get("vendor") == "amd":
+            self._amd, facts = facts, {"available": False, "reason": "simulated AMD devices have no NVML",
+                                       "devices": [], "errors": []}
+        self._nvml = facts
         #: The machine's movement between trials (fault ``drift``; factor 1 without it).
         self.drift = Drift("drift" in self.faults)
         self._dram: Optional[Any] = None
@@ -50,7 +56,7 @@ class SimPlatform(Platform):
         return json.loads(json.dumps(self._nvml))
 
     def amdsmi(self) -> Dict[str, Any]:
-        return {"available": False, "reason": "simulated platform: no amdsmi", "devices": [], "errors": []}
+        return json.loads(json.dumps(self._amd))
 
     def health_reader(self) -> Any:
         from .health import SimHealthReader

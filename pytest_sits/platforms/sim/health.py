@@ -119,6 +119,16 @@ def sim_health(root: Path, profile: Any, faults: List[str],
     def finish(nvml: Dict[str, Any]) -> Dict[str, Any]:
         if not nvml.get("available"):
             return nvml
+        if nvml.get("vendor") == "amd":  # amdsmi's fields: ECC counts since load, bad pages, no NVIDIA settings
+            from .tree import NVIDIA_ONLY
+
+            for i, dev in enumerate(nvml.get("devices", [])):
+                fields = device_fields(profile, faults, i)
+                pending = bool(fields["remapped_rows"]["pending"])
+                dev.update({k: v for k, v in fields.items() if k not in NVIDIA_ONLY})
+                dev.update(ecc_deferred=0, retired_pages_total=1 if pending else 0,
+                           retired_pages_pending=pending, retired_pages_unreservable=0)
+            return nvml
         for i, dev in enumerate(nvml.get("devices", [])):
             dev.update(device_fields(profile, faults, i))
         nvml["conf_compute"] = {"state": {"environment": 0, "cc_feature": 0, "devtools_mode": 0},

@@ -67,6 +67,38 @@ def add_pci_function(root: Path, parent_rel: str, bdf: str, vendor: int, device:
     return rel
 
 
+#: NVIDIA-only fields of the simulated health facts: an AMD device's amdsmi facts have none of them.
+NVIDIA_ONLY = ("persistence_mode", "inforom_image_version", "inforom_ecc_version", "gsp_firmware_version",
+               "gsp_firmware_mode", "remapped_rows", "retired_pages_sbe", "retired_pages_dbe", "nvlink_errors",
+               "ecc_mode_pending", "ecc_aggregate_corrected", "ecc_aggregate_uncorrected")
+
+
+def _sim_amdsmi(profile: Any, faults: List[str], accel: List[Any], gen: int, width: int) -> Dict[str, Any]:
+    """The amdsmi facts of simulated AMD devices, in the live probe's shape (:mod:`pytest_sits.probes.amd`):
+    memory, ECC and bad pages, power cap, replay counter, throttle status, firmware and the XGMI matrix.  The
+    health fields (and their faults) come in through the same ``finish`` as NVML's; what only NVIDIA has is
+    dropped there (:data:`NVIDIA_ONLY`)."""
+    hw, ident = profile.hardware, profile.identity
+    mem = int(float(hw.get("memory_gb", 0)) * 1024 ** 3 * 0.995)
+    if "small-memory" in faults:
+        mem //= 2
+    peer = hw.get("peer_link", {})
+    xgmi = peer.get("type") == "xgmi" and int(peer.get("links", 0)) > 0
+    n = len(accel)
+    matrix = [[None if i == j else xgmi for j in range(n)] for i in range(n)]
+    if "nvlink-partial" in faults and n >= 4 and xgmi:
+        for a, b in ((0, 1), (2, 3)):
+            matrix[a][b] = matrix[b][a] = False
+    devices = [{"index": i, "pci_bus_id": bdf, "name": f"{ident.get('vendor', '')} {ident.get('model', '')} "
+                "(simulated)".strip(), "memory_total_bytes": mem, "vbios_version": "113-M3000100-102",
+                "serial": f"SIM{i:010d}", "driver_version": "6.8.5", "pcie_current_gen": cur_gen,
+                "pcie_current_width": cur_width, "pcie_max_gen": gen, "pcie_max_width": width,
+                "firmware": {"SMC": "85.114.0", "PSP_SOSDRV": "0.0.0.0"}, "xgmi_links": int(peer.get("links", 0))}
+               for i, (bdf, _dev_id, cur_gen, cur_width) in enumerate(accel)]
+    return {"available": True, "source": "amdsmi (simulated)", "collected_at": time.time(), "vendor": "amd",
+            "driver_version": "6.8.5", "devices": devices, "p2p_xgmi": matrix, "errors": []}
+
+
 def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any]:
     """Write a /proc + /sys tree for the profile's machine; return its NVML facts."""
     ident, hw = profile.identity, profile.hardware
@@ -134,6 +166,8 @@ def build_sim_tree(root: Path, profile: Any, faults: List[str]) -> Dict[str, Any
                   "mlx5_core")
     finish = sim_health(root, profile, faults, [a[0] for a in accel])  # health files; health fields of NVML
     # NVML
+    if vendor == 0x1002:
+        return finish(_sim_amdsmi(profile, faults, accel, gen, width))
     if vendor != 0x10DE:
         return {"available": False, "reason": f"simulated {ident.get('vendor')} devices have no NVML",
                 "devices": [], "errors": []}
