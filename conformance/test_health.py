@@ -23,7 +23,7 @@ def test_row_remapping(sits_device, sits_inventory, sits_thresholds, sits_record
 
 @pytest.mark.sits_requirement("DEP-THROTTLE")
 def test_clock_events_under_load(sits_device, sits_health_window, sits_thresholds, sits_record):
-    sits_record(check_throttle(throttle_evidence(sits_health_window(sits_device)), sits_thresholds,
+    sits_record(check_throttle(throttle_evidence(sits_health_window(sits_device), sits_device), sits_thresholds,
                                sits_device["bdf"]))
 
 

@@ -91,3 +91,35 @@ def test_simulated_mi300x_has_amdsmi_facts_and_no_nvml():
     m = acc["management"]
     assert m["power_limit_enforced_mw"] == 750_000 and "persistence_mode" not in m and "remapped_rows" not in m
     assert not inv["management"]["nvml"]["available"] and inv["management"]["amdsmi"]["available"]
+
+
+def test_ascend_requirements_no_library_reads_are_unsupported_never_inconclusive():
+    """Huawei devices: what no library of this version reads is marked unsupported in the catalogue, and the
+    verdict says so (SKIP; INV-DEVICES compares model and count and WARNs that memory was not compared)."""
+    from pytest_sits.catalogue import CATALOGUE
+    from pytest_sits.checks.health import check_throttle
+    from pytest_sits.checks.inventory import check_capacity, check_devices
+    from pytest_sits.conditions.health import throttle_evidence
+    from pytest_sits.conditions.inventory import acquire_capacity, acquire_devices
+
+    assert {"MEM-CAPACITY", "DEP-THROTTLE", "INV-DEVICES"} <= {r.id for r in CATALOGUE.values()
+                                                               if "Huawei" in r.unsupported}
+    plat = from_spec("sim:ascend-910c")
+    prof, inv = plat.profile, plat.inventory()
+    v = check_capacity(acquire_capacity(inv, prof.expected()), prof.check_thresholds("MEM-CAPACITY"), "accelerators")
+    assert v.status == "SKIP" and "not supported for Huawei devices" in v.reason and "npu-smi" in v.reason
+    th = dict(prof.check_thresholds("INV-DEVICES"), expected=prof.expected())
+    v = check_devices(acquire_devices(inv), th, "accelerators")
+    assert v.status == "WARN" and "memory not compared" in v.reason and "Huawei" in v.reason
+    acc = inv["accelerators"][0]
+    window = {"device": acc["bdf"], "samples": [{"t": 0, "reasons": None, "under_load": True}], "load": {},
+              "sample_errors": [], "reader": "simulated"}
+    v = check_throttle(throttle_evidence(window, acc), prof.check_thresholds("DEP-THROTTLE"), acc["bdf"])
+    assert v.status == "SKIP" and "DEP-THROTTLE is not supported for Huawei" in v.reason
+    # a Huawei device that did report a reading is judged on it: unsupported never hides evidence
+    seen = dict(window, samples=[{"t": 0, "reasons": 0x80, "under_load": True}])
+    assert check_throttle(throttle_evidence(seen, acc), prof.check_thresholds("DEP-THROTTLE"), acc["bdf"]).status \
+        == "FAIL"
+    # wrong count still fails, unsupported memory or not
+    missing = from_spec("sim:ascend-910c+missing-device").inventory()
+    assert check_devices(acquire_devices(missing), th, "accelerators").status == "FAIL"

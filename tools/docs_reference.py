@@ -135,6 +135,8 @@ def requirements_page() -> str:
                   f"- fails on: {faults}"]
         if r.trials is not None:
             lines.append(f"- measured in trials (one trial: {r.trials.trial})")
+        lines += [f"- not supported for {vendor} devices (its verdict names it, never INCONCLUSIVE): {_cell(why)}"
+                  for vendor, why in r.unsupported.items()]
         lines += ["", "| threshold | default | meaning |", "|---|---|---|"]
         lines += [f"| `{k}` | `{_cell(flow(t.default))}` | {_cell(t.help)} |" for k, t in r.threshold_keys.items()]
         lines.append("")

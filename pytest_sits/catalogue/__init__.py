@@ -18,14 +18,14 @@ from typing import Any, Dict, List
 
 from .base import (BOOL, BYTES, CATALOGUE, CEILING, CONDITIONS, Condition, CELSIUS, COUNT, INT0, INT1, INT_CEILING, LEVELS, NONNEG, NUM,
                    NUM01, PLATFORMS, POS, SECONDS, STR, TIMEOUT_S, Cost, DeclarationError, Requirement, Threshold,
-                   Trials, declare, level_rank)
+                   Trials, declare, level_rank, unsupported_for)
 
 # The families, in the order reports and `sits requirements` list them.
 from . import inventory, topology, bandwidth, thermal, inference, equivalence, security, crg, health  # noqa: E402,F401
 
 __all__ = ["BOOL", "BYTES", "CATALOGUE", "CEILING", "CELSIUS", "COUNT", "INT0", "INT1", "INT_CEILING", "LEVELS",
            "NONNEG", "NUM", "NUM01", "PLATFORMS", "POS", "SECONDS", "STR", "TIMEOUT_S", "Cost", "DeclarationError",
-           "Requirement", "Threshold", "Trials", "declare", "level_rank", "THRESHOLD_REQUIREMENTS",
+           "Requirement", "Threshold", "Trials", "declare", "level_rank", "unsupported_for", "THRESHOLD_REQUIREMENTS",
            "threshold_schema", "defaults", "CONDITIONS", "Condition", "condition_schema", "condition_defaults"]
 
 THRESHOLD_REQUIREMENTS: List[str] = list(CATALOGUE)

@@ -142,6 +142,8 @@ class Requirement:
     note: str = ""
     implemented: bool = True
     extension: bool = False
+    #: Vendors whose devices this version cannot decide it for, with why: their verdict is a SKIP naming it.
+    unsupported: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def thresholds(self) -> Dict[str, Schema]:
@@ -211,12 +213,14 @@ def declare(id: str, title: str, source: str, *, level: str, scope: str, family:
             faults: Tuple[str, ...] = (), no_fault: Optional[str] = None,
             fault_thresholds: Optional[Mapping[str, Any]] = None, trials: Optional[Trials] = None,
             facts: Optional[Callable[[Any], Dict[str, Any]]] = None, note: str = "", extension: bool = False,
-            implemented: bool = True) -> Requirement:
+            implemented: bool = True, unsupported: Optional[Mapping[str, str]] = None) -> Requirement:
     """Declare one requirement: everything the suite knows of it, in one call.
 
     ``faults``: the sim faults (``sim:PROFILE+fault``) that must make it FAIL; ``no_fault`` says why there is
     none instead (a report-only requirement).  ``platforms``: those that can decide it (the others record it as
     not measured).  ``facts``: profile facts its check compares against, added to its thresholds.
+    ``unsupported``: {vendor: why} - devices no library of this version reads for it (a SKIP naming it, never an
+    INCONCLUSIVE that no run could decide).
     """
     def bad(part: str, why: str) -> DeclarationError:
         return DeclarationError(f"requirement {id}: {part}: {why}")
@@ -248,9 +252,16 @@ def declare(id: str, title: str, source: str, *, level: str, scope: str, family:
     req = Requirement(id=id, title=title, source=source, level=level, scope=scope, threshold_keys=dict(thresholds),
                       cost=cost, trials=trials, platforms=frozenset(platforms), faults=tuple(faults),
                       no_fault=no_fault, fault_thresholds=dict(fault_thresholds or {}), facts=facts, note=note,
-                      implemented=implemented, extension=extension, family=family)
+                      implemented=implemented, extension=extension, family=family,
+                      unsupported=dict(unsupported or {}))
     CATALOGUE[id] = req
     return req
+
+
+def unsupported_for(req_id: str, vendor: Any) -> Optional[str]:
+    """Why requirement ``req_id`` is not supported for devices of ``vendor`` in this version, or None."""
+    why = CATALOGUE[req_id].unsupported.get(str(vendor)) if req_id in CATALOGUE else None
+    return f"{req_id} is not supported for {vendor} devices in this version: {why}" if why else None
 
 
 def level_rank(level: str) -> int:

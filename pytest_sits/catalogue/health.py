@@ -45,7 +45,8 @@ declare(
                                                                    "is normal: reported"),
     },
     cost=Cost("acc", fixed=0.1),  # its readings are the health window's (declared below)
-    platforms=_WINDOW, faults=("throttle-power-brake",))
+    platforms=_WINDOW, faults=("throttle-power-brake",),
+    unsupported={"Huawei": "the frequency-reduction reasons: no library of this version reads it from an Ascend NPU (npu-smi is not read)"})
 
 declare(
     "DEP-PERSIST", "Persistence mode as the profile expects", "suite extension (health)",

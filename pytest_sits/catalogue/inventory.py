@@ -29,7 +29,9 @@ declare(
                      "with ECC on shows 46068 MiB of its 48 GiB, -6.3%)")},
     facts=lambda p: {"expected": p.expected()},
     cost=Cost("host", fixed=0.5), platforms=("live", "snapshot", "evidence", "sim"),
-    faults=("missing-device", "wrong-model", "small-memory"))
+    faults=("missing-device", "wrong-model", "small-memory"),
+    # the memory part only: model and count come from sysfs for every vendor
+    unsupported={"Huawei": "the memory size: no library of this version reads it from an Ascend NPU (npu-smi is not read)"})
 
 declare(
     "MEM-CAPACITY", "Accelerator memory holds the workload's weights and full KV cache", "A §2.2",
@@ -48,7 +50,8 @@ declare(
                    "overhead_fraction": "activations, runtime context, allocator slack: with it the FP16 70B "
                                         "workload at TP=2 needs 80.1 GB, A §2.2's \"at least 80 GB of VRAM per card\""}),
     },
-    cost=Cost("host", fixed=0.2), platforms=("live", "snapshot", "evidence", "sim"), faults=("small-memory",))
+    cost=Cost("host", fixed=0.2), platforms=("live", "snapshot", "evidence", "sim"), faults=("small-memory",),
+    unsupported={"Huawei": "the memory size: no library of this version reads it from an Ascend NPU (npu-smi is not read)"})
 
 declare(
     "DEP-DRIVER", "Driver and runtime version floor", "B §4.1",

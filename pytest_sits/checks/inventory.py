@@ -6,7 +6,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple, cast
 
 from . import Finding, check
-from ..verdict import FAIL, INCONCLUSIVE, PASS, Verdict
+from ..verdict import FAIL, INCONCLUSIVE, PASS, WARN, Verdict
 
 GIB = 1024 ** 3
 GB = 1000 ** 3
@@ -95,6 +95,9 @@ def check_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Findi
                  measured=measured_mem, unit="GiB",
                  remediation="check the model and SKU (a smaller-memory variant), MIG or vGPU partitioning, and ECC "
                              "settings; or correct hardware.memory_gb in the profile")
+    if unknown and evidence.get("memory_unsupported"):
+        return f(WARN, f"{want_n} × {expected.get('model')} present; memory not compared: "
+                 f"{evidence['memory_unsupported']}")
     if unknown:
         why = nvml.get("reason") or "the management library reported no memory size"
         return f(INCONCLUSIVE, f"{want_n} × {expected.get('model')} present, but the memory of {len(unknown)} card(s) "

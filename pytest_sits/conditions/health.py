@@ -18,6 +18,7 @@ import time
 from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Dict, Iterator, List, Optional, cast
 
+from ..catalogue import unsupported_for
 from ..probes import health as hp
 from ..probes.nvml import NvmlDevice, NvmlEventError
 from ..probes.nvml import importable as nvml_importable
@@ -413,9 +414,12 @@ def _broken(window: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return {"error": f"the health window failed: {window['broken']}"} if window.get("broken") else None
 
 
-def throttle_evidence(window: Dict[str, Any]) -> Dict[str, Any]:
+def throttle_evidence(window: Dict[str, Any], acc: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     if window.get("submitted"):
         return window["throttle"]
+    why = unsupported_for("DEP-THROTTLE", (acc or {}).get("vendor"))
+    if why and not any(s.get("reasons") is not None for s in window.get("samples") or []):
+        return {"absent": f"{window.get('device')}: {why}"}
     return _broken(window) or {"device": window["device"], "samples": window["samples"], "load": window["load"],
                                "errors": [{"field": "clock_event_reasons", "error": e["error"]}
                                           for e in window["sample_errors"]], "reader": window["reader"]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from ..catalogue import CATALOGUE, unsupported_for
 from ..checks.inventory import absent_reason, expected_vs_found
 
 NVIDIA, AMD = "10de:", "1002:"
@@ -56,6 +57,11 @@ def absent_accelerator(expected: Dict[str, Any], inventory: Dict[str, Any]) -> D
 
 def acquire_devices(inventory: Dict[str, Any]) -> Dict[str, Any]:
     ev = {"accelerators": inventory["accelerators"], "nvml": inventory["management"]["nvml"]}
+    vendors = sorted({str(a.get("vendor")) for a in inventory["accelerators"]
+                      if a.get("memory_total_bytes") is None and unsupported_for("INV-DEVICES", a.get("vendor"))})
+    if vendors:
+        ev["memory_unsupported"] = "; ".join(f"{v} devices are not supported for it in this version "
+                                             f"({CATALOGUE['INV-DEVICES'].unsupported[v]})" for v in vendors)
     sub = submitted(inventory)
     if sub is None:
         return ev
@@ -85,6 +91,9 @@ def acquire_capacity(inventory: Dict[str, Any], expected: Dict[str, Any]) -> Dic
     if absent:
         return {"absent": absent}
     accs = matching(inventory, expected)
+    unread = [a for a in accs if a.get("memory_total_bytes") is None]
+    if unread and all(unsupported_for("MEM-CAPACITY", a.get("vendor")) for a in unread):
+        return {"absent": str(unsupported_for("MEM-CAPACITY", unread[0].get("vendor")))}
     if submitted(inventory) is not None and all(a.get("memory_total_bytes") is None for a in accs):
         return {"unavailable": f"the memory size of {', '.join(a['bdf'] for a in accs[:8])} is not in the submitted "
                                "texts (nvidia-smi -q 'FB Memory Usage' or amd-smi 'VRAM')"}
