@@ -57,6 +57,12 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text + "\n", encoding="utf-8")
 
 
+#: NVIDIA-only fields of the simulated health facts: an AMD device's amdsmi facts have none of them.
+NVIDIA_ONLY = ("persistence_mode", "inforom_image_version", "inforom_ecc_version", "gsp_firmware_version",
+               "gsp_firmware_mode", "remapped_rows", "retired_pages_sbe", "retired_pages_dbe", "nvlink_errors",
+               "ecc_mode_pending", "ecc_aggregate_corrected", "ecc_aggregate_uncorrected")
+
+
 def device_fields(profile: Any, faults: List[str], i: int) -> Dict[str, Any]:
     """The NVML health fields of simulated device ``i`` (the probe's keys), faults applied."""
     hw = profile.hardware
@@ -120,8 +126,6 @@ def sim_health(root: Path, profile: Any, faults: List[str],
         if not nvml.get("available"):
             return nvml
         if nvml.get("vendor") == "amd":  # amdsmi's fields: ECC counts since load, bad pages, no NVIDIA settings
-            from .tree import NVIDIA_ONLY
-
             for i, dev in enumerate(nvml.get("devices", [])):
                 fields = device_fields(profile, faults, i)
                 pending = bool(fields["remapped_rows"]["pending"])

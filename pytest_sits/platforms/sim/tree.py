@@ -67,17 +67,11 @@ def add_pci_function(root: Path, parent_rel: str, bdf: str, vendor: int, device:
     return rel
 
 
-#: NVIDIA-only fields of the simulated health facts: an AMD device's amdsmi facts have none of them.
-NVIDIA_ONLY = ("persistence_mode", "inforom_image_version", "inforom_ecc_version", "gsp_firmware_version",
-               "gsp_firmware_mode", "remapped_rows", "retired_pages_sbe", "retired_pages_dbe", "nvlink_errors",
-               "ecc_mode_pending", "ecc_aggregate_corrected", "ecc_aggregate_uncorrected")
-
-
 def _sim_amdsmi(profile: Any, faults: List[str], accel: List[Any], gen: int, width: int) -> Dict[str, Any]:
     """The amdsmi facts of simulated AMD devices, in the live probe's shape (:mod:`pytest_sits.probes.amd`):
     memory, ECC and bad pages, power cap, replay counter, throttle status, firmware and the XGMI matrix.  The
     health fields (and their faults) come in through the same ``finish`` as NVML's; what only NVIDIA has is
-    dropped there (:data:`NVIDIA_ONLY`)."""
+    dropped there (:data:`.health.NVIDIA_ONLY`)."""
     hw, ident = profile.hardware, profile.identity
     mem = int(float(hw.get("memory_gb", 0)) * 1024 ** 3 * 0.995)
     if "small-memory" in faults:
