@@ -107,3 +107,77 @@ def test_a_simulated_run_does_not_wait_for_a_lock_of_the_machine(pytester, confo
                                  "-k", "health")
     assert res.ret in (0, 10) and "INCOMPLETE" not in res.stdout.str()
     res.assert_outcomes(passed=len(bdfs) * 8)
+
+
+def test_a_long_wait_names_the_holder_its_command_and_is_kept_for_the_evidence(tmp_path, monkeypatch):
+    """A wait over WAIT_NOTICE_S (5 s; shortened here) is announced once with who holds the lock (pid, command,
+    since when) and kept for the verdicts of the test that waited."""
+    import threading
+
+    from pytest_sits.conditions import locks
+
+    monkeypatch.setattr(locks, "WAIT_NOTICE_S", 0.2)
+    said = []
+    locks.set_wait_notice(said.append)
+    locks.take_waits()
+    d = tmp_path / "locks"
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with exclusive("device-0000:17:00.0", purpose="health window", directory=d):
+            held.set()
+            release.wait(10)
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(10)
+        threading.Timer(0.6, release.set).start()
+        with exclusive("device-0000:17:00.0", purpose="PLP-POWER", directory=d, poll_s=0.05) as got:
+            pass
+    finally:
+        release.set()
+        t.join(10)
+        locks.set_wait_notice(None)
+    assert got["waited_s"] > 0.2 and f"pid {os.getpid()}" in got["waited_for"]
+    assert "health window" in got["waited_for"] and "since " in got["waited_for"]
+    assert said[0].startswith("waiting for device-0000:17:00.0 (PLP-POWER): held by pid ")
+    assert "`" in said[0]  # the holder's command line
+    [wait] = locks.take_waits()
+    assert wait["holder"]["pid"] == os.getpid() and wait["holder"]["command"] and wait["waited_s"] > 0.2
+    assert locks.take_waits() == []
+
+
+def test_a_short_wait_is_neither_announced_nor_kept(tmp_path):
+    from pytest_sits.conditions import locks
+
+    said = []
+    locks.set_wait_notice(said.append)
+    try:
+        locks.take_waits()
+        with exclusive("dram-node0", directory=tmp_path / "locks"):
+            pass
+    finally:
+        locks.set_wait_notice(None)
+    assert said == [] and locks.take_waits() == []
+
+
+LAB_WAIT = '''
+import pytest
+from pytest_sits.conditions import locks
+from pytest_sits.verdict import Verdict
+
+@pytest.mark.sits_requirement("DEP-ECC")
+def test_waited(sits_record):
+    locks._WAITS.append({"resource": "device-x", "purpose": "health window", "waited_s": 7.5,
+                         "held_by": "pid 1 (`pytest`) on h (health window, since 12:00:00)",
+                         "holder": {"pid": 1, "command": "pytest"}})
+    sits_record(Verdict("DEP-ECC", "PASS", "ok", subject="gpu0"))
+'''
+
+
+def test_the_wait_is_in_the_verdict_evidence(pytester, report_of):
+    pytester.makepyfile(test_lab=LAB_WAIT)
+    pytester.runpytest("--sits-platform=sim:h100", "-p", "no:cacheprovider")
+    [v] = report_of(pytester.path)["verdicts"]
+    assert v["evidence"]["lock_waits"][0]["waited_s"] == 7.5
+    assert v["evidence"]["lock_waits"][0]["holder"]["command"] == "pytest"

@@ -6,7 +6,11 @@ it at once.  The lock files live in a private directory (``$XDG_RUNTIME_DIR``
 or ``/tmp/pytest-sits-<uid>``, mode 0700, owned by the caller, never a link),
 are opened with ``O_NOFOLLOW`` and never truncated before they are held, and
 are removed on release.  A lock that cannot be had within the timeout raises
-:class:`LockTimeout`, which names the holder (pid, host, purpose, since when).
+:class:`LockTimeout`, which names the holder (pid, command, host, purpose, since when).
+
+A wait is seen: one longer than :data:`WAIT_NOTICE_S` is announced once while it lasts (who holds the lock,
+through the notice function the run sets, :func:`set_wait_notice`; stderr by default), and every such wait is
+kept (:func:`take_waits`) for the verdicts of the test that waited, which carry it in their evidence.
 
 A simulated resource (``simulated=True``) belongs to its run, never to the machine: its lock name carries the
 run's scope (:func:`scope_simulated`, set once per run, the same in every xdist worker of it), so two simulated
@@ -20,15 +24,50 @@ import json
 import os
 import socket
 import stat
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 DEFAULT_TIMEOUT_S = 3600.0
+#: A wait longer than this is announced and recorded.
+WAIT_NOTICE_S = 5.0
 #: The scope of this run's simulated resources (None: this process's own).
 _SIM_SCOPE: Optional[str] = None
+_NOTICE: Optional[Callable[[str], None]] = None
+_WAITS: List[Dict[str, Any]] = []
+
+
+def set_wait_notice(fn: Optional[Callable[[str], None]]) -> None:
+    """Where a long wait is announced (the plugin's terminal line; None: stderr)."""
+    global _NOTICE
+    _NOTICE = fn
+
+
+def _notice(message: str) -> None:
+    if _NOTICE is not None:
+        _NOTICE(message)
+    else:
+        print(f"sits: {message}", file=sys.stderr, flush=True)
+
+
+def take_waits() -> List[Dict[str, Any]]:
+    """The waits over :data:`WAIT_NOTICE_S` since the last call (and forget them)."""
+    out = list(_WAITS)
+    _WAITS.clear()
+    return out
+
+
+def _command() -> str:
+    """This process's command line, for the lock's holder record (at most 200 characters)."""
+    try:
+        with open(f"/proc/{os.getpid()}/cmdline", "rb") as f:
+            text = f.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        text = " ".join(sys.argv)
+    return text[:200]
 
 
 def scope_simulated(token: str) -> None:
@@ -76,16 +115,26 @@ def _safe_name(resource: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "_" for c in resource)[:120] or "_"
 
 
-def _holder(fd: int) -> str:
+def _holder_info(fd: int) -> Dict[str, Any]:
     try:
         data = os.pread(fd, 4096, 0).decode("utf-8", "replace")
         info = json.loads(data) if data.strip() else {}
     except (OSError, ValueError):
         info = {}
+    return info if isinstance(info, dict) else {}
+
+
+def describe_holder(info: Dict[str, Any]) -> str:
+    """'pid 123 (`pytest --sits-...`) on host (purpose, since 12:00:01)', or 'an unknown holder'."""
     if not info:
         return "an unknown holder"
-    since = time.strftime("%H:%M:%S", time.localtime(info.get("since", 0)))
-    return f"pid {info.get('pid')} on {info.get('host')} ({info.get('purpose')}, since {since})"
+    since = time.strftime("%H:%M:%S", time.localtime(float(info.get("since") or 0)))
+    command = f" (`{info['command']}`)" if info.get("command") else ""
+    return f"pid {info.get('pid')}{command} on {info.get('host')} ({info.get('purpose')}, since {since})"
+
+
+def _holder(fd: int) -> str:
+    return describe_holder(_holder_info(fd))
 
 
 @contextmanager
@@ -98,14 +147,20 @@ def exclusive(resource: str, purpose: str = "", timeout_s: float = DEFAULT_TIMEO
     path = lock_dir(Path(directory) if directory else None) / f"{_safe_name(resource)}.lock"
     t0 = time.monotonic()
     held_by: Optional[str] = None
+    holder: Dict[str, Any] = {}
+    announced = False
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     while True:
         fd = os.open(path, flags, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            held_by = _holder(fd)
+            holder = _holder_info(fd) or holder
+            held_by = describe_holder(holder)
             os.close(fd)
+            if not announced and time.monotonic() - t0 > WAIT_NOTICE_S:
+                announced = True
+                _notice(f"waiting for {resource} ({purpose or 'exclusive use'}): held by {held_by}")
             if time.monotonic() - t0 >= timeout_s:
                 raise LockTimeout(f"{resource} is held by {held_by}: waited {timeout_s:g} s; fix: wait for that "
                                   "run to finish, or stop it") from None
@@ -123,9 +178,14 @@ def exclusive(resource: str, purpose: str = "", timeout_s: float = DEFAULT_TIMEO
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "purpose": purpose,
-                                  "since": time.time()}).encode(), 0)
-        yield {"lock": str(path), "resource": resource, "waited_s": round(time.monotonic() - t0, 3),
-               "waited_for": held_by}
+                                  "command": _command(), "since": time.time()}).encode(), 0)
+        waited = round(time.monotonic() - t0, 3)
+        record = {"lock": str(path), "resource": resource, "waited_s": waited, "waited_for": held_by}
+        if waited > WAIT_NOTICE_S:
+            _WAITS.append({"resource": resource, "purpose": purpose, "waited_s": waited, "held_by": held_by,
+                           "holder": {k: holder.get(k) for k in ("pid", "command", "host", "purpose", "since")}})
+            _notice(f"{resource}: waited {waited:.1f} s for {held_by}")
+        yield record
     finally:
         try:
             os.unlink(path)

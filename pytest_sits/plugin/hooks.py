@@ -204,6 +204,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except SitsUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[RUN_KEY] = run
+    _announce_lock_waits(config)
     if run.platform.simulated:  # simulated devices belong to this run: no lock of another run's is theirs
         from ..conditions.locks import scope_simulated
 
@@ -333,8 +334,32 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items[:] = keep
 
 
+def _announce_lock_waits(config: pytest.Config) -> None:
+    """A wait for a lock over 5 s is announced on the terminal, around pytest's output capture (an xdist worker,
+    which has no terminal, says it on stderr)."""
+    from ..conditions.locks import set_wait_notice
+
+    tr = config.pluginmanager.getplugin("terminalreporter")
+    if tr is None:
+        set_wait_notice(None)
+        return
+
+    def say(message: str) -> None:
+        capman = config.pluginmanager.getplugin("capturemanager")
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                tr.write_line(f"sits: {message}", yellow=True)
+        else:
+            tr.write_line(f"sits: {message}", yellow=True)
+    set_wait_notice(say)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """When the test started: each verdict records how long its test had run when it was recorded."""
+    """When the test started: each verdict records how long its test had run when it was recorded (and the lock
+    waits it records are its own: those of earlier tests are dropped)."""
+    from ..conditions.locks import take_waits
+
+    take_waits()
     item.stash[STARTED_KEY] = time.time()
 
 

@@ -27,6 +27,7 @@ MARKER = "sits_requirement"
 RUN_KEY: pytest.StashKey[Any] = pytest.StashKey()
 #: When the test item's setup began (``time.time()``): a verdict's ``seconds`` counts from there.
 STARTED_KEY: pytest.StashKey[float] = pytest.StashKey()
+WAITS_KEY: pytest.StashKey[List[Dict[str, Any]]] = pytest.StashKey()
 
 
 class SitsWarning(UserWarning):
@@ -45,8 +46,14 @@ def verdicts_of(item: pytest.Item) -> List[Dict[str, Any]]:
 
 def append(item: pytest.Item, verdict: Verdict, simulated: bool, waiver: Optional[str]) -> Dict[str, Any]:
     """Store one verdict on the item (it travels to the xdist controller on the TestReport)."""
+    from ..conditions.locks import take_waits
+
     kept = verdicts_of(item)
+    waits = item.stash.setdefault(WAITS_KEY, [])
+    waits.extend(take_waits())
     data = verdict.to_json()
+    if waits:  # the test waited for a lock over 5 s: who held it, and for how long, belongs to its evidence
+        data["evidence"] = dict(data.get("evidence") or {}, lock_waits=list(waits))
     data["nodeid"] = item.nodeid
     data["simulated"] = simulated
     data["waiver"] = waiver
