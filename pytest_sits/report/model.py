@@ -101,8 +101,12 @@ def summarise(verdicts: List[Dict[str, Any]], completed: bool, simulated: bool,
         counts[v["status"]] += 1
     scope = scope_of(coverage_rows, level, kind, verdicts) if coverage_rows is not None else None
     decided = f"{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[WAIVED]} WAIVED, {counts[SKIP]} SKIP"
+    simulated_as = None
     if simulated:
-        result, why = "SIMULATED", "a simulated platform can never be reported as conformant"
+        # What the verdicts would make of a real machine, said beside it (the exit status follows it too).
+        simulated_as = summarise(verdicts, completed, False, coverage_rows, level, kind)
+        result, why = "SIMULATED", (f"would be {simulated_as['result']}: {simulated_as['result_reason']}; a "
+                                    "simulated platform is never conformant")
     elif not completed:
         result, why = "INCOMPLETE", "the run did not complete; the verdicts below are what was measured"
     elif counts[FAIL] or counts[ERROR]:
@@ -123,6 +127,8 @@ def summarise(verdicts: List[Dict[str, Any]], completed: bool, simulated: bool,
         # SKIP means the hardware or feature is absent; a missing *expected* device fails INV-DEVICES.
         result, why = "CONFORMANT", f"every requirement of the catalogue decided: {decided}"
     out = {"counts": counts, "result": result, "result_reason": why}
+    if simulated_as is not None:
+        out["simulated_as"] = simulated_as["result"]
     if scope is not None:
         out["scope"] = scope
     return out

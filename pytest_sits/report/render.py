@@ -342,25 +342,40 @@ def render_markdown(report: Dict[str, Any]) -> str:
 
 def subject_free(reason: str, subject: str) -> str:
     """A reason with its subject taken out, so that the same finding on eight devices reads as one."""
-    return reason.replace(subject, "…") if subject and len(subject) > 2 else reason
+    return reason.replace(subject, "[subject]") if subject and len(subject) > 2 else reason
 
 
 #: Subject lines shown under a requirement at most (the rest are counted; the report has every one).
 TERMINAL_GROUPS = 3
+#: At most this many lines of one reason on the terminal (the report holds it whole).
+TERMINAL_REASON_LINES = 8
 
 
 def terminal_rows(report: Dict[str, Any], width: int = 120) -> List[Tuple[str, Optional[str]]]:
-    """The terminal summary as (line, status to colour it by): one line per requirement (its counts by status,
-    and what was measured), one line per group of non-PASS subjects that share a status and a reason, the report's
-    files, and the result line last."""
+    """The terminal summary as (line, status to colour it by): one line per requirement (its counts by status, and
+    the verdicts' measured value with the threshold), then, indented, one line per group of non-PASS subjects that
+    share a status and a reason.  Reasons wrap to ``width`` (continuation lines indented further), never cut
+    mid-word; a reason longer than :data:`TERMINAL_REASON_LINES` lines ends saying the rest is in the report."""
+    import textwrap
+
     from ..catalogue import CATALOGUE
     from ..verdict import SEVERITY
 
     def clean(text: Any) -> str:
         return printable(str(text), keep="\n\t").replace("\n", " ").replace("\t", " ")
 
-    def cut(text: str, n: int) -> str:
-        return text if len(text) <= n else text[: max(1, n - 1)] + "…"
+    def wrapped(text: str, status: Optional[str], indent: str, cont: str) -> List[Tuple[str, Optional[str]]]:
+        lines = textwrap.wrap(text, width=max(40, width), initial_indent=indent, subsequent_indent=cont,
+                              break_on_hyphens=False) or [indent.rstrip()]
+        if len(lines) > TERMINAL_REASON_LINES:
+            lines = lines[:TERMINAL_REASON_LINES] + [f"{cont}(the rest is in the report)"]
+        return [(line, status) for line in lines]
+
+    def listed(subjects: List[str]) -> str:
+        if len(subjects) == 1:
+            return subjects[0]
+        shown = ", ".join(subjects[:3])
+        return f"{len(subjects)} subjects ({shown}{f' and {len(subjects) - 3} more' if len(subjects) > 3 else ''})"
 
     by_req: Dict[str, List[Dict[str, Any]]] = {}
     for v in report["verdicts"]:
@@ -373,10 +388,12 @@ def terminal_rows(report: Dict[str, Any], width: int = 120) -> List[Tuple[str, O
         statuses = [v["status"] for v in vs]
         worst_status = min(statuses, key=SEVERITY.index)
         counts = ", ".join(f"{statuses.count(s)} {s}" for s in SEVERITY if s in statuses)
-        decided = [v for v in vs if v["status"] in ("PASS", "WARN", "WAIVED")]
-        measured = sorted({_measured(v) for v in decided if v.get("measured") is not None})
-        shown = (measured[0] if len(measured) == 1 else f"{measured[0]} … {measured[-1]}") if measured else ""
-        threshold = next((fmt(v.get("threshold")) for v in decided if v.get("threshold")), "")
+        # The value shown is the verdicts' own measured value (never a figure taken from inside a reason).
+        shown_from = [v for v in vs if v["status"] in ("PASS", "WARN", "WAIVED")] or \
+            [v for v in vs if v["status"] in ("FAIL", "INCONCLUSIVE")]
+        measured = sorted({_measured(v) for v in shown_from if v.get("measured") is not None})
+        shown = (measured[0] if len(measured) == 1 else f"{measured[0]} to {measured[-1]}") if measured else ""
+        threshold = next((fmt(v.get("threshold")) for v in shown_from if v.get("threshold")), "")
         detail = f"{shown} ({threshold})" if shown and threshold else shown
         groups: Dict[Tuple[str, str], List[str]] = {}
         first_reason: Dict[Tuple[str, str], str] = {}
@@ -387,25 +404,30 @@ def terminal_rows(report: Dict[str, Any], width: int = 120) -> List[Tuple[str, O
                 groups.setdefault(key, []).append(clean(v.get("subject", "")))
                 first_reason.setdefault(key, reason)
         head = f"{req.ljust(w_req)}  {counts}"
-        if len(groups) == 1 and (not decided or len(vs) == len(next(iter(groups.values())))):
-            key, subjects = next(iter(groups.items()))
-            rows.append((cut(f"{head}: {first_reason[key] if len(subjects) == 1 else key[1]}", width), worst_status))
-            continue
-        rows.append((cut(f"{head}  {clean(detail)}" if detail else head, width), worst_status))
+        rows += wrapped(f"{head}  {clean(detail)}" if detail else head, worst_status, "", " " * (w_req + 4))
         for k, (key, subjects) in enumerate(sorted(groups.items(), key=lambda g: SEVERITY.index(g[0][0]))):
             if k == TERMINAL_GROUPS:
-                rows.append((f"    … {len(groups) - TERMINAL_GROUPS} more (every one is in the report)", None))
+                rows.append((f"    and {len(groups) - TERMINAL_GROUPS} more finding(s): every one is in the report",
+                             None))
                 break
-            who = subjects[0] if len(subjects) == 1 else f"{len(subjects)} subjects ({subjects[0]} …)"
             reason = first_reason[key] if len(subjects) == 1 else key[1]
-            rows.append((cut(f"    {key[0]} {who}: {reason}", width), key[0]))
+            rows += wrapped(f"{key[0]} {listed(subjects)}: {reason}", key[0], "    ", "        ")
     return rows
 
 
 def result_line(report: Dict[str, Any]) -> str:
+    """``result: CONFORMANT (why); counts`` - a simulated run says what it would be: ``result: SIMULATED:
+    NON_CONFORMANT (a simulated platform is never conformant; why)``."""
     s = report["summary"]
     counts = ", ".join(f"{n} {k}" for k, n in s["counts"].items() if n)
-    return printable(f"result: {s['result']} ({s['result_reason']}){'; ' + counts if counts else ''}")
+    reason = str(s["result_reason"])
+    if s["result"] == "SIMULATED" and s.get("simulated_as"):
+        why = reason.split(": ", 1)[1].rsplit("; a simulated platform", 1)[0] if reason.startswith("would be ") \
+            else reason
+        head = f"SIMULATED: {s['simulated_as']} (a simulated platform is never conformant; {why})"
+    else:
+        head = f"{s['result']} ({reason})"
+    return printable(f"result: {head}{'; ' + counts if counts else ''}")
 
 
 def terminal_lines(report: Dict[str, Any], width: int = 120) -> List[str]:
