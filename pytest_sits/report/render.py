@@ -404,6 +404,12 @@ def terminal_rows(report: Dict[str, Any], width: int = 120) -> List[Tuple[str, O
                 groups.setdefault(key, []).append(clean(v.get("subject", "")))
                 first_reason.setdefault(key, reason)
         head = f"{req.ljust(w_req)}  {counts}"
+        if not detail and len(groups) == 1 and len(next(iter(groups.values()))) == len(vs):
+            # one finding for every verdict, and no value to show: it goes on the requirement's line
+            key, subjects = next(iter(groups.items()))
+            reason = first_reason[key] if len(subjects) == 1 else key[1]
+            rows += wrapped(f"{head}: {reason}", worst_status, "", " " * (w_req + 4))
+            continue
         rows += wrapped(f"{head}  {clean(detail)}" if detail else head, worst_status, "", " " * (w_req + 4))
         for k, (key, subjects) in enumerate(sorted(groups.items(), key=lambda g: SEVERITY.index(g[0][0]))):
             if k == TERMINAL_GROUPS:
