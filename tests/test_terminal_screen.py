@@ -32,7 +32,8 @@ def test_the_same_finding_with_its_subject_inside_reads_as_one():
                               remediation="reseat") for b in ("0000:11:00.0", "0000:21:00.0")]}
     lines = [line for line, _ in terminal_rows(report, width=100)]
     # one finding for every verdict and no measured value: on the requirement's line, its subject placeholder named
-    assert lines == ["PLP-LATENCY  2 FAIL: the link of [subject] runs at Gen4 x8"]
+    assert lines == ["PLP-LATENCY  2 FAIL: the link of [subject] runs at Gen4 x8 (2 subjects (0000:11:00.0, "
+                     "0000:21:00.0))"]
 
 
 def test_a_very_long_reason_is_bounded_on_the_terminal():

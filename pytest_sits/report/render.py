@@ -407,7 +407,7 @@ def terminal_rows(report: Dict[str, Any], width: int = 120) -> List[Tuple[str, O
         if not detail and len(groups) == 1 and len(next(iter(groups.values()))) == len(vs):
             # one finding for every verdict, and no value to show: it goes on the requirement's line
             key, subjects = next(iter(groups.items()))
-            reason = first_reason[key] if len(subjects) == 1 else key[1]
+            reason = first_reason[key] if len(subjects) == 1 else f"{key[1]} ({listed(subjects)})"
             rows += wrapped(f"{head}: {reason}", worst_status, "", " " * (w_req + 4))
             continue
         rows += wrapped(f"{head}  {clean(detail)}" if detail else head, worst_status, "", " " * (w_req + 4))
