@@ -456,6 +456,11 @@ def _schema_errors(data: Any, file: str, lines: Dict[Tuple, int]) -> None:
     line = _line_for(lines, path)
     if err.validator == "type":
         want = err.validator_value if isinstance(err.validator_value, str) else " or ".join(err.validator_value)
+        percent = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", err.instance) if isinstance(err.instance, str) else None
+        if percent and "number" in want:
+            fraction = float(percent.group(1)) / 100
+            raise ProfileError(f"{where} must be a number, got {_show(err.instance)}", file, line,
+                               f"write the fraction {fraction:g} (a share is a fraction of 1, not a percentage)")
         raise ProfileError(f"{where} must be of type {want}, got {_show(err.instance)}", file, line,
                            f"write a {want} value for {where}")
     if err.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum",

@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -208,10 +209,45 @@ def _spec(path: str, under_load: bool) -> str:
     return f"evidence:{path}" + ("+under-load" if under_load else "")
 
 
+#: How archives begin (gzip, bzip2, xz, zstd, zip) and end (``tar``'s "ustar" at offset 257).
+ARCHIVE_MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd",
+                 b"PK\x03\x04": "zip"}
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst", ".zip", ".gz",
+                    ".bz2", ".xz", ".zst")
+
+
+def archive_kind(path: Path) -> Optional[str]:
+    """The kind of archive ``path`` is (by its first bytes, or its name), or None.  Read without following a link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device is no archive (and is not read)
+            return None
+        head = os.pread(fd, 512, 0)
+    except OSError:
+        head = b""
+    finally:
+        os.close(fd)
+    kind = next((k for magic, k in ARCHIVE_MAGIC.items() if head.startswith(magic)), None)
+    if kind is None and head[257:262] == b"ustar":
+        kind = "tar"
+    if kind is None and str(path).lower().endswith(ARCHIVE_SUFFIXES):
+        kind = "archive"
+    return kind
+
+
 def _precheck(path: Path, files: Optional[List[Tuple[str, Optional[str]]]] = None) -> Optional[str]:
     """Why the evidence cannot be read at all (a usage error), before the suite runs; None when it can."""
     from ..platforms import PlatformError
     from ..platforms.evidence import EvidencePlatform
+
+    kind = archive_kind(path) if files is None and not path.is_dir() else None
+    if kind is not None:
+        return (f"{path} is an archive ({kind}): the suite reads the texts themselves, never an archive (nothing in "
+                f"it is extracted or run); fix: extract it into a folder of its own (e.g. mkdir evidence && tar -xf "
+                f"{path.name} -C evidence) and give that folder: sits audit evidence/")
 
     try:
         EvidencePlatform(path, files=files)

@@ -26,6 +26,24 @@ pytest_plugins = ("pytest_sits.plugin.fixtures",)
 
 
 
+def did_you_mean(value: str, choices: Any) -> str:
+    """' did you mean 'full'?' for a value near one of ``choices`` (else '')."""
+    import difflib
+
+    near = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" did you mean {near[0]!r}?" if near else ""
+
+
+def _level(value: str) -> str:
+    """``--sits-level``'s value: one of the levels, or argparse's error with a did-you-mean."""
+    import argparse
+
+    if value in LEVELS:
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r} is not a level;{did_you_mean(value, LEVELS) or ''} "
+                                     f"(use one of {', '.join(LEVELS)})")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("sits", "SITS2026 conformance (pytest-sits)")
     group.addoption("--sits", dest="sits_suite", action="store_true", default=False,
@@ -39,7 +57,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where the evidence comes from: live (default), snapshot:DIR, evidence:DIR (texts a "
                          "vendor submitted: nvidia-smi, lspci, rocm-smi, amd-smi, kernel logs; partial at best), "
                          "or sim:PROFILE[+fault,...] (simulated; never conformant).")
-    group.addoption("--sits-level", dest="sits_level", default=None, choices=LEVELS,
+    group.addoption("--sits-level", dest="sits_level", default=None, type=_level, metavar="|".join(LEVELS),
                     help="run depth: quick (inventory, topology; seconds), standard (adds measurements; "
                          "minutes), full (thermal calibration, long holds). Default: quick.")
     group.addoption("--sits-report-dir", dest="sits_report_dir", default=None, metavar="DIR",
@@ -151,6 +169,41 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if interrupts.install():
         config.add_cleanup(interrupts.restore)
     config.stash[_INTERRUPTS] = interrupts
+    _benchmark_storage_aside(config)
+    if not _benchmark_asked(config) and not config.pluginmanager.has_plugin("sits-benchmark-banner"):
+        config.pluginmanager.register(_BenchmarkBanner(), "sits-benchmark-banner")
+
+
+def _benchmark_asked(config: pytest.Config) -> bool:
+    return any(str(a).startswith("--benchmark") for a in config.invocation_params.args)
+
+
+def _benchmark_storage_aside(config: pytest.Config) -> None:
+    """pytest-benchmark makes its storage folder (``./.benchmarks``) at start-up, in every folder a run starts
+    from: unless an option that reads or writes it was given, it goes into a temporary folder removed at the end."""
+    stored = ("--benchmark-save", "--benchmark-autosave", "--benchmark-compare", "--benchmark-storage",
+              "--benchmark-histogram")
+    if any(str(a).startswith(stored) for a in config.invocation_params.args) or \
+            not hasattr(config.option, "benchmark_storage"):
+        return
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="sits-benchmarks-")
+    config.option.benchmark_storage = f"file://{tmp}"
+    config.add_cleanup(lambda: shutil.rmtree(tmp, ignore_errors=True))
+
+
+class _BenchmarkBanner:
+    """pytest-benchmark's banner in the header only when a ``--benchmark-*`` option was given."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_header(self, config: pytest.Config) -> Any:
+        lines = yield
+
+        def keep(line: Any) -> bool:
+            return not (isinstance(line, str) and line.startswith("benchmark:"))
+        return [[x for x in line if keep(x)] if isinstance(line, list) else line for line in lines if keep(line)]
 
 
 def _values_taken_as_paths(config: pytest.Config) -> List[str]:
@@ -283,7 +336,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """pytest-benchmark's table only when asked for (a --benchmark-* option): EQ-THROUGHPUT's figures are in the
     report, and a 220-column table would push the result off the screen."""
     bs = getattr(session.config, "_benchmarksession", None)
-    asked = any(str(a).startswith("--benchmark") for a in session.config.invocation_params.args)
+    asked = _benchmark_asked(session.config)
     if bs is not None and not asked and hasattr(bs, "quiet"):
         bs.quiet = True
 

@@ -208,7 +208,11 @@ class SitsRun:
         level, level_how = _pick(level_opt, ENV_LEVEL, level_ini)
         level = level or "quick"
         if level not in LEVELS:
-            raise SitsUsageError(f"unknown level {level!r} (from {level_how}); fix: use one of {', '.join(LEVELS)}")
+            import difflib
+
+            near = difflib.get_close_matches(str(level), list(LEVELS), n=1, cutoff=0.6)
+            raise SitsUsageError(f"unknown level {level!r} (from {level_how}); fix: "
+                                 f"{f'did you mean {near[0]!r}? ' if near else ''}use one of {', '.join(LEVELS)}")
         plat_spec, plat_how = _pick(platform_opt, ENV_PLATFORM, platform_ini)
         prof_spec, prof_how = _pick(profile_opt, ENV_PROFILE, profile_ini)
         workdir = Path(tempfile.mkdtemp(prefix="sits-run-")) if (plat_spec or "").startswith("sim:") else None

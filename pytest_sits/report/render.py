@@ -111,6 +111,28 @@ def _excerpt(obj: Any, limit: int = EVIDENCE_EXCERPT_CHARS) -> str:
     return "".join(parts)
 
 
+#: A coverage state in words (the report's JSON keeps the code).
+STATE_TEXT = {"RUN": "run", "NOT_SELECTED": "not selected", "DESELECTED": "deselected (-m/-k)",
+              "NOT_IMPLEMENTED": "not implemented", "NOT_RUN": "not run (the run stopped before it)",
+              "COLLECTED": "collected, no verdict"}
+
+
+def state_text(state: Any) -> str:
+    """``NOT_AT_LEVEL_STANDARD`` -> 'above level standard'; the other coverage states in words."""
+    text = str(state)
+    if text.startswith("NOT_AT_LEVEL_"):
+        return f"above level {text[len('NOT_AT_LEVEL_'):].lower()}"
+    return STATE_TEXT.get(text, text.replace("_", " ").lower())
+
+
+def platform_text(platform: Dict[str, Any]) -> str:
+    """The platform's kind and label, the kind said once ('live', not 'live: live')."""
+    kind, label = str(platform.get("kind") or ""), str(platform.get("label") or "")
+    if not label or label == kind:
+        return kind or label
+    return label if kind and kind in label else f"{kind}: {label}"
+
+
 def _measured(v: Dict[str, Any]) -> str:
     return quantity(v.get("measured"), v.get("unit"))
 
@@ -122,6 +144,8 @@ def environment():
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)),
                       autoescape=select_autoescape(enabled_extensions=("jinja2", "html"), default=True))
     env.filters["fmt"] = fmt
+    env.filters["state_text"] = state_text
+    env.filters["platform_text"] = platform_text
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
     env.filters["quantity"] = quantity
     env.filters["anchor"] = lambda text: "".join(c if c.isalnum() or c in "-_" else "-" for c in str(text))[:80]
