@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import gc
 import json
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -211,6 +212,31 @@ def render_html(report: Dict[str, Any]) -> str:
             gc.enable()
 
 
+def _merged(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One row for the verdicts of a requirement that say the same (status, reason with its subject aside,
+    measured value, threshold, remediation, waiver) and draw no chart: its subjects listed, each keeping its
+    anchor.  Every other row stands alone (``subjects`` holds its own)."""
+    out: List[Dict[str, Any]] = []
+    by_key: Dict[Tuple[str, ...], Dict[str, Any]] = {}
+    for row in rows:
+        v = row["v"]
+        subject = str(v.get("subject", ""))
+        key = (str(v.get("status")), finding_key(str(v.get("reason", "")), subject), str(row["measured"]),
+               str(row["threshold"]), str(v.get("remediation")), str(v.get("waiver")), str(v.get("method")))
+        if row["charts"] or row["charts_left_out"] or key not in by_key:
+            merged = dict(row, subjects=[(subject, row["index"])], reason=str(v.get("reason", "")),
+                          reasons=[(subject, str(v.get("reason", "")))])
+            out.append(merged)
+            if not (row["charts"] or row["charts_left_out"]):
+                by_key[key] = merged
+            continue
+        merged = by_key[key]
+        merged["subjects"].append((subject, row["index"]))
+        merged["reasons"].append((subject, str(v.get("reason", ""))))
+        merged["reason"] = grouped_reason(merged["reasons"])
+    return out
+
+
 def _by_requirement(rows: List[Dict[str, Any]], coverage_rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The verdict rows grouped by requirement, in catalogue order (then any other), each with its counts."""
     titles = {c.get("requirement"): c.get("title") for c in coverage_rows if isinstance(c, dict)}
@@ -229,6 +255,11 @@ def _by_requirement(rows: List[Dict[str, Any]], coverage_rows: List[Dict[str, An
         g = groups[req]
         g["counts"] = [(s, g["counts"][s]) for s in SEVERITY if s in g["counts"]]
         g["worst"] = g["counts"][0][0]
+        methods = {str(row["v"].get("method") or "") for row in g["rows"]}
+        g["method"] = methods.pop() if len(methods) == 1 else None  # said once when every verdict shares it
+        values = sorted({row["measured"] for row in g["rows"] if row["v"].get("measured") is not None})
+        g["shown"] = (values[0] if len(values) == 1 else f"{values[0]} to {values[-1]}") if values else ""
+        g["rows"] = _merged(g["rows"])
         out.append(g)
     return out
 
@@ -236,20 +267,20 @@ def _by_requirement(rows: List[Dict[str, Any]], coverage_rows: List[Dict[str, An
 def _attention(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """FAIL, ERROR, INCONCLUSIVE and WARN verdicts, worst first, those of one requirement that share a status and a
     reason (their subject aside) in one entry that lists and links every subject."""
-    out: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
+    out: Dict[Tuple[str, str, str, str], Dict[str, Any]] = {}
     for row in rows:
         v = row["v"]
         if v.get("status") not in ("FAIL", "ERROR", "INCONCLUSIVE", "WARN"):
             continue
-        reason = subject_free(str(v.get("reason", "")), str(v.get("subject", "")))
-        key = (str(v.get("status")), str(v.get("requirement")), reason)
-        e = out.setdefault(key, {"status": key[0], "requirement": key[1], "reason": reason, "subjects": [],
-                                 "remediation": v.get("remediation"), "first_reason": v.get("reason")})
+        key = (str(v.get("status")), str(v.get("requirement")),
+               finding_key(str(v.get("reason", "")), str(v.get("subject", ""))), str(v.get("remediation")))
+        e = out.setdefault(key, {"status": key[0], "requirement": key[1], "subjects": [], "reasons": [],
+                                 "remediation": v.get("remediation")})
         e["subjects"].append((v.get("subject"), row["index"]))
+        e["reasons"].append((str(v.get("subject", "")), str(v.get("reason", ""))))
     entries = sorted(out.values(), key=lambda e: SEVERITY.index(e["status"]))
     for e in entries:
-        if len(e["subjects"]) == 1:
-            e["reason"] = e["first_reason"]
+        e["reason"] = e["reasons"][0][1] if len(e["subjects"]) == 1 else grouped_reason(e["reasons"])
     return entries
 
 
@@ -364,6 +395,24 @@ def render_markdown(report: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+PCI_ADDRESS = re.compile(r"\b[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b")
+
+
+def finding_key(reason: str, subject: str) -> str:
+    """What makes two verdicts' findings the same: the reason with its subject and any PCI address aside (the
+    same switch in front of eight GPUs names eight different bridges)."""
+    return PCI_ADDRESS.sub("[address]", subject_free(reason, subject))
+
+
+def grouped_reason(reasons: List[Tuple[str, str]]) -> str:
+    """The reason of a group of (subject, reason): the shared text when only the subject differs, else the first
+    subject's reason saying the others are alike."""
+    free = {subject_free(r, s) for s, r in reasons}
+    if len(free) == 1:
+        return free.pop()
+    return f"{reasons[0][1]} (shown for {reasons[0][0]}; the others alike, with their own addresses)"
+
+
 def subject_free(reason: str, subject: str) -> str:
     """A reason with its subject taken out, so that the same finding on eight devices reads as one."""
     return reason.replace(subject, "[subject]") if subject and len(subject) > 2 else reason
@@ -421,17 +470,19 @@ def terminal_rows(report: Dict[str, Any], width: int = 120) -> List[Tuple[str, O
         detail = f"{shown} ({threshold})" if shown and threshold else shown
         groups: Dict[Tuple[str, str], List[str]] = {}
         first_reason: Dict[Tuple[str, str], str] = {}
+        reasons: Dict[Tuple[str, str], List[Tuple[str, str]]] = {}
         for v in vs:
             if v["status"] != "PASS":
                 reason = clean(v.get("reason", ""))
-                key = (v["status"], subject_free(reason, str(v.get("subject", ""))))
+                key = (v["status"], finding_key(reason, clean(v.get("subject", ""))))
                 groups.setdefault(key, []).append(clean(v.get("subject", "")))
                 first_reason.setdefault(key, reason)
+                reasons.setdefault(key, []).append((clean(v.get("subject", "")), reason))
         head = f"{req.ljust(w_req)}  {counts}"
         if not detail and len(groups) == 1 and len(next(iter(groups.values()))) == len(vs):
             # one finding for every verdict, and no value to show: it goes on the requirement's line
             key, subjects = next(iter(groups.items()))
-            reason = first_reason[key] if len(subjects) == 1 else f"{key[1]} ({listed(subjects)})"
+            reason = first_reason[key] if len(subjects) == 1 else f"{grouped_reason(reasons[key])} ({listed(subjects)})"
             rows += wrapped(f"{head}: {reason}", worst_status, "", " " * (w_req + 4))
             continue
         rows += wrapped(f"{head}  {clean(detail)}" if detail else head, worst_status, "", " " * (w_req + 4))
@@ -440,7 +491,7 @@ def terminal_rows(report: Dict[str, Any], width: int = 120) -> List[Tuple[str, O
                 rows.append((f"    and {len(groups) - TERMINAL_GROUPS} more finding(s): every one is in the report",
                              None))
                 break
-            reason = first_reason[key] if len(subjects) == 1 else key[1]
+            reason = first_reason[key] if len(subjects) == 1 else grouped_reason(reasons[key])
             rows += wrapped(f"{key[0]} {listed(subjects)}: {reason}", key[0], "    ", "        ")
     return rows
 
