@@ -179,3 +179,22 @@ def test_compare_sim_h100_a100_l40s_ranks_as_documented(sim_reports, capsys):
     assert cli.main(["compare", *files]) == 0
     out = capsys.readouterr().out
     assert "SIMULATED reports among the inputs" in out and "1. h100-sxm5 (sim)" in out
+
+
+def test_two_reports_of_one_profile_get_distinct_labels_and_the_html_a_chart(tmp_path, capsys):
+    (tmp_path / "rack1").mkdir()
+    (tmp_path / "rack2").mkdir()
+    a = tmp_path / "rack1" / "sits-report.json"
+    b = tmp_path / "rack2" / "sits-report.json"
+    a.write_text(json.dumps(platform_report("h100", **FAST)))
+    b.write_text(json.dumps(platform_report("h100", **WIDE)))
+    html = tmp_path / "m.html"
+    assert cli.main(["compare", str(a), str(b), f"--html={html}"]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[1]
+    assert "rack1: h100 (live)" in header and "rack2: h100 (live)" in header, header
+    page = html.read_text()
+    assert page.count("<svg") >= 1 and "weighted score per platform" in page
+    assert page.count("<rect") == 4  # one bar per platform and class
+    m = decision.compare([str(a), str(a)], [read_report(a), read_report(a)])  # the same file twice: numbered
+    assert [p["name"] for p in m["platforms"]] == ["#1 rack1: h100 (live)", "#2 rack1: h100 (live)"]

@@ -55,14 +55,46 @@ def _clip(text: Any, n: int = MAX_TEXT) -> str:
 
 
 def _names(files: Sequence[str], reports: Sequence[Dict[str, Any]]) -> List[str]:
-    names = [_clip(f"{_clip(r['profile']['name'], 40)} ({_clip(r['platform']['kind'], 20)})") for r in reports]
-    for i, n in enumerate(names):
-        if names.count(n) > 1:
-            names[i] = f"{n} [{Path(files[i]).parent.name or Path(files[i]).name}/{Path(files[i]).name}]"
-    for i, n in enumerate(names):  # still equal: number them
-        if names.count(n) > 1:
-            names[i] = f"{n} #{i + 1}"
-    return names
+    """One distinct label per report: its profile and platform kind; where two would read the same, each of them
+    starts with the folder its report is in (and, were those equal too, its position), so that even a column cut
+    to its width tells them apart."""
+    base = [_clip(f"{_clip(r['profile']['name'], 40)} ({_clip(r['platform']['kind'], 20)})") for r in reports]
+    same = {n for n in base if base.count(n) > 1}
+    names = [f"{_clip(Path(files[i]).parent.name or Path(files[i]).name, 24)}: {n}" if n in same else n
+             for i, n in enumerate(base)]
+    dup = {n for n in names if names.count(n) > 1}
+    return [f"#{i + 1} {n}" if n in dup else n for i, n in enumerate(names)]
+
+
+def score_chart(m: Dict[str, Any]) -> str:
+    """The weighted score of each platform per service class as horizontal bars (inline SVG, no library): the
+    ranking's figures, drawn; a platform with no score has no bar and says so."""
+    from markupsafe import escape
+
+    names = [p["name"] for p in m["platforms"]]
+    bar_h, gap, left, width = 16, 6, 230, 300
+    parts: List[str] = []
+    y = 0
+    for cls, rk in m["rankings"].items():
+        parts.append(f'<text x="0" y="{y + 13}" font-weight="bold">{escape(cls)} ({escape(rk["label"])})</text>')
+        y += bar_h + gap
+        for i in rk["order"]:
+            s = rk["scores"][i]
+            label = escape(_clip(names[i], 34))
+            parts.append(f'<text x="0" y="{y + 12}">{label}</text>')
+            if s is None:
+                parts.append(f'<text x="{left}" y="{y + 12}" fill="#888">no score</text>')
+            else:
+                w = max(1, round(width * max(0.0, min(1.0, float(s)))))
+                parts.append(f'<rect x="{left}" y="{y}" width="{w}" height="{bar_h}" fill="#4a7bb7">'
+                             f'<title>{label}: {float(s):.3f}</title></rect>'
+                             f'<text x="{left + w + 4}" y="{y + 12}">{float(s):.3f}</text>')
+            y += bar_h + gap
+        y += gap
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 {left + width + 60} {y}" '
+            f'width="100%" style="max-width:{left + width + 60}px" font-size="12" font-family="sans-serif">'
+            f'<title>weighted score per platform (A §4.1; 1 is the best of these platforms)</title>'
+            + "".join(parts) + "</svg>")
 
 
 def _by_requirement(report: Dict[str, Any]) -> Dict[str, List[Dict[str, Any]]]:
@@ -333,8 +365,10 @@ def render_markdown(m: Dict[str, Any]) -> str:
 
 
 def render_html(m: Dict[str, Any]) -> str:
+    from markupsafe import Markup
+
     return environment().get_template("compare.html.jinja2").render(
-        m=m, rows=matrix_rows(m), ranking=_ranking_lines(m))
+        m=m, rows=matrix_rows(m), ranking=_ranking_lines(m), chart=Markup(score_chart(m)))
 
 
 EXAMPLES = """\
