@@ -53,3 +53,16 @@ def test_a_simulated_run_says_what_it_would_be():
     assert result_line({"summary": healthy}).startswith("result: SIMULATED: PARTIAL (a simulated platform is never "
                                                         "conformant; conforms in what was decided")
     assert result_line({"summary": summarise([ok], True, False)}).startswith("result: PARTIAL (")
+
+
+def test_a_memory_size_in_gib_says_its_gb_beside_it():
+    """INV-DEVICES measures GiB, MEM-CAPACITY GB: neighbouring rows can be compared."""
+    from pytest_sits.report.render import quantity
+
+    assert quantity(79.65, "GiB") == "79.65 GiB = 85.52 GB" and quantity(85.47, "GB") == "85.47 GB"
+    report = {"verdicts": [{"requirement": "INV-DEVICES", "status": "PASS", "reason": "ok", "subject": "accelerators",
+                            "measured": 79.65, "unit": "GiB", "threshold": ">= 80 GiB - 10% = 72.0 GiB"},
+                           {"requirement": "MEM-CAPACITY", "status": "PASS", "reason": "ok", "subject": "accelerators",
+                            "measured": 85.47, "unit": "GB", "threshold": ">= 80.1 GB per card"}]}
+    lines = [line for line, _ in terminal_rows(report, width=120)]
+    assert "85.52 GB" in lines[0] and "85.47 GB" in lines[1]

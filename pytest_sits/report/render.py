@@ -50,6 +50,9 @@ def quantity(value: Any, unit: Optional[str]) -> str:
         return "-"
     if unit in SHARE_UNITS and isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{number(value * 100)}%{SHARE_UNITS[unit]}"
+    if unit == "GiB" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        # memory sizes elsewhere are GB (10^9 bytes, MEM-CAPACITY's): a GiB figure says its GB beside it
+        return f"{fmt(value)} GiB = {number(value * 1.073741824)} GB"
     return fmt(value) + (f" {unit}" if unit else "")
 
 
