@@ -79,3 +79,19 @@ def test_a_run_that_could_not_test_exits_apart_from_a_failing_one(pytester, repo
     assert result.ret == exitcodes.NOT_TESTED, result.stdout.str()[-2000:]
     run = report_of(pytester.path)["run"]
     assert run["exit_status"] == 13 and run["exit_status_name"] == "NOT_TESTED" and run["pytest_exit_status"] == 1
+
+
+@pytest.mark.slow
+def test_nothing_listening_at_the_endpoint_exits_not_tested(pytester, conformance_args, report_of):
+    """A wrong port is not a failing service: SVC-SLA's pre-flight finds nothing listening, an ERROR, exit 13."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    result = pytester.runpytest(*conformance_args, "--sits-profile=host", "--sits-level=full", "-m", "SVC-SLA",
+                                f"--sits-endpoint=http://127.0.0.1:{port}")
+    assert result.ret == exitcodes.NOT_TESTED, result.stdout.str()[-2000:]
+    [v] = report_of(pytester.path)["verdicts"]
+    assert v["status"] == "ERROR" and "nothing listens" in v["reason"]
