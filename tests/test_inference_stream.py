@@ -268,3 +268,54 @@ def test_progress_lines_name_the_load_elapsed_and_completed(tmp_path):
     assert any("pre-flight" in x for x in lines)
     assert any("started" in x and "5 queries/s offered" in x for x in lines)
     assert any("done in" in x and "completed" in x for x in lines)
+
+
+# -- a server that goes away under the run -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_mid_run_is_an_error_with_what_was_measured_kept(tmp_path):
+    """The server stops listening 1.5 s into an 8 s run: SVC-SLA is ERROR (the run could not test it), not FAIL (a
+    server that answered badly); the answers before it stay in the evidence and the rest of the schedule is not
+    sent to a closed port."""
+    import threading
+
+    needs_loadgen()
+    srv = ScriptedServer(ttft_s=0.01, itl_s=0.001)
+    lines = []
+    with srv as url:
+        def die():
+            srv.httpd.shutdown()
+            srv.httpd.server_close()
+        threading.Timer(1.5, die).start()
+        ev = acquire_sla(InferenceRig("cpu", "cpu"), _cfg(duration_s=8, target_qps=20), tmp_path, endpoint=url,
+                         progress=lines.append)
+    assert ev["error"].startswith(f"the server at {url} stopped answering") and "did not decide" in ev["error"]
+    (t,) = ev["tenants"]
+    assert t["completed"] >= 10, t  # what it answered before it went
+    assert t["error_kinds"].get("connection", 0) >= 20 and t["error_kinds"].get("interrupted", 0) > 0, t
+    assert any("stopped using the system under test" in line for line in lines), lines
+    v = check_sla(ev, _cfg(), "endpoint")
+    assert v.status == ERROR and "stopped answering" in v.reason
+
+
+def test_server_loss_needs_failures_in_a_row_and_time_and_is_reset_by_any_answer(monkeypatch):
+    from pytest_sits.conditions.inference import sla
+
+    clock = [100.0]
+    monkeypatch.setattr(sla.time, "monotonic", lambda: clock[0])
+    loss = sla.ServerLoss("http://127.0.0.1:1", in_a_row=5, seconds=2.0)
+    refused = {"ok": False, "error_kind": "connection", "error": "[Errno 111] Connection refused"}
+    for _ in range(4):
+        loss.note(refused)
+    clock[0] += 5
+    assert loss.reason() is None  # 4 in a row: not yet
+    loss.note(refused)
+    assert "5 requests in a row failed to connect" in (loss.reason() or "")
+    loss.note({"ok": False, "error_kind": "http", "error": "500"})  # it answered (badly): it is there
+    assert loss.reason() is None
+    for _ in range(10):
+        loss.note(refused)
+    assert loss.reason() is None  # 10 in a row, but within the same instant: a blip, not a loss
+    clock[0] += 2.5
+    assert "stopped answering" in (loss.reason() or "")

@@ -262,12 +262,15 @@ def run_loadgen(issue: Issue, workload: Workload, logdir: Path, *, scenario: str
                 target_qps: Optional[float] = None, latency_target_s: Optional[float] = None,
                 expected_qps: Optional[float] = None, expected_latency_s: Optional[float] = None,
                 seed: int = 0, grace_s: float = 30.0, deadline_s: Optional[float] = None,
-                progress: Optional[Progress] = None, label: Optional[str] = None) -> Dict[str, Any]:
+                progress: Optional[Progress] = None, label: Optional[str] = None,
+                watch: Optional[Callable[[], Optional[str]]] = None) -> Dict[str, Any]:
     """One LoadGen performance run; raises :class:`LoadgenUnavailable` when LoadGen does not import.
 
     ``deadline_s``: how long a query may stay open after its issue (default: the run's duration, three times
     that for Offline, plus ``grace_s``); ``progress``: called with a line every few seconds (load, elapsed,
-    completed)."""
+    completed); ``watch``: asked five times a second whether to stop using the system under test (a reason, or
+    None): once it gives one, the open queries and every later one are answered as interrupted, and the reason is
+    the result's ``stopped``."""
     missing = loadgen_missing()
     if missing:
         raise LoadgenUnavailable(missing)
@@ -335,8 +338,17 @@ def run_loadgen(issue: Issue, workload: Workload, logdir: Path, *, scenario: str
         next_line = start + PROGRESS_EVERY_S
         if progress:
             progress(f"{what}: started ({_load_text(scenario, target_qps, expected_qps)}, {duration_s:g} s)")
+        stopped: Optional[str] = None
         try:
             while not run.done.wait(0.2):
+                if watch is not None and stopped is None:
+                    stopped = watch()
+                    if stopped:
+                        run.stop(stopped)
+                        _THREADS.wake()
+                        if progress:
+                            progress(f"{what}: stopped using the system under test: {stopped}; LoadGen's schedule "
+                                     "runs to its end with every later query answered as interrupted")
                 if progress and time.monotonic() >= next_line:
                     next_line += PROGRESS_EVERY_S
                     c = run.counts()
@@ -363,7 +375,7 @@ def run_loadgen(issue: Issue, workload: Workload, logdir: Path, *, scenario: str
     return {"scenario": scenario, "target_qps": target_qps, "duration_s": duration_s, "t0_ns": run.t0,
             "t1_ns": run.t1, "queries": sorted(run.queries, key=lambda q: (q[0], q[1])),
             "deadline_s": deadline_s, "deadline_expired": run.expired, "late_answers": run.late,
-            "loadgen": parsed, "logdir": str(logdir)}
+            "loadgen": parsed, "logdir": str(logdir), "stopped": stopped}
 
 
 def _load_text(scenario: str, target_qps: Optional[float], expected_qps: Optional[float]) -> str:

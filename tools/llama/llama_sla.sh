@@ -69,10 +69,20 @@ cmd_model() {
   "$VENV/bin/python" "$HERE/make_tiny_gguf.py" "$MODEL"
 }
 
+# A process that runs, is not a zombie (kill -0 succeeds on one that died but was not reaped) and is the server
+# (a pid reused by another program after a reboot is not).
+alive() {
+  local pid="$1" stat
+  kill -0 "$pid" 2>/dev/null || return 1
+  stat="$(ps -o stat= -p "$pid" 2>/dev/null)" || return 1
+  case "$stat" in Z*|"") return 1 ;; esac
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "llama_cpp.server" || return 1
+}
+
 server_pid() {
   [ -s "$PIDFILE" ] || return 1
   local pid; pid="$(cat "$PIDFILE")"
-  kill -0 "$pid" 2>/dev/null || return 1
+  alive "$pid" || return 1
   echo "$pid"
 }
 
@@ -94,7 +104,7 @@ cmd_start() {
   echo $! >"$PIDFILE"
   for _ in $(seq 1 120); do
     if answers "$url"; then echo "$url"; return 0; fi
-    if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+    if ! alive "$(cat "$PIDFILE")"; then
       log "the server died; the end of its log:"; tail -20 "$LOGFILE" >&2; rm -f "$PIDFILE"; exit 1
     fi
     sleep 0.5
@@ -107,8 +117,8 @@ cmd_stop() {
   local pid
   if ! pid="$(server_pid)"; then log "not running"; rm -f "$PIDFILE"; return 0; fi
   kill "$pid"
-  for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-  kill -0 "$pid" 2>/dev/null && { log "SIGTERM ignored; SIGKILL"; kill -9 "$pid" || true; }
+  for _ in $(seq 1 40); do alive "$pid" || break; sleep 0.25; done
+  alive "$pid" && { log "SIGTERM ignored; SIGKILL"; kill -9 "$pid" || true; }
   rm -f "$PIDFILE"; log "stopped (pid $pid)"
 }
 

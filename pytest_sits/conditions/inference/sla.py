@@ -41,7 +41,47 @@ def acquire_sla(rig: Any, config: Dict[str, Any], logdir: Path, endpoint: Option
         if raw.get("preflight_failed"):
             return {"error": f"pre-flight of {endpoint}: {raw['preflight']['error']}", "preflight": raw["preflight"],
                     "endpoint": endpoint}
-    return summarise_sla(raw, tenants, qps, duration, target, endpoint, timeout, client, logdir)
+    summary = summarise_sla(raw, tenants, qps, duration, target, endpoint, timeout, client, logdir)
+    if raw.get("stopped"):
+        # The server went away under the run: the run could not test it (ERROR), not a server that failed its SLA;
+        # what was measured before stays in the evidence.
+        return dict(summary, error=f"{raw['stopped']}; the requests before it are kept in the evidence, and the "
+                                   "run did not decide the SLA", stopped=raw["stopped"])
+    return summary
+
+
+class ServerLoss:
+    """Tells a server that went away from one that answers badly: once ``in_a_row`` requests in a row (over at least
+    ``seconds``) failed to connect, with no answer of any kind between them, the server is gone."""
+
+    def __init__(self, url: str, in_a_row: int = 20, seconds: float = 2.0):
+        import threading
+
+        self.url, self.in_a_row, self.seconds = url, in_a_row, seconds
+        self.lock = threading.Lock()
+        self.run = 0
+        self.first: Optional[float] = None
+        self.last_error = ""
+        self.answered = 0
+        self.t0 = time.monotonic()
+
+    def note(self, rec: Dict[str, Any]) -> None:
+        with self.lock:
+            if rec.get("error_kind") == "connection":
+                self.run += 1
+                self.first = self.first or time.monotonic()
+                self.last_error = str(rec.get("error") or "")[:160]
+            elif rec.get("error_kind") != "interrupted":
+                self.run, self.first = 0, None
+                self.answered += 1
+
+    def reason(self) -> Optional[str]:
+        with self.lock:
+            if self.run < self.in_a_row or self.first is None or time.monotonic() - self.first < self.seconds:
+                return None
+            return (f"the server at {self.url} stopped answering {self.first - self.t0:.1f} s into the run: "
+                    f"{self.run} requests in a row failed to connect ({self.last_error}) after {self.answered} "
+                    "answers")
 
 
 def _tenants(config: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -99,12 +139,18 @@ def _live_sla(rig: Any, config: Dict[str, Any], tenants: List[Dict[str, Any]], q
                 progress(f"SVC-SLA: pre-flight of {endpoint} passed in {pf['seconds']:g} s (model {pf['model']}, "
                          f"{'streaming' if stream else 'not streaming'}); client capacity {cap['capacity']} in flight")
 
+            loss = ServerLoss(endpoint)
+
+            def answered(r: Dict[str, Any], complete: Any) -> None:
+                loss.note(r)
+                complete(r["tokens"], None if r["ok"] else f"{r['error_kind']}: {r['error']}", _request_detail(r))
+
             def issue(idx: int, complete: Any) -> None:
-                client.submit(prompts[idx], wl.out_tokens[idx], lambda r: complete(
-                    r["tokens"], None if r["ok"] else f"{r['error_kind']}: {r['error']}", _request_detail(r)))
+                client.submit(prompts[idx], wl.out_tokens[idx], lambda r: answered(r, complete))
 
             raw = run_loadgen(issue, wl, logdir, scenario="Server", duration_s=duration, target_qps=qps,
-                              latency_target_s=target_lat, deadline_s=timeout + 5.0, progress=progress, label=label)
+                              latency_target_s=target_lat, deadline_s=timeout + 5.0, progress=progress, label=label,
+                              watch=loss.reason)
             raw.update(preflight=pf, model_name=client.model, api=client.api, stream=stream)
             used = dict(cap, max_in_flight=client.max_busy)
         return raw, f"OpenAI-compatible endpoint {endpoint}", used

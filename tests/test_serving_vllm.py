@@ -1,0 +1,151 @@
+"""SVC-SLA against a real inference server: vLLM's CPU build serving a tiny local model (tools/vllm/install.sh).
+
+These tests start the server themselves, in its own process group, and stop it whatever happens; they skip,
+naming the command, where the server's venv has not been built.  A healthy server decides SVC-SLA (the verdict
+names the server and the model); a server killed under the run is an ERROR with what was measured kept, the run
+exits NOT_TESTED, the report pair is written and no process is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pytest_sits.exitcodes import NOT_TESTED, OK
+
+from helpers import run_pytest, start_pytest
+
+pytestmark = pytest.mark.slow
+
+STATE = Path(os.environ.get("SITS_VLLM_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+             / "pytest-sits" / "vllm")
+PYTHON = STATE / "venv" / "bin" / "python"
+MODEL = STATE / "model"
+READY_S = 420.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Vllm:
+    """vLLM's OpenAI server on 127.0.0.1 at a free port, in a process group of its own."""
+
+    def __init__(self, log: Path):
+        if not (PYTHON.exists() and (MODEL / "config.json").exists()):
+            why = f"vLLM's CPU server is not built in {STATE}: run tools/vllm/install.sh (or set SITS_VLLM_DIR)"
+            if os.environ.get("SITS_REQUIRE_VLLM"):
+                pytest.fail(why + " (SITS_REQUIRE_VLLM is set: the server must be there)")
+            pytest.skip(why)
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        self.log = log
+        self.proc = subprocess.Popen(
+            [str(PYTHON), "-m", "vllm.entrypoints.openai.api_server", f"--model={MODEL}", "--host=127.0.0.1",
+             f"--port={self.port}", "--dtype=float32", "--max-model-len=1024", "--served-model-name=tiny"],
+            stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + READY_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = log.read_text(errors="replace")[-2000:]
+                pytest.fail(f"vLLM exited with status {self.proc.returncode} before it was ready:\n{tail}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/v1/models", timeout=2) as resp:
+                    if b'"tiny"' in resp.read():
+                        return
+            except OSError:
+                pass
+            time.sleep(1.0)
+        self.stop()
+        pytest.fail(f"vLLM was not ready within {READY_S:g} s; its log: {log}")
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def group_alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def _sla_verdicts(report_dir: Path) -> list:
+    report = json.loads((report_dir / "sits-report.json").read_text())
+    return [v for v in report["verdicts"] if v["requirement"] == "SVC-SLA"]
+
+
+def test_a_healthy_vllm_server_passes_svc_sla_and_the_verdict_names_it(tmp_path):
+    server = Vllm(tmp_path / "vllm.log")
+    try:
+        out = run_pytest("--sits", "--sits-profile=host", "--sits-level=full", f"--sits-endpoint={server.url}",
+                         "-k", "tenant_sla", f"--sits-report-dir={tmp_path / 'r'}", cwd=tmp_path, timeout=600)
+    finally:
+        server.stop()
+    assert out.returncode == OK, out.stdout[-3000:]
+    verdicts = _sla_verdicts(tmp_path / "r")
+    assert verdicts and all(v["status"] == "PASS" for v in verdicts), verdicts
+    for v in verdicts:
+        ev = v["evidence"]
+        assert ev["endpoint"] == server.url and ev["model_name"] == "tiny", ev
+        assert ev["tenant"]["errors"] == 0 and ev["tenant"]["completed"] > 1000, ev["tenant"]
+        # tokens counted by the server (its usage), not guessed by the client
+        assert "usage" in (ev.get("token_source") or ""), ev.get("token_source")
+
+
+def test_a_vllm_server_killed_under_the_run_is_an_error_not_a_fail(tmp_path):
+    server = Vllm(tmp_path / "vllm.log")
+    run = None
+    try:
+        run = start_pytest("--sits", "--sits-profile=host", "--sits-level=full", f"--sits-endpoint={server.url}",
+                           "-k", "tenant_sla", f"--sits-report-dir={tmp_path / 'r'}", cwd=tmp_path)
+        # 10 s into the load (the pre-flight comes first, in well under a second)
+        deadline = time.monotonic() + 120
+        started = None
+        while time.monotonic() < deadline and run.poll() is None:
+            if started is None and (tmp_path / "r").exists() and any((tmp_path / "r").rglob("mlperf_log_*")):
+                started = time.monotonic()
+            if started is not None and time.monotonic() - started >= 10:
+                break
+            time.sleep(0.2)
+        assert started is not None, "the SLA run never started"
+        server.kill()
+        stdout, _ = run.communicate(timeout=300)
+    finally:
+        if run is not None and run.poll() is None:
+            run.kill()
+            run.wait()
+        server.stop()
+    assert run.returncode == NOT_TESTED, stdout[-3000:]
+    assert (tmp_path / "r" / "sits-report.html").is_file()
+    verdicts = _sla_verdicts(tmp_path / "r")
+    assert verdicts and all(v["status"] == "ERROR" for v in verdicts), verdicts
+    for v in verdicts:
+        assert "stopped answering" in v["reason"], v["reason"]
+        tenants = v["evidence"].get("tenants") or []
+        assert sum(t["completed"] for t in tenants) > 100, tenants  # the answers before the kill are kept
+    assert not server.group_alive()
+    assert "stopped using the system under test" in stdout
