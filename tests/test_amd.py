@@ -123,3 +123,26 @@ def test_ascend_requirements_no_library_reads_are_unsupported_never_inconclusive
     # wrong count still fails, unsupported memory or not
     missing = from_spec("sim:ascend-910c+missing-device").inventory()
     assert check_devices(acquire_devices(missing), th, "accelerators").status == "FAIL"
+
+
+def test_a_live_amd_device_is_sampled_afresh_through_amdsmi(monkeypatch):
+    """On a live machine the health window reads the throttle status at each sample (never the inventory's one
+    reading from before the load)."""
+    from pytest_sits.conditions.health import LiveAmdReader, reader_for
+
+    statuses = iter([0, 1 << 36])  # idle, then a thermal limit under load
+    fake = fake_amdsmi()
+    fake.amdsmi_get_gpu_metrics_info = lambda h: {"indep_throttle_status": next(statuses)}
+    monkeypatch.setitem(sys.modules, "amdsmi", fake)
+    platform = types.SimpleNamespace(kind="live")
+    acc = {"bdf": "0000:12:00.0", "pci_id": "1002:74a1", "management": {"index": 1}}
+    reader = reader_for(platform, acc)
+    assert isinstance(reader, LiveAmdReader)
+    with reader:
+        first, second = reader.fields(), reader.fields()
+        assert first["clock_event_reasons"] == 0 and first["error"] is None
+        assert second["clock_event_reasons"] == CLOCK_EVENT_BITS["hw_thermal_slowdown"]
+        assert reader.ecc()["volatile_uncorrected"] == 0
+    with pytest.raises(LookupError):
+        with reader_for(platform, dict(acc, bdf="0000:99:00.0")):
+            pass

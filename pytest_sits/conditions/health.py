@@ -238,11 +238,42 @@ class LiveNvmlReader(HealthReader):
             events.free()
 
 
+class LiveAmdReader(HealthReader):
+    """This machine's AMD device through amdsmi: the throttle status (as NVML's reason names) and the replay
+    counter read at each sample, the ECC counts when asked; no XID (an NVIDIA driver event)."""
+
+    kind = "amdsmi"
+
+    def __enter__(self) -> LiveAmdReader:
+        from ..probes.amd import AmdDevice
+
+        self.device = AmdDevice(self.acc["bdf"]).__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.device.__exit__(*exc)
+
+    def fields(self) -> Dict[str, Any]:
+        return self.device.fields()
+
+    def ecc(self) -> Dict[str, Any]:
+        return self.device.ecc()
+
+    def nvlink_errors(self) -> Optional[Dict[str, Any]]:
+        return None
+
+
 def reader_for(platform: Any, acc: Dict[str, Any]) -> HealthReader:
-    """The reader of a live or snapshot platform (the sim platform brings its own)."""
-    if platform.kind == "live" and str(acc.get("pci_id", "")).startswith(NVIDIA) and acc.get("management") \
-            and nvml_importable():
+    """The reader of a live or snapshot platform (the sim platform brings its own).  On a live machine a device
+    is sampled through its library; the captured facts (one reading from before the load) never stand in for
+    samples under load there: a live device no library reads has no sample."""
+    from ..probes.amd import importable as amd_importable
+
+    pci = str(acc.get("pci_id", ""))
+    if platform.kind == "live" and pci.startswith(NVIDIA) and acc.get("management") and nvml_importable():
         return LiveNvmlReader(platform, acc)
+    if platform.kind == "live" and pci.startswith(AMD) and acc.get("management") and amd_importable():
+        return LiveAmdReader(platform, acc)
     return HealthReader(platform, acc)
 
 

@@ -128,3 +128,58 @@ def collect() -> Dict[str, Any]:
         except Exception:
             pass
     return out
+
+
+def importable() -> bool:
+    try:
+        import amdsmi  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class AmdDevice:
+    """One AMD device through amdsmi for the samples of a health window: the throttle status and the PCIe replay
+    counter read afresh at each call, the ECC counts now (amdsmi initialised on entry, shut down on exit)."""
+
+    def __init__(self, bdf: str):
+        self.bdf = bdf.lower()
+        self.amdsmi: Any = None
+        self.h: Any = None
+
+    def __enter__(self) -> AmdDevice:
+        import amdsmi
+
+        amdsmi.amdsmi_init()
+        self.amdsmi = amdsmi
+        try:
+            self.h = next((h for h in amdsmi.amdsmi_get_processor_handles()
+                           if str(amdsmi.amdsmi_get_gpu_device_bdf(h)).lower() == self.bdf), None)
+        except Exception:
+            self.__exit__()
+            raise
+        if self.h is None:
+            self.__exit__()
+            raise LookupError(f"amdsmi lists no device at {self.bdf}")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.amdsmi.amdsmi_shut_down()
+        except Exception:
+            pass
+
+    def fields(self) -> Dict[str, Any]:
+        errors: List[Dict[str, Any]] = []
+        get = field_reader(errors)
+        out: Dict[str, Any] = {}
+        get(out, "clock_event_reasons", lambda: _throttle(self.amdsmi, self.h))
+        get(out, "pcie_replay_counter", lambda: int(self.amdsmi.amdsmi_get_gpu_pci_replay_counter(self.h)))
+        out["error"] = "; ".join(f"{e['field']}: {e['error']}" for e in errors) or None
+        return out
+
+    def ecc(self) -> Dict[str, Any]:
+        counts = dict(self.amdsmi.amdsmi_get_gpu_total_ecc_count(self.h))
+        return {"volatile_uncorrected": counts.get("uncorrectable_count"),
+                "volatile_corrected": counts.get("correctable_count"),
+                "aggregate_uncorrected": None, "aggregate_corrected": None}
