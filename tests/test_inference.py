@@ -553,7 +553,7 @@ def test_redfish_unreachable_or_unconfigured_says_why():
 
 
 def test_session_rejects_a_bad_endpoint_with_the_fix(monkeypatch):
-    run = SitsRun(profile=resolve("host"), platform=None, level="quick", level_how="default", report_dir=None)
+    run = SitsRun(profile=resolve("host"), platform=None, level="full", level_how="option", report_dir=None)
     with pytest.raises(SitsUsageError, match="fix: --sits-endpoint http://HOST:PORT"):
         run.set_inference("localhost:8000", None)
     monkeypatch.setenv("SITS_REDFISH_USER", "admin")
@@ -582,3 +582,33 @@ def test_snapshot_platform_cannot_run_a_workload(tmp_path):
 
     with pytest.raises(InferenceUnavailable, match="snapshot"):
         SnapshotPlatform.inference_rig(object.__new__(SnapshotPlatform), None, resolve("host"), {})
+
+
+def test_an_endpoint_the_run_would_not_measure_is_refused_with_the_reason():
+    """--sits-endpoint on a platform that is not the live host, or below SVC-SLA's level, would get no request: a
+    usage error saying why and the fix, never a run that passes SVC-SLA against a port where nothing listens."""
+    from types import SimpleNamespace
+
+    url = "http://127.0.0.1:9"
+    for kind, simulated, said in (("sim", True, "a simulated platform"), ("snapshot", False, "a snapshot platform")):
+        run = SitsRun(profile=resolve("host"), platform=SimpleNamespace(kind=kind, simulated=simulated), level="full",
+                      level_how="option", report_dir=None, platform_spec=f"{kind}:h100")
+        with pytest.raises(SitsUsageError, match=f"platform {kind}:h100 is {said}.*fix: run on the live host"):
+            run.set_inference(url, None)
+    for level in ("quick", "standard"):
+        run = SitsRun(profile=resolve("host"), platform=None, level=level, level_how="option", report_dir=None)
+        with pytest.raises(SitsUsageError, match=f"runs at level full and this run is level {level}.*"
+                                                 "fix: add --sits-level=full"):
+            run.set_inference(url, None)
+    run = SitsRun(profile=resolve("host"), platform=SimpleNamespace(kind="live", simulated=False), level="full",
+                  level_how="option", report_dir=None)
+    run.set_inference(url, None)  # the live host at level full measures it
+    assert run.endpoint == url
+
+
+@pytest.mark.slow
+def test_a_simulated_run_with_an_endpoint_is_a_usage_error(pytester, conformance_args):
+    result = pytester.runpytest(*conformance_args, "--sits-platform=sim:h100", "--sits-level=full",
+                                "--sits-endpoint=http://127.0.0.1:9")
+    assert result.ret == 4, result.stdout.str()[-2000:]
+    assert "never sends a request to a server" in result.stderr.str() + result.stdout.str()

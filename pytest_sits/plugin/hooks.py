@@ -318,6 +318,9 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
              f"{run.report_dir if run.report_dir else 'not written'}"]
     if run.platform.simulated:
         lines.append("sits: SIMULATED platform: this run can never be reported as conformant")
+    if run.endpoint:
+        lines.append(f"sits: serving endpoint {_printable(run.endpoint)}: SVC-SLA measures it (the PLP-* sweep, cold "
+                     "start and fragmentation measure the suite's built-in model, not your serving stack)")
     suite = config.stash.get(_BUNDLED, None)
     if suite:
         lines.append(f"sits: running the bundled conformance suite ({suite}); give test paths to run your own")

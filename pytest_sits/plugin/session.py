@@ -179,10 +179,30 @@ class SitsRun:
         for flag, url in (("--sits-endpoint", endpoint), ("--sits-redfish", redfish_url)):
             if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname):
                 raise SitsUsageError(f"{flag} {url!r} is not an http(s) URL; fix: {flag} http://HOST:PORT")
+        if endpoint:
+            self._endpoint_used(endpoint)
         self.endpoint = endpoint or None
         self.endpoint_key = endpoint_key or os.environ.get(ENV_ENDPOINT_KEY) or None
         self.redfish = {"url": redfish_url, "user": os.environ.get("SITS_REDFISH_USER"),
                         "password": os.environ.get("SITS_REDFISH_PASSWORD")} if redfish_url else None
+
+    def _endpoint_used(self, endpoint: str) -> None:
+        """An endpoint the run would send no request to is refused, never ignored: a platform that is not the live
+        host does not talk to servers, and below SVC-SLA's level nothing measures it."""
+        from ..catalogue import CATALOGUE
+
+        flag = f"--sits-endpoint={endpoint}"
+        if getattr(self.platform, "kind", "live") != "live":
+            what = ("a simulated platform: its SVC-SLA is the simulation's" if self.platform.simulated else
+                    f"a {self.platform.kind} platform: it judges what was recorded")
+            raise SitsUsageError(f"{flag}: the platform {self.platform_spec} is {what} and never sends a request "
+                                 "to a server, so your endpoint would not be measured; fix: run on the live host "
+                                 "(drop --sits-platform) to measure the server, or drop --sits-endpoint")
+        need = CATALOGUE["SVC-SLA"].level
+        if LEVELS.index(self.level) < LEVELS.index(need):
+            raise SitsUsageError(f"{flag}: SVC-SLA, the requirement that measures the endpoint, runs at level "
+                                 f"{need} and this run is level {self.level}, so the endpoint would get no "
+                                 f"request; fix: add --sits-level={need}")
 
     def inference_options(self) -> Dict[str, Any]:
         return {"endpoint": self.endpoint, "redfish": self.redfish, "endpoint_key": self.endpoint_key}
