@@ -181,3 +181,38 @@ def test_the_wait_is_in_the_verdict_evidence(pytester, report_of):
     [v] = report_of(pytester.path)["verdicts"]
     assert v["evidence"]["lock_waits"][0]["waited_s"] == 7.5
     assert v["evidence"]["lock_waits"][0]["holder"]["command"] == "pytest"
+
+
+XDIST_WAIT = '''
+import threading
+from pytest_sits.conditions import locks
+
+def test_wait(tmp_path):
+    locks.WAIT_NOTICE_S = 0.2
+    held, release = threading.Event(), threading.Event()
+    def hold():
+        with locks.exclusive("device-x", purpose="other run", directory=tmp_path):
+            held.set()
+            release.wait(5)
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(5)
+    threading.Timer(0.6, release.set).start()
+    with locks.exclusive("device-x", purpose="mine", directory=tmp_path, poll_s=0.05):
+        pass
+    t.join()
+
+def test_other():
+    pass
+'''
+
+
+@pytest.mark.slow
+def test_an_xdist_worker_announces_its_wait_on_the_terminal(tmp_path):
+    from helpers import run_pytest
+
+    (tmp_path / "test_w.py").write_text(XDIST_WAIT)
+    proc = run_pytest("-n", "2", "--sits-report-dir=none", "test_w.py", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    line = next(x for x in proc.stdout.splitlines() if "sits: waiting for device-x (mine): held by pid" in x)
+    assert "(`xdist worker gw" in line and "-n 2" in line and "other run, since" in line, line

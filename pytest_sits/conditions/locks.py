@@ -60,14 +60,23 @@ def take_waits() -> List[Dict[str, Any]]:
     return out
 
 
-def _command() -> str:
-    """This process's command line, for the lock's holder record (at most 200 characters)."""
+def _cmdline(pid: int) -> Optional[str]:
     try:
-        with open(f"/proc/{os.getpid()}/cmdline", "rb") as f:
-            text = f.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return " ".join(f.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").split())  # one line
     except OSError:
-        text = " ".join(sys.argv)
-    return text[:200]
+        return None
+
+
+def _command() -> str:
+    """This process's command line, for the lock's holder record (at most 400 characters); an xdist worker
+    names the run it works for (its parent's command line) and itself."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        parent = _cmdline(os.getppid())
+        if parent:
+            return f"xdist worker {worker} of: {parent}"[:400]
+    return (_cmdline(os.getpid()) or " ".join(sys.argv))[:400]
 
 
 def scope_simulated(token: str) -> None:

@@ -395,18 +395,23 @@ def _announce_lock_waits(config: pytest.Config) -> None:
     which has no terminal, says it on stderr)."""
     from ..conditions.locks import set_wait_notice
 
+    import sys
+
     tr = config.pluginmanager.getplugin("terminalreporter")
-    if tr is None:
-        set_wait_notice(None)
-        return
+
+    def write(message: str) -> None:
+        if tr is not None:
+            tr.write_line(f"sits: {message}", yellow=True)
+        else:  # an xdist worker: its stderr is the terminal's, once pytest's capture is set aside
+            print(f"sits: {message}", file=sys.stderr, flush=True)
 
     def say(message: str) -> None:
         capman = config.pluginmanager.getplugin("capturemanager")
         if capman is not None:
             with capman.global_and_fixture_disabled():
-                tr.write_line(f"sits: {message}", yellow=True)
+                write(message)
         else:
-            tr.write_line(f"sits: {message}", yellow=True)
+            write(message)
     set_wait_notice(say)
 
 
