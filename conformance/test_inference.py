@@ -30,8 +30,9 @@ def test_latency_under_load(sits_inference, sits_thresholds, sits_record):
 
 @pytest.mark.sits_requirement("SVC-SLA")
 def test_tenant_sla(sits_inference, sits_thresholds, sits_record):
-    sits_record(*[check_sla(ev, sits_thresholds, f"{sits_inference.subject} tenant {ev['tenant']['name']}"
-                            if "tenant" in ev else sits_inference.subject) for ev in per_tenant(sits_inference.sla())])
+    subject = sits_inference.sla_subject
+    sits_record(*[check_sla(ev, sits_thresholds, f"{subject} tenant {ev['tenant']['name']}" if "tenant" in ev
+                            else subject) for ev in per_tenant(sits_inference.sla())])
 
 
 @pytest.mark.sits_requirement("SVC-COLDSTART")

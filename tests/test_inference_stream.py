@@ -319,3 +319,22 @@ def test_server_loss_needs_failures_in_a_row_and_time_and_is_reset_by_any_answer
     assert loss.reason() is None  # 10 in a row, but within the same instant: a blip, not a loss
     clock[0] += 2.5
     assert "stopped answering" in (loss.reason() or "")
+
+
+def test_ignore_eos_is_asked_and_dropped_where_the_server_refuses_it():
+    """Every answer is asked to run to max_tokens (ignore_eos); a server that refuses the argument (400, as OpenAI's
+    own API does) is asked again without it, and the pre-flight says so."""
+    with ScriptedServer() as url:
+        client = EndpointClient(url, deadline_s=5)
+        with client:
+            pf = preflight(client)
+        assert pf["ok"] and pf["ignore_eos"] is True and client.payload("x", 4)["ignore_eos"] is True
+    srv = ScriptedServer(reject_ignore_eos=True)
+    with srv as url:
+        client = EndpointClient(url, deadline_s=5)
+        with client:
+            pf = preflight(client)
+            r = client.request("x", 4)
+        assert pf["ok"] and "refused by the server" in pf["ignore_eos"], pf
+        assert "ignore_eos" not in client.payload("x", 4) and r["ok"] and r["tokens"] == 4
+    assert srv.ignore_eos_seen[0] is True and srv.ignore_eos_seen[-1] is False

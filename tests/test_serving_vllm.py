@@ -108,6 +108,10 @@ def test_a_healthy_vllm_server_passes_svc_sla_and_the_verdict_names_it(tmp_path)
     assert out.returncode == OK, out.stdout[-3000:]
     verdicts = _sla_verdicts(tmp_path / "r")
     assert verdicts and all(v["status"] == "PASS" for v in verdicts), verdicts
+    # one deployment, judged once (not once per accelerator), each tenant's verdict naming the endpoint
+    assert sorted(v["subject"] for v in verdicts) == sorted(f"endpoint {server.url} tenant {t}"
+                                                            for t in ("interactive", "batch")), verdicts
+    assert all(v["nodeid"].endswith("[endpoint]") for v in verdicts), [v["nodeid"] for v in verdicts]
     for v in verdicts:
         ev = v["evidence"]
         assert ev["endpoint"] == server.url and ev["model_name"] == "tiny", ev

@@ -205,6 +205,10 @@ class EndpointClient:
         self.deadline_s = float(deadline_s)
         self.api_key = api_key
         self.stream_options = {"include_usage": True} if stream_options is None else stream_options
+        #: Ask the server to run every answer to ``max_tokens`` (vLLM's, SGLang's and llama.cpp's ``ignore_eos``), so
+        #: a model that would stop early still returns the planned tokens; the pre-flight drops it where the server
+        #: refuses it (then the tokens actually returned are what is judged, as always).
+        self.ignore_eos = True
         self.base_path = self.url.path.rstrip("/")
         if self.base_path.endswith("/v1"):
             self.base_path = self.base_path[:-3]
@@ -319,6 +323,8 @@ class EndpointClient:
                 stream_options: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         stream = self.stream if stream is None else stream
         p: Dict[str, Any] = {"model": self.model or "default", "max_tokens": int(max_tokens), "temperature": 0}
+        if self.ignore_eos:
+            p["ignore_eos"] = True
         if self.api == "chat":
             p["messages"] = [{"role": "user", "content": prompt}]
         else:
@@ -632,23 +638,32 @@ def preflight(client: EndpointClient, deadline_s: float = 5.0) -> Dict[str, Any]
         return bad("no-model", f"the model {client.model!r} is not served at {where} (it lists "
                                f"{', '.join(models[:5])}); fix: set SVC-SLA.model_name to one of those")
     out["model"] = client.model
-    # One short request, with the stream options the server accepts (some refuse what they do not know).
-    ladders = [client.stream_options, {"include_usage": True}, {}] if client.stream else [None]
-    tried: List[Any] = []
+    # One short request, with the options the server accepts (some refuse what they do not know): the stream
+    # options, then ignore_eos.
     failed_5xx = 0
-    for opts in ladders:
-        if opts is not None and opts in tried:
-            continue
-        tried.append(opts)
-        while True:  # a server error may be passing (a loaded or flaky server): three tries before it counts
-            r = client.request("Say hello.", 2, payload=client.payload("Say hello.", 2, stream_options=opts),
-                               deadline_s=deadline_s)
-            if r["ok"] or r["error_kind"] not in ("http", "server") or (r["status"] or 500) < 500 or failed_5xx >= 2:
+    while True:
+        ladders = [client.stream_options, {"include_usage": True}, {}] if client.stream else [None]
+        tried: List[Any] = []
+        for opts in ladders:
+            if opts is not None and opts in tried:
+                continue
+            tried.append(opts)
+            while True:  # a server error may be passing (a loaded or flaky server): three tries before it counts
+                r = client.request("Say hello.", 2, payload=client.payload("Say hello.", 2, stream_options=opts),
+                                   deadline_s=deadline_s)
+                if (r["ok"] or r["error_kind"] not in ("http", "server") or (r["status"] or 500) < 500
+                        or failed_5xx >= 2):
+                    break
+                failed_5xx += 1
+            if r["ok"] or not (r["error_kind"] == "http" and r["status"] in (400, 422) and opts):
                 break
-            failed_5xx += 1
-        if r["ok"] or not (r["error_kind"] == "http" and r["status"] in (400, 422) and opts):
+        if r["ok"] or not (r["error_kind"] == "http" and r["status"] in (400, 422) and client.ignore_eos):
             break
+        client.ignore_eos = False  # refused: ask again without it
     out["server_errors_retried"] = failed_5xx
+    out["ignore_eos"] = (True if client.ignore_eos else
+                         "refused by the server: an answer may stop before max_tokens (the tokens it returns are "
+                         "what is judged)")
     if not r["ok"]:
         kind, err = r["error_kind"], r["error"]
         if kind == "http" and r["status"] in (401, 403):

@@ -178,10 +178,12 @@ class ScriptedServer(_Serving):
     def __init__(self, ttft_s: float = 0.05, itl_s: float = 0.01, tokens_per_chunk: int = 1,
                  usage: str = "requested", model_name: str = "scripted", require_key: Optional[str] = None,
                  fault: Optional[str] = None, capacity: Optional[int] = None, reject_stream_options: bool = False,
-                 fault_first: int = 0):
+                 fault_first: int = 0, reject_ignore_eos: bool = False):
         self.ttft_s, self.itl_s, self.k = float(ttft_s), float(itl_s), max(1, int(tokens_per_chunk))
         self.usage, self.model_name, self.require_key, self.fault = usage, model_name, require_key, fault
         self.reject_stream_options = reject_stream_options
+        self.reject_ignore_eos = reject_ignore_eos  # as OpenAI's own API: 400 for an argument it does not know
+        self.ignore_eos_seen: List[bool] = []
         self.fault_first = int(fault_first)  # >0: the fault hits only the first n requests
         self.slots = threading.BoundedSemaphore(capacity) if capacity else None
         self.lock = threading.Lock()
@@ -209,6 +211,10 @@ class _ScriptedHandler(_Base):
             return None
         if req.get("stream_options") and s.reject_stream_options:
             return self.send_json(422, {"detail": "stream_options: extra fields not permitted"})
+        with s.lock:
+            s.ignore_eos_seen.append(bool(req.get("ignore_eos")))
+        if "ignore_eos" in req and s.reject_ignore_eos:
+            return self.send_json(400, {"error": {"message": "Unrecognized request argument supplied: ignore_eos"}})
         chat = path.endswith("chat/completions")
         with s.lock:
             s.count += 1

@@ -461,7 +461,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     run = metafunc.config.stash.get(RUN_KEY, None)
     accs = run.platform.inventory()["accelerators"] if run else []
-    if accs:
+    marker = metafunc.definition.get_closest_marker(MARKER)
+    if run is not None and run.endpoint and marker is not None and marker.args and marker.args[0] == "SVC-SLA":
+        # The endpoint is one deployment: its SLA is measured and judged once, not once per accelerator.
+        metafunc.parametrize("sits_accelerator", accs[:1] or [None], ids=["endpoint"])
+    elif accs:
         metafunc.parametrize("sits_accelerator", accs, ids=[a["bdf"] for a in accs])
     else:
         metafunc.parametrize("sits_accelerator", [None], ids=["no-accelerator"])

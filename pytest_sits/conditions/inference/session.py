@@ -30,21 +30,27 @@ class Inference:
         #: PLP-LATENCY's runs of each sweep point (the run's plan and budget); None: the default, no deadline
         self.latency_plan: Optional[TrialPlan] = None
 
-    def _once(self, key: str, fn: Any) -> Any:
+    def _once(self, key: str, fn: Any, remote: bool = False) -> Any:
         """Run ``fn`` once per session and device.  Under xdist the workers share the log folder: the first
         to take the device's lock runs it and leaves the evidence there (tagged with the run), the others
-        read it back instead of loading the device again."""
-        if self.absent:
-            return {"absent": self.absent}
-        if self.unavailable:
-            return {"unavailable": self.unavailable}
-        k = f"{self.subject}/{key}"
+        read it back instead of loading the device again.  ``remote``: the run measures a server someone else
+        runs (``--sits-endpoint``), not this device: once per run, whatever the accelerator, under a lock of the
+        run's own (no machine-wide device lock: the run never touches the device)."""
+        if remote:
+            k, shared = f"endpoint/{key}", self.logdir.parent / f"endpoint-{key}.evidence.json"
+            lock, run_scoped = f"endpoint-{key}", True
+        else:
+            if self.absent:
+                return {"absent": self.absent}
+            if self.unavailable:
+                return {"unavailable": self.unavailable}
+            k, shared = f"{self.subject}/{key}", self.logdir / f"{key}.evidence.json"
+            lock, run_scoped = f"device-{self.subject}", bool(getattr(self.rig, "simulated", False))
         if k not in self.cache:
             from ..locks import exclusive
 
-            shared = self.logdir / f"{key}.evidence.json"
-            with exclusive(f"device-{self.subject}", purpose=f"inference {key}",
-                           simulated=bool(getattr(self.rig, "simulated", False))):
+            shared.parent.mkdir(parents=True, exist_ok=True)
+            with exclusive(lock, purpose=f"inference {key}", simulated=run_scoped):
                 self.cache[k] = self._shared(shared) or fn()
                 if self.run_id is not None and not self.cache[k].get("absent"):
                     from ...files import atomic_write
@@ -69,10 +75,20 @@ class Inference:
         return self._once("sweep", lambda: acquire_sweep(self.rig, cfg, self.logdir / "sweep", self.progress,
                                                          self.latency_plan))
 
+    @property
+    def sla_subject(self) -> str:
+        """Whose SLA is judged: the endpoint (one deployment, judged once per run) or this device's built-in
+        model."""
+        endpoint = self.options.get("endpoint")
+        return f"endpoint {endpoint}" if endpoint else self.subject
+
     def sla(self) -> Dict[str, Any]:
         cfg = dict(self.th("SVC-SLA"), model=self.th("PLP-PPL")["model"])
-        return self._once("sla", lambda: acquire_sla(self.rig, cfg, self.logdir / "sla", self.options.get("endpoint"),
-                                                     self.options.get("endpoint_key"), self.progress))
+        endpoint = self.options.get("endpoint")
+        logdir = self.logdir.parent / "endpoint" / "sla" if endpoint else self.logdir / "sla"
+        return self._once("sla", lambda: acquire_sla(self.rig, cfg, logdir, endpoint,
+                                                     self.options.get("endpoint_key"), self.progress),
+                          remote=bool(endpoint))
 
     def coldstart(self, plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
         cfg = dict(self.th("SVC-COLDSTART"), model=self.th("PLP-PPL")["model"])
