@@ -5,7 +5,8 @@ every reader of such files goes through this module, which enforces:
 
 * confinement: a path is resolved below its root and must stay there; no
   component may be a symbolic link (``O_NOFOLLOW`` on every component, checked
-  with ``lstat``), no ``..``, no absolute member names;
+  with ``lstat``), no hard link (a regular file with more than one name),
+  no ``..``, no absolute member names;
 * plain files only: a device, FIFO or socket (``/dev/zero``) is refused;
 * size limits: at most ``limit`` bytes are read, and a larger file is refused
   with its size, never read whole;
@@ -80,6 +81,12 @@ def open_confined(root: Union[str, Path], rel: Union[str, Path]) -> int:
         if parts and not stat.S_ISREG(st.st_mode):
             raise UntrustedInputError(f"{root / relp}: not a regular file (a device, FIFO or socket); fix: "
                                       "capture it again")
+        if parts and st.st_nlink > 1:
+            # A hard link is another name of a file that may live anywhere on this file system (a key, another
+            # user's log): refused like a symbolic one.
+            raise UntrustedInputError(f"{root / relp}: a hard link ({st.st_nlink} names for one file); links are "
+                                      "not followed in files sent for audit; fix: copy the file there instead "
+                                      "of linking it")
         return fd
     except BaseException:
         os.close(fd)

@@ -121,3 +121,40 @@ def test_too_few_nodes_give_no_band(fleet20, tmp_path, capsys):
     assert main(["baseline", str(tmp_path / "two.json"), f"--out={tmp_path / 'o'}"]) == 4
     text = capsys.readouterr()
     assert "fewer than --min-nodes=3" in text.out and "no SKU has 3 nodes" in text.err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sku", ["../../escape", "/tmp/abs-escape", "a/b", ".hidden"])
+def test_a_sku_that_is_not_a_plain_name_writes_nothing_anywhere(fleet20, tmp_path, capsys, sku):
+    """The SKU comes from node reports (untrusted): a name that is a path is refused before anything is written."""
+    fl = json.loads((fleet20 / "fleet" / "fleet-report.json").read_text())
+    for n in fl["nodes"]:
+        n["profile"] = sku
+    for m in fl["measurements"]:
+        m["profile"] = sku
+    src = tmp_path / "in" / "fleet.json"
+    src.parent.mkdir()
+    src.write_text(json.dumps(fl))
+    out = tmp_path / "deep" / "o"
+    before = sorted(p for p in tmp_path.rglob("*"))
+    assert main(["baseline", str(src), f"--out={out}", "--extends=h100-sxm5"]) == 4
+    assert "is not a plain name" in capsys.readouterr().err
+    assert sorted(p for p in tmp_path.rglob("*")) == before and not Path("/tmp/abs-escape-fleet.yaml").exists()
+
+
+@pytest.mark.slow
+def test_a_folder_in_the_way_of_the_overlay_is_a_one_line_error(fleet20, tmp_path, capsys):
+    out = tmp_path / "o"
+    (out / "h100-sxm5-fleet.yaml").mkdir(parents=True)
+    assert main(["baseline", str(fleet20 / "fleet" / "fleet-report.json"), f"--out={out}"]) == 4
+    err = capsys.readouterr().err.strip()
+    assert "a folder is in the way" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_an_overlay_refused_as_a_profile_is_not_left_behind(fleet20, tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["baseline", str(fleet20 / "fleet" / "fleet-report.json"), f"--out={out}",
+                 "--extends=no-such-profile.yaml"]) == 4
+    assert "is not a valid profile" in capsys.readouterr().err
+    assert not (out / "h100-sxm5-fleet.yaml").exists()

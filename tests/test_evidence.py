@@ -132,6 +132,21 @@ def test_folder_reading_is_confined(tmp_path):
     assert "not a regular file" in why["fifo"] and "folders deep" in why["a/b/c/d/e"]
 
 
+def test_a_hard_link_to_a_file_outside_is_refused_and_never_read(tmp_path):
+    """A hard link is another name of a file that may live anywhere on the file system: refused in a folder and
+    when named alone, its content never quoted."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("CANARY-7a1e\n")
+    d = folder(tmp_path, "kernel-log-xid-aer.txt")
+    os.link(secret, d / "dmesg.txt")
+    ev = read_evidence(d)
+    assert [f["name"] for f in ev["files"]] == ["kernel-log-xid-aer.txt"]
+    why = {s["name"]: s["why"] for s in ev["skipped"]}
+    assert "a hard link (2 names for one file)" in why["dmesg.txt"] and "copy the file" in why["dmesg.txt"]
+    [alone] = read_evidence(d / "dmesg.txt")["files"]
+    assert alone["status"] == "refused" and "a hard link" in alone["why"] and "CANARY" not in json.dumps(alone)
+
+
 def test_nothing_readable_is_refused_naming_each_file(tmp_path):
     d = tmp_path / "e"
     d.mkdir()

@@ -338,3 +338,19 @@ def test_ignore_eos_is_asked_and_dropped_where_the_server_refuses_it():
         assert pf["ok"] and "refused by the server" in pf["ignore_eos"], pf
         assert "ignore_eos" not in client.payload("x", 4) and r["ok"] and r["tokens"] == 4
     assert srv.ignore_eos_seen[0] is True and srv.ignore_eos_seen[-1] is False
+
+
+@pytest.mark.parametrize("fault", ["bad-json", "truncate"])
+def test_the_preflight_retries_one_malformed_answer_and_errs_on_one_that_stays(fault):
+    """One malformed answer (a passing fault) is retried like a 5xx, not an ERROR for the whole requirement; a
+    server that answers malformed every time is still an ERROR, after three tries, naming the protocol fault."""
+    with ScriptedServer(fault=fault, fault_first=1, ttft_s=0.01, itl_s=0.001) as url:
+        with EndpointClient(url, deadline_s=5) as c:
+            r = preflight(c)
+    assert r["ok"] and r["server_errors_retried"] == 1, r
+    srv = ScriptedServer(fault=fault, ttft_s=0.01, itl_s=0.001)
+    with srv as url:
+        with EndpointClient(url, deadline_s=5) as c:
+            r = preflight(c)
+    assert not r["ok"] and r["cause"] == "protocol" and "fix:" in r["error"], r
+    assert srv.count >= 3

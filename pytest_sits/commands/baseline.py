@@ -25,6 +25,7 @@ loader before the command ends.
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -41,6 +42,10 @@ DEFAULT_REL_FLOOR = 0.02
 DEFAULT_MIN_NODES = 3
 RULE = ("band = median ± max(k × 1.4826 × MAD, rel_floor × |median|) over the nodes of the SKU (MAD: median of "
         "|x - median|); a PASS outside the band is WARN; the absolute thresholds stay the floor")
+
+
+#: What an overlay may be named after: a SKU that is a plain file name (a node report's profile name is untrusted).
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def add_parser(sub: Any) -> None:
@@ -156,7 +161,7 @@ def overlay(section: Dict[str, Any], extends: str, source: str, fleet_created: O
 def baseline_command(args: argparse.Namespace) -> int:
     """Write the overlays, list the nodes outside their band; 0 when there is none, 1 otherwise, 4 on a usage
     error."""
-    from ..files import atomic_write
+    from ..files import atomic_write, unlink_quietly
     from ..profiles import ProfileError, bundled_names, resolve
 
     if not (args.k > 0) or not (0 <= args.rel_floor <= 1) or args.min_nodes < 2:
@@ -175,18 +180,29 @@ def baseline_command(args: argparse.Namespace) -> int:
     out = Path(args.out)
     known = set(bundled_names())
     written = []
-    for sku, section in sorted(sections.items()):
-        extends = args.extends or sku
+    for sku in sorted(sections):  # every name checked before anything is written
+        if not PLAIN_NAME.fullmatch(sku):
+            return err(f"{path}: the SKU {sku!r} (a node report's profile name) is not a plain name, so no file is "
+                       f"named after it (a file is written only inside {out}); fix: merge reports of profiles with "
+                       "plain names (letters, digits, '.', '_', '-')")
         if not args.extends and sku not in known:
             return err(f"{sku}: not a bundled profile, so the overlay cannot name what it extends; fix: give the "
                        f"profile file the nodes ran with: --extends=PATH (relative to {out})")
+    for sku, section in sorted(sections.items()):
+        extends = args.extends or sku
         dest = out / f"{sku}-fleet.yaml"
         text = ("# Written by `sits baseline`: the fleet's bands for this SKU (a profile overlay).\n"
                 + yaml_text(overlay(section, extends, str(path.resolve()), fleet.get("created_at"))))
-        atomic_write(dest, text)
+        if dest.is_dir() and not dest.is_symlink():
+            return err(f"{dest}: a folder is in the way of the overlay; fix: move it, or give another --out")
+        try:
+            atomic_write(dest, text)
+        except OSError as exc:
+            return err(f"{dest}: cannot write the overlay ({exc.strerror or exc}); fix: give a writable --out")
         try:
             resolve(str(dest))
         except ProfileError as exc:
+            unlink_quietly(dest)  # a refused overlay is not left behind
             return err(f"the overlay {dest} is not a valid profile: {exc}; fix: check --extends")
         written.append((dest, section))
     for dest, section in written:

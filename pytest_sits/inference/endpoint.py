@@ -648,11 +648,13 @@ def preflight(client: EndpointClient, deadline_s: float = 5.0) -> Dict[str, Any]
             if opts is not None and opts in tried:
                 continue
             tried.append(opts)
-            while True:  # a server error may be passing (a loaded or flaky server): three tries before it counts
+            while True:  # a server or protocol error may be passing (a loaded or flaky server, one malformed
+                # answer): three tries before it counts
                 r = client.request("Say hello.", 2, payload=client.payload("Say hello.", 2, stream_options=opts),
                                    deadline_s=deadline_s)
-                if (r["ok"] or r["error_kind"] not in ("http", "server") or (r["status"] or 500) < 500
-                        or failed_5xx >= 2):
+                passing = (r["error_kind"] in ("server", "protocol")
+                           or (r["error_kind"] == "http" and (r["status"] or 500) >= 500))
+                if r["ok"] or not passing or failed_5xx >= 2:
                     break
                 failed_5xx += 1
             if r["ok"] or not (r["error_kind"] == "http" and r["status"] in (400, 422) and opts):

@@ -79,7 +79,11 @@ def _walk(root: Path) -> Tuple[List[str], List[Dict[str, Any]]]:
                 else:
                     todo.append((name, depth + 1))
             elif stat.S_ISREG(st.st_mode):
-                if e.name.startswith("."):
+                if st.st_nlink > 1:
+                    skipped.append({"name": name, "why": f"a hard link ({st.st_nlink} names for one file): links "
+                                                         "are not followed in submitted evidence; copy the file "
+                                                         "there instead"})
+                elif e.name.startswith("."):
                     skipped.append({"name": name, "why": "a hidden file"})
                 else:
                     found.append(name)
