@@ -186,6 +186,25 @@ def read_file(path: Union[str, Path], limit: int = TEXT_LIMIT) -> bytes:
     return read_bytes(p.parent if str(p.parent) else ".", p.name, limit)
 
 
+#: How deep JSON sent by someone else may nest (a report of the suite nests about 12 levels; code that walks it
+#: recursively must never meet Python's recursion limit).
+MAX_JSON_DEPTH = 64
+
+
+def nesting_depth(value: Any, stop: int = MAX_JSON_DEPTH) -> int:
+    """How deep ``value`` nests (a scalar: 0), counted without recursion; stops counting past ``stop``."""
+    best, stack = 0, [(value, 0)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, (dict, list)):
+            d += 1
+            best = max(best, d)
+            if best > stop:
+                return best
+            stack.extend((v, d) for v in (x.values() if isinstance(x, dict) else x))
+    return best
+
+
 def load_json(path: Union[str, Path], limit: int = JSON_LIMIT, what: str = "file",
               root: Optional[Union[str, Path]] = None) -> Any:
     """Parse a JSON file sent by someone else; NaN/Infinity are refused (strict JSON)."""
@@ -195,7 +214,7 @@ def load_json(path: Union[str, Path], limit: int = JSON_LIMIT, what: str = "file
     def no_constants(name: str) -> Any:
         raise ValueError(f"{name} is not JSON")
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=no_constants)
+        value = json.loads(data.decode("utf-8"), parse_constant=no_constants)
     except UnicodeDecodeError as exc:
         raise UntrustedInputError(f"{where}: not UTF-8 (byte {exc.start}); fix: this {what} was altered") from None
     except RecursionError:
@@ -203,6 +222,10 @@ def load_json(path: Union[str, Path], limit: int = JSON_LIMIT, what: str = "file
     except ValueError as exc:
         raise UntrustedInputError(f"{where}: not valid JSON ({exc}); fix: this {what} was altered or truncated "
                                   "elsewhere") from None
+    if nesting_depth(value) > MAX_JSON_DEPTH:
+        raise UntrustedInputError(f"{where}: nested more than {MAX_JSON_DEPTH} levels deep; fix: this {what} was "
+                                  "altered")
+    return value
 
 
 # --------------------------------------------------------------------------------------------- writing

@@ -60,6 +60,12 @@ def test_line_chart_is_svg_with_its_title_escaped_and_the_json_untouched():
     assert s == before  # the picture is downsampled, the evidence is not
 
 
+@pytest.mark.parametrize("title", ["$\\frac{$ broken", "cost $5 and $6", "$x^$"])
+def test_a_dollar_in_a_title_is_drawn_as_written_never_parsed_as_a_formula(title):
+    svg = str(charts.line_chart(dict(series(50, title=title), unit="W")))
+    assert svg.startswith("<svg") and title.replace("$", "") in svg.replace("$", "")
+
+
 def test_line_chart_with_too_few_points_says_so():
     assert "fewer than two points" in charts.line_chart({"title": "t", "unit": "u", "x": [1], "y": [2]})
 

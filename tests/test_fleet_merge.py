@@ -142,6 +142,17 @@ def test_merge_never_writes_through_a_planted_link(reports, tmp_path):
     assert "<testsuites" in (out / "fleet-junit.xml").read_text()
 
 
+@pytest.mark.parametrize("name", ["fleet-report.json", "fleet-report.html", "fleet-junit.xml"])
+def test_a_folder_in_the_way_of_the_fleet_report_is_a_one_line_error(tmp_path, capsys, name):
+    out = tmp_path / "fleet"
+    node_dir(out, "n1")
+    (out / name / "inside").mkdir(parents=True)
+    assert main(["fleet", "merge", str(out)]) == 4
+    err = capsys.readouterr().err.strip()
+    assert "a folder is in the way of the fleet report" in err and "Traceback" not in err, err
+    assert (out / name / "inside").is_dir()
+
+
 @pytest.mark.slow
 def test_outliers_in_a_merged_fleet(reports, tmp_path):
     out = tmp_path / "fleet"

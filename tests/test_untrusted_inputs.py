@@ -179,3 +179,31 @@ def test_a_linked_snapshot_folder_says_so_and_names_the_folder_itself(snapshot, 
     text = str(exc.value)
     assert "a symbolic link" in text and f"fix: name the folder itself ({snapshot})" in text
     assert "capture" not in text  # nothing is wrong with the snapshot itself
+
+
+@pytest.mark.parametrize("depth", [65, 500, 900])
+def test_json_nested_deeper_than_any_report_is_refused_without_a_traceback(tmp_path, capsys, depth):
+    """A report or a snapshot's JSON nested hundreds deep (under json's own limit) would make any recursive walk
+    of it raise RecursionError: refused at reading, naming the file."""
+    from pytest_sits.cli import main
+    from pytest_sits.files import UntrustedInputError, load_json
+
+    deep: list = []
+    for _ in range(depth):
+        deep = [deep]
+    (tmp_path / "facts.json").write_text(json.dumps({"a": deep}))
+    with pytest.raises(UntrustedInputError, match="nested more than 64 levels deep"):
+        load_json(tmp_path / "facts.json")
+    report = {"schema": "pytest-sits/report", "verdicts": [{"evidence": {"deep": deep}}]}
+    (tmp_path / "r.json").write_text(json.dumps(report))
+    for argv in (["replay", str(tmp_path / "r.json")], ["report", "validate", str(tmp_path / "r.json")],
+                 ["report", "render", str(tmp_path / "r.json"), f"--html={tmp_path / 'r.html'}"]):
+        assert main(argv) == 4, argv
+        err = capsys.readouterr().err
+        assert "nested more than 64 levels deep" in err and "Traceback" not in err, err
+
+
+def test_a_report_nested_as_deep_as_a_real_one_reads():
+    from pytest_sits.files import nesting_depth
+
+    assert nesting_depth({"a": [{"b": 1}]}) == 3 and nesting_depth(5) == 0 and nesting_depth([[[[]]]], stop=2) == 3

@@ -63,6 +63,12 @@ def _svg(fig, title: str, tight: bool = True) -> Markup:
     """The figure as an inline ``<svg>`` element.  ``tight=False`` keeps the figure's own margins (a
     tight bounding box draws the figure twice: timelines, drawn by the dozen, set their margins instead)."""
     matplotlib, _ = _mpl()
+    from matplotlib.text import Text
+
+    # Every text is drawn as written: titles and labels carry names from reports and profiles, and a `$` in one
+    # would be parsed as mathtext (a broken formula raises while the figure is drawn).
+    for t in fig.findobj(Text):
+        t.set_parse_math(False)
     buf = io.StringIO()
     n = next(_ids)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"sits-chart-{n}"}):

@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
-from ..files import REPORT_LIMIT, UntrustedInputError, read_bytes, read_file, unlink_quietly, write_temp
+from ..files import (MAX_JSON_DEPTH, REPORT_LIMIT, UntrustedInputError, nesting_depth, read_bytes, read_file,
+                     unlink_quietly, write_temp)
 from .model import validate
 
 REPORT_TAG = "pytest-sits/report"
@@ -62,6 +63,9 @@ def read_report(path: Union[str, Path], *, root: Optional[Union[str, Path]] = No
                                "altered or truncated elsewhere: take the original") from None
     except ValueError as exc:
         raise ReportInputError(where, f"is not valid JSON ({exc})", "take the original report") from None
+    if nesting_depth(data) > MAX_JSON_DEPTH:
+        raise ReportInputError(where, f"is nested more than {MAX_JSON_DEPTH} levels deep, too deep to be a report",
+                               "give the sits-report.json a run wrote")
     if not isinstance(data, dict) or data.get("schema") != REPORT_TAG:
         raise ReportInputError(where, f"not a pytest-sits report (no \"schema\": \"{REPORT_TAG}\")",
                                "give the sits-report.json a run wrote")

@@ -411,6 +411,9 @@ def merge(out: Path, k: float = DEFAULT_K, jobs: Optional[int] = None,
         raise FleetError(f"{out}: not a directory; fix: give the --out directory of `sits fleet run`")
     if not (k > 0):
         raise FleetError(f"outlier k = {k}: must be positive")
+    for name in (FLEET_JSON, FLEET_HTML, FLEET_JUNIT):  # said before the merge's work, not as a traceback after
+        if (out / name).is_dir() and not (out / name).is_symlink():
+            raise FleetError(f"{out / name}: a folder is in the way of the fleet report; fix: move it out of {out}")
     if prometheus is not None:
         from ...report.prometheus import require_client
 
