@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
@@ -102,6 +101,7 @@ def pytest_command(spec: str, profile: Optional[str], level: str, report_dir: Pa
 def run_suite(spec: str, profile: Optional[str], level: str, report_dir: Path) -> Tuple[Optional[Dict[str, Any]], str]:
     """Run the suite; (the report, pytest's output)."""
     from ..report.store import JSON_NAME
+    from .child import run_child
 
     with tempfile.TemporaryDirectory(prefix="sits-audit-") as tmp:
         ini = Path(tmp) / "pytest.ini"
@@ -109,9 +109,10 @@ def run_suite(spec: str, profile: Optional[str], level: str, report_dir: Path) -
         env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1")
         for name in ("SITS_PROFILE", "SITS_PLATFORM", "SITS_LEVEL", "SITS_REPORT_DIR", "PYTEST_ADDOPTS"):
             env.pop(name, None)
-        proc = subprocess.run(pytest_command(spec, profile, level, report_dir, ini), cwd=tmp, env=env,
-                              capture_output=True, text=True, check=False)
-    out = (proc.stdout or "") + (proc.stderr or "")
+        proc = run_child(pytest_command(spec, profile, level, report_dir, ini), cwd=tmp, env=env)
+    out = proc.output
+    if proc.signals:
+        out += f"\nsits audit: {proc.signals[0]} forwarded to the suite, which wrote what it had (INCOMPLETE)"
     path = report_dir / JSON_NAME
     if not path.is_file():
         return None, out

@@ -34,10 +34,8 @@ resumed; idle checks alone never return a node to service.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -112,17 +110,17 @@ def run_suite(args: Any, rdir: Path, mode: str) -> Tuple[Optional[Dict[str, Any]
     extra = list(args.pytest_args or [])
     cmd += equals_form(extra[1:] if extra[:1] == ["--"] else extra)
     problems: List[str] = []
+    from .child import run_child
+
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+        proc = run_child(cmd, timeout_s=timeout)
     except OSError as exc:
         return None, [f"the suite could not start: {exc}"]
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+    if proc.timed_out:
         problems.append(f"the run did not finish within {timeout:g} s (killed)")
+    if proc.signals:
+        problems.append(f"interrupted: {proc.signals[0]} forwarded to the suite")
+    out = proc.output
     tail = [ln for ln in (out or "").strip().splitlines() if ln.strip()][-1:]
     from ..report.store import read_report
 
