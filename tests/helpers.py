@@ -80,7 +80,8 @@ def run_sits(*args: str, cwd: Union[str, Path], env: Optional[Mapping[str, str]]
 
 def node_dir(out: Path, node: str, src: Optional[Path] = None, started: bool = True) -> Path:
     """A node's folder of a fleet run, as the node runner leaves it: ``node.json`` when ``started``, and with
-    ``src`` (a report folder) its files and ``node-exit.json``; without, a node that started and wrote nothing."""
+    ``src`` (a report folder) its files (the report as written on host ``node``) and ``node-exit.json``; without,
+    a node that started and wrote nothing."""
     d = out / node
     d.mkdir(parents=True)
     if started:
@@ -89,5 +90,10 @@ def node_dir(out: Path, node: str, src: Optional[Path] = None, started: bool = T
     if src is not None:
         for f in src.iterdir():
             shutil.copy(f, d / f.name)
+        report = d / "sits-report.json"
+        if report.is_file():  # each node's own run: written on that host (a byte-identical copy is a finding)
+            data = json.loads(report.read_text())
+            data["environment"]["hostname"] = node
+            report.write_text(json.dumps(data, indent=1))
         (d / "node-exit.json").write_text(json.dumps({"node": node, "exit_code": 0}))
     return d

@@ -142,6 +142,30 @@ def test_merge_never_writes_through_a_planted_link(reports, tmp_path):
     assert "<testsuites" in (out / "fleet-junit.xml").read_text()
 
 
+def test_a_report_copied_into_another_nodes_folder_is_no_result_of_that_node(reports, tmp_path):
+    """A fleet merge trusts no folder: a byte-identical report on two nodes, a report written on another host
+    than the node runner ran on, and a node.json of another node are each an ERROR naming why (never a PASS)."""
+    out = tmp_path / "fleet"
+    node_dir(out, "n1", reports["pass"])
+    node_dir(out, "n2", reports["pass"])
+    shutil.copy(out / "n1" / "sits-report.json", out / "n2" / "sits-report.json")  # n1's report, byte for byte
+    d3 = node_dir(out, "n3", reports["pass"])
+    marker = json.loads((d3 / "node.json").read_text())
+    (d3 / "node.json").write_text(json.dumps(dict(marker, hostname="n3.cluster")))  # ran on n3, report says n3
+    d4 = node_dir(out, "n4", reports["pass"])
+    (d4 / "node.json").write_text(json.dumps(dict(marker, node="n9", hostname="n4")))
+    fleet = fleet_merge.merge(out)
+    by = {n["node"]: n for n in fleet["nodes"]}
+    assert by["n1"]["result"] == "PASS", by["n1"]
+    assert by["n2"]["result"] == "ERROR" and "byte-identical to node n1's" in by["n2"]["reason"]
+    assert by["n3"]["result"] == "ERROR" and "written on host 'n3'" in by["n3"]["reason"] \
+        and "ran on 'n3.cluster'" in by["n3"]["reason"]
+    assert by["n4"]["result"] == "ERROR" and "is for node 'n9', not 'n4'" in by["n4"]["reason"]
+    assert fleet["summary"]["result"] != "PASS" and fleet["summary"]["counts"]["ERROR"] == 3
+    # the copies' values do not enter the fleet's statistics
+    assert all(set(m["nodes"]) <= {"n1"} for m in fleet["measurements"])
+
+
 @pytest.mark.parametrize("name", ["fleet-report.json", "fleet-report.html", "fleet-junit.xml"])
 def test_a_folder_in_the_way_of_the_fleet_report_is_a_one_line_error(tmp_path, capsys, name):
     out = tmp_path / "fleet"

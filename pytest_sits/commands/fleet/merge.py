@@ -171,15 +171,69 @@ def _load_node(out: Path, node: str, junit: bool = True, strict: bool = False) -
                      report_result=report["summary"]["result"], simulated=report["platform"]["simulated"],
                      profile=report["profile"]["name"], level=report["run"]["level"],
                      hostname=report["environment"]["hostname"], platform=report["platform"]["label"])
+        foreign = _not_this_node(node, marker, report)
+        if foreign:
+            entry.update(result=NODE_ERROR, reason=f"no result: {foreign}", counts={})
+        entry["_digest"] = _digest(base / REPORT_NAME)
         if isinstance(stopped, str) and stopped in ("SIGTERM", "SIGINT"):
             entry["reason"] += f"; stopped by {stopped} (pre-empted, cancelled or out of time)"
         if (base / HTML_NAME).is_file() and not (base / HTML_NAME).is_symlink():
             entry["report_html"] = f"{node}/{HTML_NAME}"
-        entry["_sum"] = _summarise(report)
+        if not foreign:
+            entry["_sum"] = _summarise(report)
         del report
     if junit:
         entry["_junit"] = _node_junit(out, entry)
     return entry
+
+
+def _not_this_node(node: str, marker: Any, report: Dict[str, Any]) -> Optional[str]:
+    """Why a report in a node's folder is not that node's, or None: the node runner's record (node.json: the
+    node it ran for, the host it ran on) must agree with the folder and with the host the report was written
+    on.  A report copied into another node's folder is not a result of that node."""
+    if not isinstance(marker, dict):
+        return None
+    host = report["environment"]["hostname"]
+    if isinstance(marker.get("node"), str) and marker["node"] != node:
+        return (f"the node runner's record (node.json) is for node {marker['node']!r}, not {node!r}: a folder "
+                "copied from another node")
+    ran_on = marker.get("hostname")
+    if isinstance(ran_on, str) and ran_on and host != ran_on:
+        return (f"the report was written on host {host!r}, but this node's task ran on {ran_on!r} (node.json): "
+                "a report copied from another machine is not this node's result")
+    return None
+
+
+def _digest(path: Path) -> Optional[str]:
+    import hashlib
+
+    try:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return None
+
+
+def mark_duplicates(nodes: List[Dict[str, Any]]) -> int:
+    """A report byte-identical to another node's is a copy (two runs never write the same timestamps and
+    measurements): every node but the first that holds it is an ERROR naming the first.  Returns how many."""
+    first: Dict[str, str] = {}
+    copies = 0
+    for n in nodes:
+        d = n.pop("_digest", None)
+        if d is None:
+            continue
+        if d in first:
+            copies += 1
+            n.update(result=NODE_ERROR, counts={}, reason=f"no result: its report is byte-identical to node "
+                                                          f"{first[d]}'s: a copy, not a run of this node")
+            n.pop("_sum", None)
+        else:
+            first[d] = n["node"]
+    return copies
 
 
 def _load_node_task(args: Tuple[str, str, bool, bool]) -> Dict[str, Any]:
@@ -433,6 +487,7 @@ def merge(out: Path, k: float = DEFAULT_K, jobs: Optional[int] = None,
         raise FleetError(f"{out}: no node folder (OUT/<node>/ with {NODE_FILE} or {REPORT_NAME}) and no expected "
                          "node; fix: give the directory a fleet run wrote")
     nodes = load_nodes(out, names, jobs, True, strict)
+    mark_duplicates(nodes)
     requested = (run or {}).get("requested_nodes")
     missing = 0
     if isinstance(requested, int) and len(nodes) < requested:
