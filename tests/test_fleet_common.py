@@ -27,6 +27,14 @@ def test_bad_hostlist_names_the_fix(spec):
         common.expand_hostlist(spec)
 
 
+@pytest.mark.parametrize("spec", ["n[0-2999][0-2999]", "a[0-60000],b[0-60000]", "n[0-99999]x[0-1]"])
+def test_a_hostlist_is_bounded_in_total_before_any_name_is_made(spec):
+    """Each range is bounded, and so is the whole list: 9 million names are refused at once, not built."""
+    with pytest.raises(common.FleetError, match="more than 100,000 names.*fix:"):
+        common.expand_hostlist(spec)
+    assert len(common.expand_hostlist("n[0-99999]")) == 100_000  # the largest clusters still expand
+
+
 def test_fleet_code_writes_only_through_the_safe_writer():
     """No file of the fleet code or sits health opens a file for writing itself (files.py does it)."""
     for path in sorted((ROOT / "pytest_sits" / "commands" / "fleet").glob("*.py")) + [

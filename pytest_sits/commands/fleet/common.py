@@ -100,19 +100,31 @@ class FleetError(Exception):
 
 # --------------------------------------------------------------------------------------------- helpers
 
+#: The most names a node list may expand to, in total (Slurm's largest clusters hold tens of thousands of
+#: nodes; ``n[0-2999][0-2999]`` would be 9 million).
+MAX_HOSTLIST = 100_000
+
+
 def expand_hostlist(spec: str) -> List[str]:
-    """Slurm's hostlist syntax, expanded: ``n[1-3,7],gpu[01-02]x`` -> n1 n2 n3 n7 gpu01x gpu02x."""
+    """Slurm's hostlist syntax, expanded: ``n[1-3,7],gpu[01-02]x`` -> n1 n2 n3 n7 gpu01x gpu02x.  At most
+    :data:`MAX_HOSTLIST` names in total, counted before any is made."""
     names: List[str] = []
     for part in _split_top(spec.strip()):
         if not part:
             continue
-        expanded = [""]
+        pieces = []
         for text, ranges in re.findall(r"([^\[\]]*)(?:\[([^\]]*)\])?", part):
             if text == "" and ranges == "":
                 continue
-            choices = [text]
-            if ranges:
-                choices = [text + v for v in _expand_ranges(ranges, spec)]
+            pieces.append([text] if not ranges else [text + v for v in _expand_ranges(ranges, spec)])
+        count = 1
+        for choices in pieces:
+            count *= len(choices)
+        if len(names) + count > MAX_HOSTLIST:
+            raise FleetError(f"node list {spec[:80]!r}: expands to more than {MAX_HOSTLIST:,} names; fix: give the "
+                             "node list Slurm gave the job (a cluster has at most tens of thousands of nodes)")
+        expanded = [""]
+        for choices in pieces:
             expanded = [e + c for e in expanded for c in choices]
         names.extend(expanded)
     seen: Dict[str, None] = {}
