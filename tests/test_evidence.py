@@ -611,3 +611,35 @@ def test_sits_audit_usage_errors_say_the_fix(tmp_path, capsys):
     (tmp_path / "link").symlink_to(DATA)
     assert main(["audit", str(tmp_path / "link")]) == 4
     assert "not read through links" in capsys.readouterr().err
+
+
+
+def _many_gpus(kind: str, n: int) -> str:
+    if kind == "topo":
+        hdr = "\t".join(f"GPU{i}" for i in range(n)) + "\tCPU Affinity\tNUMA Affinity\n"
+        rows = "".join(f"GPU{i}\t" + "\t".join("X" if i == j else "NV18" for j in range(n)) + "\t0-47\t0\n"
+                       for i in range(n))
+        return "\t" + hdr + rows
+    if kind == "q":
+        return ("==============NVSMI LOG==============\n\nDriver Version : 550.54.15\nAttached GPUs : "
+                f"{n}\n" + "".join(f"GPU 00000000:{i // 8:02X}:{i % 8:02X}.0\n    Product Name : NVIDIA H100 80GB "
+                                    "HBM3\n" for i in range(n)))
+    return ("==================== ROCm System Management Interface ====================\n"
+            + "".join(f"GPU[{i}]\t\t: Device ID: 0x74a1\nGPU[{i}]\t\t: PCI Bus: 0000:{i // 8:02X}:{i % 8:02X}.0\n"
+                      for i in range(n))
+            + "==================== End of ROCm SMI Log ====================\n")
+
+
+@pytest.mark.parametrize("kind", ["topo", "q", "rocm"])
+def test_a_text_of_more_gpus_than_one_machine_holds_is_refused_in_one_line(tmp_path, kind):
+    """Submitted text is one machine's: 1,000 GPUs (a denial of service: 54 s and 840 MB for a topo -m) are
+    refused naming the cap, before the devices are parsed; 64 still read."""
+    d = tmp_path / "e"
+    d.mkdir()
+    (d / "big.txt").write_text(_many_gpus(kind, 1000 if kind == "topo" else 200))
+    [entry] = read_evidence(d)["files"]
+    assert entry["status"] == "refused" and "64" in entry["why"] and "one machine holds" in entry["why"], entry
+    assert "fix: submit one machine's output per file" in entry["why"]
+    (d / "big.txt").write_text(_many_gpus(kind, 64))
+    [entry] = read_evidence(d)["files"]
+    assert "one machine holds" not in (entry["why"] or ""), entry["why"]

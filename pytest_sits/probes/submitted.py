@@ -95,6 +95,17 @@ def _walk(root: Path) -> Tuple[List[str], List[Dict[str, Any]]]:
         found = found[:MAX_FILES]
     return found, skipped
 
+def _one_machine(facts: Any, tool: str) -> None:
+    """A text's devices are one machine's: more than MAX_ACCELERATORS is refused, whatever the tool (the readers
+    of the largest texts refuse them before parsing them; this holds the others to the same cap)."""
+    from .readers.text import MAX_ACCELERATORS
+
+    devices = facts.get("devices") if isinstance(facts, dict) else None
+    if isinstance(devices, (list, dict)) and len(devices) > MAX_ACCELERATORS:
+        raise ValueError(f"{len(devices)} devices in one {tool} text, more than the {MAX_ACCELERATORS} one machine "
+                         "holds; fix: submit one machine's output per file")
+
+
 def read_file_entry(root: Path, rel: str, known_ids: Any = (),
                     declared: Optional[str] = None) -> Dict[str, Any]:
     """One submitted file: ``{"name", "kind", "tool", "status" (read|refused), "why", "facts", "cuts", "bytes"}``.
@@ -127,6 +138,7 @@ def read_file_entry(root: Path, rel: str, known_ids: Any = (),
         entry["declared_note"] = f"given as {tool_of(declared)}, but its content is {tool_of(kind)} ({why})"
     try:
         facts = parse_as(kind, text, known_ids)
+        _one_machine(facts, tool_of(kind))
     except (ValueError, RecursionError) as exc:
         entry["why"] = f"nothing could be read as {tool_of(kind)}: {exc}"
         entry["kind_guess"] = kind

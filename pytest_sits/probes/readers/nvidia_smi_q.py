@@ -32,6 +32,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..health import CLOCK_EVENT_BITS
 from .base import NVIDIA_DEVICES, Detection, Entry, Machine, Reader, missing_errors, new_accelerator
+from .text import MAX_ACCELERATORS
 
 MAX_BYTES = 8 << 20
 MAX_LINES = 200_000
@@ -119,6 +120,10 @@ def _text_tree(text: str) -> Tuple[Node, List[Tuple[str, Node]], List[Dict[str, 
         if m:
             node = _node(m.group(1), lineno)
             gpus.append((m.group(1), node))
+            if len(gpus) > MAX_ACCELERATORS:
+                raise NvsmiTextError(f"line {lineno}: more than {MAX_ACCELERATORS} GPU sections in one "
+                                     "`nvidia-smi -q` text, more than one machine holds; fix: submit one "
+                                     "machine's output per file")
             stack = [(-1, top), (indent, node)]
             continue
         kv = _KV.match(body)
@@ -210,6 +215,10 @@ def _xml_tree(text: str) -> Tuple[Node, List[Tuple[str, Node]], List[Dict[str, A
             bus = str(attrs.get("id") or "")
             node = _node(bus or None, line)
             gpus.append((bus, node))
+            if len(gpus) > MAX_ACCELERATORS:
+                raise NvsmiTextError(f"line {line}: more than {MAX_ACCELERATORS} <gpu> elements in one "
+                                     "`nvidia-smi -q -x` text, more than one machine holds; fix: submit one "
+                                     "machine's output per file")
             stack.append((tag, node, []))
             return
         m = _XML_REASON.match(tag)

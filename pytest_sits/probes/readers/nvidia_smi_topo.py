@@ -22,7 +22,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .base import TOPOLOGY, Detection, Entry, Machine, Reader, mapped_mesh, new_accelerator
-from .text import TextEvidenceError, text_lines
+from .text import TextEvidenceError, check_device_count, text_lines
 
 #: Cell codes of the `topo -m` legend (SOC: the older name of SYS).
 TOPO_CODES = {"X", "SYS", "SOC", "NODE", "PHB", "PXB", "PIX"}
@@ -72,6 +72,7 @@ def parse_nvidia_smi_topo(text: str) -> Dict[str, Any]:
         raise TextEvidenceError("no header line starting with GPU0: this is not `nvidia-smi topo -m` output")
     end = cols.index("CPU") if "CPU" in cols else len(cols)
     devcols = cols[:end]
+    check_device_count(sum(1 for c in devcols if c.startswith("GPU")), "`nvidia-smi topo -m`", header_idx + 1)
     if len(set(devcols)) != len(devcols):
         raise TextEvidenceError(f"line {header_idx + 1}: a column name appears twice in the header")
     cuts: List[Dict[str, Any]] = []

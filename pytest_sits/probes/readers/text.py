@@ -30,3 +30,15 @@ def text_lines(text: str, what: str) -> List[str]:
             raise TextEvidenceError(f"line {n}: {len(ln)} characters, over the {MAX_LINE}-character limit; "
                                     f"no {what} line is that long")
     return lines
+
+
+#: The most accelerators (GPUs, NPUs) one submitted text may describe: one machine (an 8-GPU node is normal; the
+#: largest single systems hold 16 to 32).  Above it the text is refused before its devices are parsed.
+MAX_ACCELERATORS = 64
+
+
+def check_device_count(count: int, what: str, line: int) -> None:
+    """Refuse a text that describes more accelerators than one machine holds (one line naming the cap)."""
+    if count > MAX_ACCELERATORS:
+        raise TextEvidenceError(f"line {line}: {count} GPUs in one {what} text, more than the {MAX_ACCELERATORS} "
+                                "one machine holds; fix: submit one machine's output per file")
