@@ -234,8 +234,9 @@ def test_a_report_whose_thresholds_were_loosened_fails_replay_without_a_profile(
 
 @pytest.mark.slow
 def test_a_verdict_of_an_earlier_check_version_is_checked_against_the_profile_too(pytester, conformance_args):
-    """A report this version wrote before a check's version was bumped (PLP-LATENCY 2, given the profile's
-    thresholds as they stand) replays clean; the same verdict with a loosened ceiling is a finding.  Only a version
+    """A report an earlier release wrote (PLP-LATENCY 2, given the profile's thresholds as they stand) replays
+    clean, and the same verdict with a loosened ceiling is a finding; in a report of this version, where no run
+    decides with version 2, that verdict is a legacy check swapped in.  Only a version
     given thresholds derived per subject (EQ-PRECISION 1) cannot be checked against the profile."""
     from pytest_sits.checks import LEGACY, load_all
     from pytest_sits.report.model import plain, revive
@@ -249,6 +250,11 @@ def test_a_verdict_of_an_earlier_check_version_is_checked_against_the_profile_to
         v["check"]["version"] = 2
         now = LEGACY[("PLP-LATENCY", 2)].fn(revive(v["evidence"]), revive(v["thresholds"]), v["subject"])
         report["verdicts"][i] = dict(v, **plain(now.to_json()))
+    # Written by this version, an earlier check version is a forgery (a new run never uses it) ...
+    out = replay_report(report)
+    assert sorted(f["index"] for f in out["thresholds"] if f["field"] == "check.version") == sorted(idx)
+    # ... written by an earlier release, which decided with version 2, it replays clean
+    report["generator"]["version"] = "0.1.0"
     out = replay_report(report)
     assert out["differs"] == [] and out["thresholds"] == [], out["thresholds"]
     report["verdicts"][idx[0]]["thresholds"]["max_latency_us"] = 99_000

@@ -191,6 +191,9 @@ def replay_report(report: Dict[str, Any], profile_path: Optional[str] = None) ->
     unbacked = [n for n in not_replayable
                 if isinstance(verdicts[n["index"]], dict) and verdicts[n["index"]].get("status") != "ERROR"]
     checked = threshold_findings(report)
+    from .binding import binding_findings
+
+    checked["findings"].extend(binding_findings(report))
     return {"total": len(verdicts), "replayed": replayed, "differs": differs, "not_replayable": not_replayable,
             "unbacked": unbacked, "profile": profile_path, "thresholds": checked["findings"],
             "notes": checked["notes"],
