@@ -116,7 +116,8 @@ def test_endpoint_client_classifies_errors_and_streams_the_engine(stream):
 def _sla_cfg(**kw):
     # 70 QPS for 10.5 s: ~735 queries, above the 662 LoadGen's early stopping needs for a P99
     cfg = base_th("SVC-SLA", p99_ms=500, min_rps=50, max_error_rate=0.003, tenants=[{"name": "chat", "share": 1.0}],
-                  target_qps=70, duration_s=10.5, timeout_s=5, workload=SHORT, model=TINY)
+                  target_qps=70, duration_s=10.5, timeout_s=5, workload=SHORT, model=TINY,
+                  size_to_decide=False)  # short runs that test other figures than the error rate
     cfg.update(kw)
     return cfg
 

@@ -29,7 +29,8 @@ def _cfg(**kw):
     # the defaults of every SVC-SLA threshold (profiles/base.yaml), overridden by what the tests are about
     cfg = dict(resolve("base").thresholds("SVC-SLA"), p99_ms=2000, min_rps=1, max_error_rate=0.01,
                tenants=[{"name": "chat", "share": 1.0}], target_qps=5, duration_s=3, timeout_s=5,
-               workload={"samples": 64, "prompt_tokens": [8, 16], "output_tokens": [N, N]})
+               workload={"samples": 64, "prompt_tokens": [8, 16], "output_tokens": [N, N]},
+               size_to_decide=False)  # seconds-long runs about other figures than the error rate
     cfg.update(kw)
     return cfg
 
@@ -354,3 +355,37 @@ def test_the_preflight_retries_one_malformed_answer_and_errs_on_one_that_stays(f
             r = preflight(c)
     assert not r["ok"] and r["cause"] == "protocol" and "fix:" in r["error"], r
     assert srv.count >= 3
+
+
+def test_the_run_is_as_long_as_the_error_rate_ceiling_needs_to_be_decided():
+    """0.3% needs 1,229 error-free requests (95% Clopper-Pearson): the documented 15 req/s for 60 s (898 requests)
+    could never PASS a perfect server; the run is lengthened (x1.25 headroom) and says so, never shortened."""
+    from pytest_sits.catalogue.inference import decidable_duration, requests_needed, sla_seconds
+    from pytest_sits.checks.interval import proportion_interval
+
+    n = requests_needed(0.003)
+    assert n == 1229 and proportion_interval(0, n)["high"] < 0.003 <= proportion_interval(0, n - 2)["high"]
+    tenants = [{"name": "chat", "share": 0.6, "max_error_rate": 0.003},
+               {"name": "batch", "share": 0.4, "max_error_rate": 0.01}]
+    secs, why = decidable_duration(tenants, 15.0, 60.0)
+    assert secs == pytest.approx(1229 * 1.25 / 9.0, abs=1) and "tenant chat needs 1229" in why
+    assert decidable_duration(tenants, 15.0, 600.0) == (600.0, None)  # long enough already: as given
+    secs, why = decidable_duration([{"name": "t", "share": 1, "max_error_rate": 0.00001}], 1.0, 60.0)
+    assert secs == 3600.0 and "capped at 3600 s" in why
+    assert requests_needed(0) is None  # a ceiling of 0 is never shown by any count: not sized
+    th = dict(resolve("base").thresholds("SVC-SLA"), target_qps=15, duration_s=60,
+              tenants=[{"name": "chat", "share": 1.0}])
+    assert sla_seconds(th) == pytest.approx(1229 * 1.25 / 15, abs=1)  # the plan counts the lengthened run
+    assert sla_seconds(dict(th, size_to_decide=False)) == 60
+
+
+def test_a_sized_run_records_why_it_ran_longer(tmp_path):
+    needs_loadgen()
+    lines = []
+    with ScriptedServer(ttft_s=0.001, itl_s=0.0005) as url:
+        ev = acquire_sla(InferenceRig("cpu", "cpu"), _cfg(size_to_decide=True, max_error_rate=0.2, duration_s=1,
+                                                          target_qps=20), tmp_path, endpoint=url,
+                         progress=lines.append)
+    # 0.2 needs 17 requests, x1.25 at 20 req/s: about 1.1 s instead of 1 s
+    assert ev["duration_s"] > 1 and ev["duration_rule"].startswith("duration 1 s lengthened to 2 s")
+    assert any("lengthened to" in line for line in lines)

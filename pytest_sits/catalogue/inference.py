@@ -1,5 +1,8 @@
 """Inference under load: PLP-SAMPLE, PLP-PPL, PLP-POWER, PLP-LATENCY, SVC-SLA, SVC-FRAG, SVC-COLDSTART."""
 
+import math
+from typing import Any, Dict, List, Optional, Tuple
+
 from .base import BOOL, INT0, NUM01, POS, STR, Cost, Threshold, Trials, bounded, declare, enum, nullable
 
 #: The built-in model of the inference-under-load requirements (bounded: an absurd size cannot be asked for).
@@ -26,6 +29,56 @@ TENANT_SCHEMA = {
     "properties": {"name": STR, "share": bounded("number", 0, 1, exclusive_lo=True), "p99_ms": POS, "min_rps": POS,
                    "max_error_rate": NUM01, "ttft_p99_ms": nullable(POS), "tpot_p99_ms": nullable(POS)},
 }
+
+#: The longest SVC-SLA run (conditions/inference/records.py holds the same bound for the run itself).
+MAX_SLA_S = 3600.0
+
+
+#: Headroom over the error-free requests a tenant needs: a healthy server may still fail a request or two.
+SIZING_HEADROOM = 1.25
+
+
+def requests_needed(max_error_rate: float, confidence: float = 0.95) -> Optional[int]:
+    """Error-free requests for the error rate's Clopper-Pearson interval (SVC-SLA's check, two-sided at
+    ``confidence``) to lie wholly under ``max_error_rate``: with no error the upper bound is 1 - (a/2)^(1/n)."""
+    if not 0 < max_error_rate < 1:
+        return None
+    return int(math.ceil(math.log((1 - confidence) / 2) / math.log(1 - max_error_rate))) + 1
+
+
+def decidable_duration(tenants: List[Dict[str, Any]], qps: float, duration: float) -> Tuple[float, Optional[str]]:
+    """The run's duration, lengthened where the profile's would end before a perfect server could PASS: each
+    tenant needs :func:`requests_needed` requests (x :data:`SIZING_HEADROOM`) at its share of the offered rate.
+    Returns (duration, what was lengthened and why, or None)."""
+    total = sum(float(t.get("share", 1.0)) for t in tenants) or 1.0
+    need_s, why = 0.0, None
+    for t in tenants:
+        n = requests_needed(float(t["max_error_rate"]))
+        rate = qps * float(t.get("share", 1.0)) / total
+        if n is None or rate <= 0:
+            continue
+        secs = n * SIZING_HEADROOM / rate
+        if secs > need_s:
+            need_s = secs
+            why = (f"tenant {t.get('name', '?')} needs {n} error-free requests to show an error rate under "
+                   f"{float(t['max_error_rate']):g} (95% Clopper-Pearson), x{SIZING_HEADROOM:g} headroom at "
+                   f"{rate:.4g} req/s")
+    if need_s <= duration:
+        return duration, None
+    sized = min(MAX_SLA_S, float(math.ceil(need_s)))
+    return sized, (f"duration {duration:g} s lengthened to {sized:g} s: {why}"
+                   + (f" (capped at {MAX_SLA_S:g} s: the run may not decide it)" if need_s > MAX_SLA_S else ""))
+
+
+def sla_seconds(th: Dict[str, Any]) -> float:
+    """SVC-SLA's run length for the plan: its duration, lengthened as the run will lengthen it."""
+    duration = min(MAX_SLA_S, max(1.0, float(th["duration_s"])))
+    if not th.get("size_to_decide", True):
+        return duration
+    base = {k: th[k] for k in ("max_error_rate",)}
+    tenants = [dict(base, **t) for t in th["tenants"]][:16]
+    return decidable_duration(tenants, min(100000.0, max(0.1, float(th["target_qps"]))), duration)[0]
+
 
 def _fractions(th):
     return len(th["sweep_fractions"])
@@ -109,7 +162,9 @@ declare(
                                                                   "its own targets over the defaults above"),
         "target_qps": Threshold(bounded("number", 0.1, 100000), 100,
                                 "offered load (LoadGen Server), split between tenants by share"),
-        "duration_s": Threshold(bounded("number", 1, 3600), 60, "the run's length"),
+        "duration_s": Threshold(bounded("number", 1, 3600), 60, "the run's length (at least: see size_to_decide)"),
+        "size_to_decide": Threshold(BOOL, True, "lengthen the run to what every tenant's error-rate ceiling needs to "
+                                                "be decidable (0.3% needs 1,229 error-free requests)"),
         "ttft_p99_ms": Threshold(nullable(POS), None, "time to first token, P99 (streaming); no source gives one: "
                                                       "reported, not judged"),
         "tpot_p99_ms": Threshold(nullable(POS), None, "time per output token after the first, P99; reported, not "
@@ -126,7 +181,7 @@ declare(
                                                       "output_tokens": [1, 4]},
                               "short completions: B's 120 ms is a request's budget, which holds a few tokens"),
     },
-    cost=Cost("acc", fixed=lambda th: 5.0 + th["duration_s"]),
+    cost=Cost("acc", fixed=lambda th: 5.0 + sla_seconds(th)),
     platforms=("live", "sim"), faults=("sla-miss", "ttft-high", "tpot-high"))
 
 declare(

@@ -14,7 +14,7 @@ from ..sampler import join, percentile, rho_at
 #: Hard limits on what a profile may ask for (an absurd value cannot hang a run).
 MAX_POINTS = 10
 MAX_POINT_S = 600.0
-MAX_SLA_S = 3600.0
+from ...catalogue.inference import MAX_SLA_S  # noqa: E402,F401 - one bound, declared with SVC-SLA
 MAX_QPS = 100_000.0
 MAX_TIMELINE = 600
 #: SVC-FRAG keeps at most this many per-step fractions in its evidence (evenly thinned).

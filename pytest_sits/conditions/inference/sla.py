@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 from ...checks.interval import quantile_tail
 from ...inference import loadgen_missing
 from ..sampler import percentile
+from ...catalogue.inference import SIZING_HEADROOM, decidable_duration, requests_needed  # noqa: F401
 from .records import MAX_QPS, MAX_SLA_S
 
 def acquire_sla(rig: Any, config: Dict[str, Any], logdir: Path, endpoint: Optional[str] = None,
@@ -22,7 +23,11 @@ def acquire_sla(rig: Any, config: Dict[str, Any], logdir: Path, endpoint: Option
     server)."""
     tenants = _tenants(config)
     qps = min(MAX_QPS, max(0.1, float(config["target_qps"])))
-    duration = min(MAX_SLA_S, max(1.0, float(config["duration_s"])))
+    duration, sizing = min(MAX_SLA_S, max(1.0, float(config["duration_s"]))), None
+    if config["size_to_decide"]:
+        duration, sizing = decidable_duration(tenants, qps, duration)
+    if sizing and progress:
+        progress(f"SVC-SLA: {sizing}")
     timeout = min(600.0, max(0.1, float(config["timeout_s"])))
     logdir = Path(logdir)
     client = None
@@ -42,6 +47,7 @@ def acquire_sla(rig: Any, config: Dict[str, Any], logdir: Path, endpoint: Option
             return {"error": f"pre-flight of {endpoint}: {raw['preflight']['error']}", "preflight": raw["preflight"],
                     "endpoint": endpoint}
     summary = summarise_sla(raw, tenants, qps, duration, target, endpoint, timeout, client, logdir)
+    summary["duration_rule"] = sizing or f"duration_s = {duration:g} s (long enough to decide every tenant's error rate)"
     if raw.get("stopped"):
         # The server went away under the run: the run could not test it (ERROR), not a server that failed its SLA;
         # what was measured before stays in the evidence.
