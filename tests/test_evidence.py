@@ -643,3 +643,14 @@ def test_a_text_of_more_gpus_than_one_machine_holds_is_refused_in_one_line(tmp_p
     (d / "big.txt").write_text(_many_gpus(kind, 64))
     [entry] = read_evidence(d)["files"]
     assert "one machine holds" not in (entry["why"] or ""), entry["why"]
+
+
+
+@pytest.mark.parametrize("bom", [True, False])
+def test_a_utf16_capture_says_to_save_it_as_utf8(tmp_path, bom):
+    d = tmp_path / "e"
+    d.mkdir()
+    text = "Driver Version : 550.54.15\nGPU 00000000:11:00.0\n    Product Name : NVIDIA H100 80GB HBM3\n"
+    (d / "q.txt").write_bytes(text.encode("utf-16") if bom else text.encode("utf-16-le"))
+    [entry] = read_evidence(d)["files"]
+    assert entry["status"] == "refused" and "UTF-16" in entry["why"] and "save it as UTF-8" in entry["why"]

@@ -95,6 +95,14 @@ def _walk(root: Path) -> Tuple[List[str], List[Dict[str, Any]]]:
         found = found[:MAX_FILES]
     return found, skipped
 
+def _utf16(data: bytes) -> bool:
+    """A UTF-16 text: its byte-order mark, or ASCII text with every other byte zero."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return True
+    head = data[:4096]
+    return len(head) >= 16 and head[1::2].count(0) > 0.9 * (len(head) // 2) and head[0::2].count(0) < len(head) // 8
+
+
 def _one_machine(facts: Any, tool: str) -> None:
     """A text's devices are one machine's: more than MAX_ACCELERATORS is refused, whatever the tool (the readers
     of the largest texts refuse them before parsing them; this holds the others to the same cap)."""
@@ -125,6 +133,11 @@ def read_file_entry(root: Path, rel: str, known_ids: Any = (),
         entry["why"] = f"{rel}: {exc.strerror or exc}"
         return entry
     entry["bytes"] = len(data)
+    if _utf16(data):
+        entry["why"] = ("a UTF-16 text (as PowerShell's `>` writes it), not UTF-8; fix: save it as UTF-8, e.g. "
+                        "`iconv -f UTF-16 -t UTF-8 FILE > FILE.utf8`, or capture it again with `| Out-File -Encoding "
+                        "utf8`")
+        return entry
     text = data.decode("utf-8", "replace")
     if "\ufffd" in text[:65536] and text[:65536].count("\ufffd") > 64:
         entry["why"] = "not text (not UTF-8): a binary file"
