@@ -104,9 +104,14 @@ def test_a_legacy_check_version_swapped_in(switch_report):
     assert "check.version" in fields and REGISTRY[LEGACY[(req, ver)].name].version != ver, out["thresholds"]
 
 
-def test_a_bundled_profile_loosened_under_bundled_false(switch_report):
+@pytest.mark.parametrize("folder", [None, "/opt/venv/lib/python3.11/site-packages/pytest_sits/bundled",
+                                    "/home/lab/pytest-sits/profiles"],
+                         ids=["this-install", "installed-wheel", "checkout"])
+def test_a_bundled_profile_loosened_under_bundled_false(switch_report, folder):
     r = copy.deepcopy(switch_report)
     assert r["profile"]["bundled"] is True
+    if folder:  # the report was written by an install whose bundled folder lies elsewhere
+        r["profile"]["path"] = f"{folder}/{r['profile']['name']}.yaml"
     r["profile"]["bundled"] = False
     r["profile"]["data"]["thresholds"]["TOPO-PCIE-DIRECT"] = dict(
         r["profile"]["data"]["thresholds"].get("TOPO-PCIE-DIRECT") or {}, max_switch_hops=9)

@@ -72,12 +72,21 @@ def _wait_for(proc, mark, what):
         time.sleep(0.05)
 
 
+#: How long a run may take to stop after its signal. Generous: the slow tests share the machine with real inference
+#: servers under load (a sim quick run that takes 1 s alone took 31 s there).
+STOP_S = 240
+
+
 def _finish(proc):
     try:
-        out, _ = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=STOP_S)
     except subprocess.TimeoutExpired:
+        tree = subprocess.run(["ps", "-o", "pid,ppid,stat,wchan:20,etime,args", "-g", str(proc.pid)],
+                              capture_output=True, text=True).stdout
         os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("the run did not stop within 60 s of the signal")
+        out, _ = proc.communicate()
+        pytest.fail(f"the run did not stop within {STOP_S} s of the signal; its processes then:\n{tree}\n"
+                    f"its output:\n{out}")
     return proc.returncode, out
 
 
@@ -125,11 +134,16 @@ def test_two_interrupts_in_quick_succession_leave_an_incomplete_report_and_no_tr
     proc.send_signal(signal.SIGINT)
     rc, out = _finish(proc)
     assert rc == pytest.ExitCode.INTERRUPTED, out
-    # The second lands while the stop is under way, or (on a loaded machine) already while the report is written.
-    assert "Traceback" not in out and ("already stopping" in out or "while the report is written" in out), out
+    assert "Traceback" not in out, out
     report = json.loads((tmp_path / "sits-report" / "sits-report.json").read_text())
     assert report["run"]["completed"] is False and report["run"]["exit_status_name"] == "INTERRUPTED"
-    assert [i["signal"] for i in report["run"]["interrupts"]] in (["SIGINT", "SIGINT"], ["SIGINT"])
+    received = [i["signal"] for i in report["run"]["interrupts"]]
+    assert received in (["SIGINT", "SIGINT"], ["SIGINT"]), received
+    if len(received) == 2:
+        # The second lands while the stop is under way, or (on a loaded machine) already while the report is written.
+        assert "already stopping" in out or "while the report is written" in out, out
+    # else the process was not scheduled between the two: the kernel (and Python's handler) merge a signal that is
+    # still pending, so one SIGINT is all the run ever received.
     states = {row["requirement"]: row["state"] for row in report["coverage"]}
     after_ran = any(v["requirement"] == "DEP-DRIVER" for v in report["verdicts"])
     assert after_ran is False or extra, "serially, the test after the slow one never starts"

@@ -169,7 +169,11 @@ def _profile_findings(report: Dict[str, Any]) -> List[Dict[str, Any]]:
     name, path = p.get("name"), p.get("path")
     if p.get("bundled") or not isinstance(name, str) or name not in set(bundled_names()) or not isinstance(path, str):
         return []
-    if Path(path).name != f"{name}.yaml" or Path(path).parent.name != "profiles":
+    where = Path(path)
+    # The bundled folder is profiles/ in a checkout and pytest_sits/bundled/ installed (pyproject's package-dir).
+    in_bundled_folder = (where.parent.name == "profiles"
+                         or (where.parent.name == "bundled" and where.parent.parent.name == "pytest_sits"))
+    if where.name != f"{name}.yaml" or not in_bundled_folder:
         return []  # a lab's own file of that name: its section is what the run read
     try:
         bundled = plain(resolve(name).data)
