@@ -5,7 +5,10 @@
 Each run starts the bundled suite in a folder of its own (its own TMPDIR and lock directory) and, at a moment
 drawn at random over the run's expected length, sends one of: SIGTERM, SIGINT, two SIGINTs 0.2 s apart,
 SIGTERM to the whole process group (what Slurm and systemd do), or SIGTERM while the report is being written
-(when its temporary file appears); a share of the runs use pytest-xdist (-n 2).  After the run ends it checks:
+(when its temporary file appears), SIGTERM to the group the moment pytest-xdist has started a worker process
+("at worker start", the run forced under xdist), or SIGTERM within the first 0.4 s of the process ("at start-up":
+Python and pytest still loading, maybe before pytest-sits has taken the signals over); a share of the other runs
+use pytest-xdist (-n 2).  After the run ends it checks:
 
 * a valid INCOMPLETE pair: ``sits-report.json`` that the one report reader accepts (schema included), with
   ``run.completed`` false, and ``sits-report.html`` of the same run (a run that finished before the signal
@@ -13,6 +16,10 @@ SIGTERM to the whole process group (what Slurm and systemd do), or SIGTERM while
 * no process of the run left (workers, the cold-start subprocess, gloo peers), no lock file, no temporary file
   in the report folder, no scratch folder (sits-run-*, sits-sim-*) in its TMPDIR;
 * the run ended within 120 s of the signal, without a traceback.
+
+A run that Python's default action ended (exit -15: the signal came before pytest-sits took it over, which it does
+before the conftests are imported and long before anything is measured) has no report by design; it counts as
+"before the plugin", and must still leave no process, lock or temporary file.
 
 It prints one line per run and the totals; the exit status is 1 when any run missed a check.
 """
@@ -32,7 +39,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-KINDS = ("SIGTERM", "SIGINT", "SIGINT x2", "SIGTERM group", "SIGTERM while writing")
+KINDS = ("SIGTERM", "SIGINT", "SIGINT x2", "SIGTERM group", "SIGTERM while writing", "SIGTERM group at worker start",
+         "SIGTERM at start-up")
 
 
 def _processes_with(marker: str) -> List[str]:
@@ -49,6 +57,20 @@ def _processes_with(marker: str) -> List[str]:
         if marker in cmd or marker.encode() in env:
             found.append(f"{pid}: {cmd[:120]}")
     return found
+
+
+def _children(pid: int) -> List[int]:
+    """Processes whose parent is ``pid`` (pytest-xdist's workers, once started)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+    return out
 
 
 def one_run(i: int, kind: str, xdist: bool, when: float, args: argparse.Namespace) -> Dict[str, Any]:
@@ -78,13 +100,20 @@ def one_run(i: int, kind: str, xdist: bool, when: float, args: argparse.Namespac
             if report_dir.is_dir() and any(p.name.endswith(".tmp") for p in report_dir.iterdir()):
                 break
             time.sleep(0.002)
+    elif kind == "SIGTERM group at worker start":
+        deadline = started + args.expected * 3
+        while proc.poll() is None and time.monotonic() < deadline and not _children(proc.pid):
+            time.sleep(0.002)
+        time.sleep(when)
+    elif kind == "SIGTERM at start-up":
+        time.sleep(when)
     else:
         while proc.poll() is None and time.monotonic() - started < when:
             time.sleep(0.05)
     sent_wall = None
     if proc.poll() is None:
         sent_at, sent_wall = time.monotonic() - started, time.time()
-        if kind == "SIGTERM group":
+        if kind in ("SIGTERM group", "SIGTERM group at worker start"):
             os.killpg(proc.pid, signal.SIGTERM)
         elif kind == "SIGINT x2":
             proc.send_signal(signal.SIGINT)
@@ -104,6 +133,8 @@ def one_run(i: int, kind: str, xdist: bool, when: float, args: argparse.Namespac
     # The run had written its report before the signal came (the process was only exiting): it finished first.
     finished_first = sent_at is None or (jpath.exists() and jpath.stat().st_mtime < sent_wall
                                          and kind != "SIGTERM while writing")
+    # Python's default action ended it: the signal came before pytest-sits took SIGINT/SIGTERM over.
+    before_plugin = proc.returncode in (-signal.SIGTERM, -signal.SIGINT) and not jpath.exists()
     problems: List[str] = []
     left = _processes_with(str(work))
     if left:
@@ -128,11 +159,14 @@ def one_run(i: int, kind: str, xdist: bool, when: float, args: argparse.Namespac
         problems.append("a traceback: " + out[out.index("Traceback"):][:300].replace("\n", " | "))
     if proc.returncode in (-signal.SIGSEGV, -signal.SIGABRT, 134, 139):
         problems.append(f"crashed (exit {proc.returncode})")
-    try:
-        report = read_report(jpath)
-    except (UntrustedInputError, OSError) as exc:
-        report = None
-        problems.append(f"no valid JSON report ({str(exc)[:160]})")
+    report = None
+    if before_plugin and kind == "SIGTERM at start-up":
+        pass  # documented: no report, nothing measured (the checks above still apply)
+    else:
+        try:
+            report = read_report(jpath)
+        except (UntrustedInputError, OSError) as exc:
+            problems.append(f"no valid JSON report ({str(exc)[:160]})")
     if report is not None:
         completed = report["run"]["completed"]
         # A signal that lands while the report is written leaves this run's whole, completed pair (interrupts.py).
@@ -148,7 +182,8 @@ def one_run(i: int, kind: str, xdist: bool, when: float, args: argparse.Namespac
         else:
             if report["run"]["started_at"] not in html or not html.rstrip().endswith("</html>"):
                 problems.append("the HTML is not the rendering of this JSON, or it is cut")
-    result = {"run": i, "kind": kind, "xdist": xdist, "signal_at_s": None if sent_at is None else round(sent_at, 2),
+    result = {"run": i, "kind": kind, "xdist": xdist, "before_plugin": before_plugin,
+              "signal_at_s": None if sent_at is None else round(sent_at, 2),
               "exit": proc.returncode, "finished_first": finished_first,
               "completed": None if report is None else report["run"]["completed"],
               "result": None if report is None else report["summary"]["result"], "problems": problems,
@@ -186,21 +221,29 @@ def main(argv: List[str]) -> int:
         kind = kinds[i % len(kinds)]
         xdist = {"share": i % 4 == 3, "always": True, "never": False}[args.xdist]
         when = rng.uniform(*args.window) * args.expected
+        if kind == "SIGTERM group at worker start":
+            xdist, when = True, rng.uniform(0.0, 0.1)
+        elif kind == "SIGTERM at start-up":
+            when = rng.uniform(0.0, 0.4)
         r = one_run(i, kind, xdist, when, args)
         results.append(r)
         state = "ok" if not r["problems"] else "MISSED: " + "; ".join(r["problems"])
         print(f"run {i:2d} {kind:22s} {'xdist' if xdist else 'serial':6s} signal at "
               f"{'-' if r['signal_at_s'] is None else r['signal_at_s']:>6} s, exit {r['exit']}, "
-              f"{'finished first' if r['finished_first'] else r['result']}: {state}", flush=True)
+              f"{'before the plugin' if r['before_plugin'] else 'finished first' if r['finished_first'] else r['result']}"
+              f": {state}", flush=True)
     good = sum(1 for r in results if not r["problems"])
-    interrupted = [r for r in results if not r["finished_first"]]
+    early = [r for r in results if r["before_plugin"]]
+    interrupted = [r for r in results if not r["finished_first"] and not r["before_plugin"]]
     pairs = sum(1 for r in interrupted if not r["problems"])
     print(f"\n{good} of {len(results)} runs met every check; {pairs} of {len(interrupted)} interrupted runs left a "
           f"valid INCOMPLETE (or, signalled while writing, whole) JSON+HTML pair; "
           f"{sum(1 for r in results if any('process' in p for p in r['problems']))} left processes, "
           f"{sum(1 for r in results if any('lock' in p for p in r['problems']))} locks, "
           f"{sum(1 for r in results if any('temporary' in p or 'scratch' in p for p in r['problems']))} temp files; "
-          f"{len(results) - len(interrupted)} finished before their signal")
+          f"{sum(1 for r in results if r['finished_first'] and not r['before_plugin'])} finished before their signal; "
+          f"{len(early)} signalled before pytest-sits took the signals over (no report by design, "
+          f"{sum(1 for r in early if r['problems'])} left anything)")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0 if good == len(results) else 1

@@ -216,3 +216,30 @@ def test_interrupt_policy_first_raises_second_is_noted_third_abandons(capsys):
     fresh.session_runs()
     with pytest.raises(KeyboardInterrupt):
         fresh._handle(signal.SIGINT, None)  # the first one during the tests stops them at once
+
+
+#: A conftest that signals the whole process group the moment pytest-xdist has started a worker's interpreter, before
+#: the worker has imported pytest: the worker dies of the signal and xdist's start-up fails on its closed pipe.
+SIGNAL_AT_WORKER_START = """
+import os, signal
+
+def pytest_xdist_newgateway(gateway):
+    os.killpg(os.getpgid(0), signal.SIGTERM)
+"""
+
+
+def test_sigterm_to_the_group_while_xdist_starts_its_workers_still_writes_the_incomplete_pair(tmp_path):
+    pytest.importorskip("xdist")
+    proc = _start(tmp_path, ["-n", "2"], conftest=SIGNAL_AT_WORKER_START)
+    rc, out = _finish(proc)
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out
+    assert rc == pytest.ExitCode.INTERRUPTED, out
+    assert "the report is written with nothing measured" in out, out
+    report = json.loads((tmp_path / "sits-report" / "sits-report.json").read_text())
+    assert report["run"]["completed"] is False and report["run"]["exit_status_name"] == "INTERRUPTED"
+    assert [i["signal"] for i in report["run"]["interrupts"]] == ["SIGTERM"]
+    assert report["verdicts"] == []
+    assert (tmp_path / "sits-report" / "sits-report.html").exists()
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert not left, f"processes of the run left: {left}"

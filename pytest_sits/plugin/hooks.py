@@ -142,12 +142,25 @@ def _holds_tests(folder: Path, limit: int = 5000) -> bool:
     return False
 
 
+def _take_signals_over(config: pytest.Config) -> None:
+    if config.stash.get(_INTERRUPTS, None) is not None:
+        return
+    interrupts = Interrupts()
+    if interrupts.install():
+        config.add_cleanup(interrupts.restore)
+    config.stash[_INTERRUPTS] = interrupts
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: List[str]) -> None:
     """Installed means runnable: with no test path given, ``--sits`` runs the bundled conformance suite wherever
     pytest is started, and so does any ``--sits-*`` option in a folder that holds no test module of its own (a
     lab's own tests there run as pytest finds them).  A path given runs that instead; a project run from its
-    rootdir whose ini file names ``testpaths`` keeps them (this checkout's own)."""
+    rootdir whose ini file names ``testpaths`` keeps them (this checkout's own).
+
+    SIGINT and SIGTERM are taken over here, before the conftests are imported (a lab's may import torch, seconds):
+    from this moment a signal leaves an INCOMPLETE report (interrupts.py)."""
+    _take_signals_over(early_config)
     ns = early_config.known_args_namespace
     if ns.file_or_dir or getattr(ns, "pyargs", False):
         return
@@ -164,11 +177,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """Take SIGINT and SIGTERM over before the run is set up (see interrupts.py); given back at the end."""
-    interrupts = Interrupts()
-    if interrupts.install():
-        config.add_cleanup(interrupts.restore)
-    config.stash[_INTERRUPTS] = interrupts
+    """Take SIGINT and SIGTERM over before the run is set up, if pytest_load_initial_conftests has not (see
+    interrupts.py); given back at the end."""
+    _take_signals_over(config)
     _benchmark_storage_aside(config)
     if not _benchmark_asked(config) and not config.pluginmanager.has_plugin("sits-benchmark-banner"):
         config.pluginmanager.register(_BenchmarkBanner(), "sits-benchmark-banner")
@@ -335,13 +346,33 @@ def _printable(text: str) -> str:
     return printable(text)
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> Any:
     """pytest-benchmark's table only when asked for (a --benchmark-* option): EQ-THROUGHPUT's figures are in the
-    report, and a 220-column table would push the result off the screen."""
+    report, and a 220-column table would push the result off the screen.
+
+    A signal to the whole process group while pytest-xdist starts its workers kills a worker before it can take
+    the signal over; xdist's start-up then fails on the closed pipe (an INTERNALERROR) before the session runs, and
+    pytest would end no session and write no report. When this run had received a signal by then, the failure is
+    that signal's doing: the INCOMPLETE report (nothing measured) is written here and the run ends interrupted."""
     bs = getattr(session.config, "_benchmarksession", None)
     asked = _benchmark_asked(session.config)
     if bs is not None and not asked and hasattr(bs, "quiet"):
         bs.quiet = True
+    try:
+        return (yield)
+    except Exception as exc:
+        run = session.config.stash.get(RUN_KEY, None)
+        reporter = session.config.pluginmanager.get_plugin("sits-reporter")
+        if run is None or reporter is None or not run.interrupts.before_report:
+            raise
+        name = run.interrupts.received[0]["signal"]
+        from .interrupts import _say
+
+        _say(f"{name} while the run was set up; the start-up then failed ({type(exc).__name__}: "
+             f"{str(exc)[:160]}): the report is written with nothing measured")
+        reporter.pytest_sessionfinish(session, pytest.ExitCode.INTERRUPTED)
+        raise KeyboardInterrupt(f"{name} (received while the run was set up)") from None
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
