@@ -374,3 +374,63 @@ def test_bundle_is_never_written_over_another_file(tmp_path, sim_report, capsys)
     out.write_text("someone's file")
     assert main(["bundle", "create", str(sim_report), "-o", str(out)]) == 4
     assert "exists" in capsys.readouterr().err and out.read_text() == "someone's file"
+
+
+# ---- the snapshot in a bundle is the report's machine -----------------------------------------------------------
+
+def _snapshot_of(spec: str, dest: Path, hostname: str = None) -> Path:
+    from pytest_sits.platforms import from_spec
+    from pytest_sits.platforms.snapshot import capture
+
+    sim = from_spec(spec)
+    capture(dest, root=sim.root, nvml=sim.nvml())
+    if hostname is not None:
+        manifest = json.loads((dest / "manifest.json").read_text())
+        manifest["hostname"] = hostname
+        (dest / "manifest.json").write_text(json.dumps(manifest))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def snapshot_run(tmp_path_factory):
+    """A run of the suite on a captured snapshot of an 8-GPU machine, and that snapshot."""
+    base = tmp_path_factory.mktemp("snaprun")
+    snap = _snapshot_of("sim:h100", base / "snap")
+    return suite_folder(base / "sits-report", f"--sits-platform=snapshot:{snap}"), snap
+
+
+@pytest.mark.slow
+def test_the_snapshot_of_the_reports_machine_verifies_compared(snapshot_run, keys, tmp_path, capsys):
+    report_dir, snap = snapshot_run
+    report = json.loads((report_dir / "sits-report.json").read_text())
+    assert len(report["inventory"]["accelerators"]) == 8
+    out = bundle.create(report_dir, tmp_path / "b.tar.gz", keys["key"], snapshot=snap) and tmp_path / "b.tar.gz"
+    res = bundle.verify(out, keys["pub"])
+    assert res.ok, res.problems
+    assert not [n for n in res.notes if "snapshot" in n], res.notes  # compared, not skipped
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("other", ["sim:a100-80gb-pcie", "hostname"])
+def test_a_snapshot_of_another_machine_fails_verify_even_signed(snapshot_run, keys, tmp_path, capsys, other):
+    """The lab signs, but the snapshot it bundled is not the machine the report describes: another machine's
+    accelerators, or the same hardware captured on another host."""
+    report_dir, snap = snapshot_run
+    if other == "hostname":
+        wrong = _snapshot_of("sim:h100", tmp_path / "snap", hostname="node-that-was-not-tested")
+    else:
+        wrong = _snapshot_of(other, tmp_path / "snap")
+    out = tmp_path / "b.tar.gz"
+    bundle.create(report_dir, out, keys["key"], snapshot=wrong)
+    rc, text = verify(capsys, out, keys["pub"])
+    assert rc == 1, text
+    failed = [line for line in text.splitlines() if line.startswith("FAILED:") and "snapshot.tar.gz" in line]
+    assert failed, text
+    assert ("node-that-was-not-tested" if other == "hostname" else "PCI vendor:device '10de:20b5'") in failed[0], failed
+
+
+@pytest.mark.slow
+def test_a_simulated_reports_snapshot_is_not_compared_and_says_so(signed, keys):
+    res = bundle.verify(signed, keys["pub"])
+    assert res.ok, res.problems
+    assert any("simulated platform" in n and "not compared" in n for n in res.notes), res.notes

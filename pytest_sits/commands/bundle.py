@@ -208,7 +208,8 @@ def _pack_snapshot(src: Path, dest: Path) -> None:
     """A snapshot folder as one gzip'd tar (``snapshot.tar.gz`` in the bundle).
 
     A snapshot mirrors sysfs, whose structure is made of relative links; they are kept inside this inner
-    archive (which ``sits verify`` hashes but never extracts), and only when they stay inside the snapshot.
+    archive (which ``sits verify`` hashes, then reads in a private temporary folder to compare it with the report's
+    inventory: :func:`compare_snapshot`), and only when they stay inside the snapshot.
     """
     root = os.path.realpath(src)
     with tarfile.open(str(dest), mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
@@ -509,20 +510,97 @@ def _verify_into(bundle: Path, pubkey: Path, public_key: Any, InvalidSignature: 
     if report_name not in hashes:
         res.problems.append(f"{report_name}: the report is missing from the bundle")
         return res
-    _check_report(target / report_name, report_name, res)
+    report = _check_report(target / report_name, report_name, res)
+    if report is not None and SNAPSHOT in hashes:
+        compare_snapshot(target / SNAPSHOT, report, res)
     return res
 
 
-def _check_report(path: Path, name: str, res: Verification) -> None:
+# What identifies the machine in a snapshot and in a report's inventory: compared by `sits verify`.
+_ACCELERATOR_KEYS = (("bdf", "PCI address"), ("pci_id", "PCI vendor:device"))
+_MANAGEMENT_KEYS = (("uuid", "UUID"), ("serial", "serial number"))
+
+
+def _machine(inventory: Dict[str, Any]) -> Dict[str, Any]:
+    """The facts that tie an inventory to one machine: its host name and each accelerator's PCI address, IDs,
+    UUID and serial number (those the inventory holds)."""
+    host = inventory.get("host") if isinstance(inventory.get("host"), dict) else {}
+    accs = [a for a in inventory.get("accelerators") or [] if isinstance(a, dict)]
+    devices: Dict[str, Dict[str, Any]] = {}
+    for a in accs:
+        mgmt = a.get("management") if isinstance(a.get("management"), dict) else {}
+        facts = {k: a.get(k) for k, _ in _ACCELERATOR_KEYS}
+        facts.update({k: mgmt.get(k) for k, _ in _MANAGEMENT_KEYS})
+        devices[str(a.get("bdf"))] = facts
+    return {"hostname": host.get("hostname"), "devices": devices}
+
+
+def compare_snapshot(packed: Path, report: Dict[str, Any], res: Verification) -> None:
+    """The bundle's snapshot must be of the machine the report describes: read it (extracted into a private
+    temporary folder with tar's data filter: no absolute path, no link out of it, no device file) as the
+    ``snapshot:`` platform reads it, and compare the host name and every accelerator's PCI address, IDs, UUID
+    and serial with the report's inventory.  A simulated report describes no machine: not compared, said so."""
+    from ..platforms.base import PlatformError
+    from ..platforms.snapshot import SnapshotPlatform
+
+    platform = report.get("platform") if isinstance(report.get("platform"), dict) else {}
+    if platform.get("simulated"):
+        res.notes.append(f"{SNAPSHOT}: not compared with the report's inventory: the report is of a simulated "
+                         "platform, which describes no machine")
+        return
+    if not hasattr(tarfile, "data_filter"):  # pragma: no cover - Python before 3.9.17 / 3.10.12 / 3.11.4
+        res.problems.append(f"{SNAPSHOT}: cannot be compared with the report's inventory on this Python (no tar "
+                            "extraction filter); fix: verify with Python 3.11.4 or later")
+        return
+    with tempfile.TemporaryDirectory(prefix="sits-verify-snapshot-") as tmp:
+        try:
+            with tarfile.open(str(packed), mode="r:gz") as tar:
+                members, total = [], 0
+                for m in tar:
+                    members.append(m)
+                    total += max(m.size, 0)
+                    if len(members) > MAX_MEMBERS or total > MAX_TOTAL:
+                        raise BundleError(f"over {MAX_MEMBERS} members or {MAX_TOTAL} bytes")
+                    if not m.name.startswith("snapshot/") or m.islnk() or not (m.isfile() or m.isdir() or m.issym()):
+                        raise BundleError(f"member {m.name!r}: not a file, folder or link inside snapshot/")
+                tar.extractall(tmp, members=members, filter="data")
+            snap = SnapshotPlatform(Path(tmp) / "snapshot")
+            inventory = snap.inventory()
+        except (BundleError, PlatformError, tarfile.TarError, EOFError, OSError, ValueError) as exc:
+            res.problems.append(f"{SNAPSHOT}: cannot be read as a snapshot ({type(exc).__name__}: "
+                                f"{str(exc)[:300]}), so it attests nothing about the report's machine")
+            return
+        captured = snap.manifest.get("hostname")
+    claimed = _machine(report.get("inventory") if isinstance(report.get("inventory"), dict) else {})
+    seen = _machine(inventory)
+    host = claimed["hostname"]
+    if captured != host or seen["hostname"] not in (None, host):
+        res.problems.append(f"{SNAPSHOT}: captured on host {captured!r}, but the report's inventory is of host "
+                            f"{host!r}: the snapshot is not of the machine the report describes")
+    ours, theirs = claimed["devices"], seen["devices"]
+    if set(ours) != set(theirs):
+        res.problems.append(f"{SNAPSHOT}: accelerators at {sorted(theirs) or 'no PCI address'}, but the report's "
+                            f"inventory lists {sorted(ours) or 'none'}: the snapshot is not of the machine the "
+                            "report describes")
+        return
+    for bdf in sorted(ours):
+        for key, what in _ACCELERATOR_KEYS + _MANAGEMENT_KEYS:
+            a, b = ours[bdf].get(key), theirs[bdf].get(key)
+            if a is not None and b is not None and a != b:
+                res.problems.append(f"{SNAPSHOT}: accelerator {bdf}: {what} {b!r} in the snapshot, {a!r} in the "
+                                    "report's inventory")
+
+
+def _check_report(path: Path, name: str, res: Verification) -> Optional[Dict[str, Any]]:
     try:
         report = read_report(path, check_schema=False)
     except (OSError, ValueError) as exc:
         res.problems.append(f"{name}: {exc}")
-        return
+        return None
     errors = validate(report)
     if errors:
         res.problems += [f"{name}: schema: {e}" for e in errors[:10]]
-        return
+        return None
     res.verdicts = len(report["verdicts"])
     out = replay_report(report)
     res.replayed = out.get("replayed", 0)
@@ -548,6 +626,7 @@ def _check_report(path: Path, name: str, res: Verification) -> None:
     if summary["result"] != report["summary"]["result"]:
         res.problems.append(f"{name}: summary.result is {report['summary']['result']}, but its verdicts give "
                             f"{summary['result']} ({summary['result_reason']})")
+    return report
 
 
 # --------------------------------------------------------------------------------------------- commands
