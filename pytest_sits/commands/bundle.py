@@ -521,14 +521,18 @@ _ACCELERATOR_KEYS = (("bdf", "PCI address"), ("pci_id", "PCI vendor:device"))
 _MANAGEMENT_KEYS = (("uuid", "UUID"), ("serial", "serial number"))
 
 
+def _obj(value: Any) -> Dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _machine(inventory: Dict[str, Any]) -> Dict[str, Any]:
     """The facts that tie an inventory to one machine: its host name and each accelerator's PCI address, IDs,
     UUID and serial number (those the inventory holds)."""
-    host = inventory.get("host") if isinstance(inventory.get("host"), dict) else {}
+    host = _obj(inventory.get("host"))
     accs = [a for a in inventory.get("accelerators") or [] if isinstance(a, dict)]
     devices: Dict[str, Dict[str, Any]] = {}
     for a in accs:
-        mgmt = a.get("management") if isinstance(a.get("management"), dict) else {}
+        mgmt = _obj(a.get("management"))
         facts = {k: a.get(k) for k, _ in _ACCELERATOR_KEYS}
         facts.update({k: mgmt.get(k) for k, _ in _MANAGEMENT_KEYS})
         devices[str(a.get("bdf"))] = facts
@@ -543,7 +547,7 @@ def compare_snapshot(packed: Path, report: Dict[str, Any], res: Verification) ->
     from ..platforms.base import PlatformError
     from ..platforms.snapshot import SnapshotPlatform
 
-    platform = report.get("platform") if isinstance(report.get("platform"), dict) else {}
+    platform = _obj(report.get("platform"))
     if platform.get("simulated"):
         res.notes.append(f"{SNAPSHOT}: not compared with the report's inventory: the report is of a simulated "
                          "platform, which describes no machine")
@@ -571,7 +575,7 @@ def compare_snapshot(packed: Path, report: Dict[str, Any], res: Verification) ->
                                 f"{str(exc)[:300]}), so it attests nothing about the report's machine")
             return
         captured = snap.manifest.get("hostname")
-    claimed = _machine(report.get("inventory") if isinstance(report.get("inventory"), dict) else {})
+    claimed = _machine(_obj(report.get("inventory")))
     seen = _machine(inventory)
     host = claimed["hostname"]
     if captured != host or seen["hostname"] not in (None, host):
