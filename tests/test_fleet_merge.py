@@ -187,7 +187,7 @@ def test_outliers_in_a_merged_fleet(reports, tmp_path):
     v = next(v for v in rep["verdicts"] if v["requirement"] == "INV-DEVICES")
     v["measured"] = v["measured"] - 8
     (d / "sits-report.json").write_text(json.dumps(rep))
-    fl = fleet_merge.merge(out, k=3.5)
+    fl = fleet_merge.merge(out, k=3.5, replay="none")  # an edited value: replayed, n4 would be an ERROR
     flagged = [(o["node"], o["requirement"]) for o in fl["outliers"]["flagged"]]
     assert flagged == [("n4", "INV-DEVICES")]
     assert fl["outliers"]["k"] == 3.5 and "MAD" in fl["outliers"]["rule"]
@@ -230,7 +230,7 @@ def test_headline_is_the_worst_node_result(reports, tmp_path):
     v = next(v for v in rep["verdicts"] if v["status"] == "PASS")
     v["status"] = "INCONCLUSIVE"
     (undecided / "n2" / "sits-report.json").write_text(json.dumps(rep))
-    fl = fleet_merge.merge(undecided)
+    fl = fleet_merge.merge(undecided, replay="none")  # an edited status: replayed, n2 would be an ERROR
     assert fl["summary"]["result"] == "UNDECIDED" and fl["summary"]["counts"]["UNDECIDED"] == 1
     assert 'class="badge UNDECIDED"' in (undecided / "fleet-report.html").read_text()   # never a red FAIL
     err = _fleet_of(reports, tmp_path / "e", {"n1": "pass", "n2": None})
@@ -321,3 +321,35 @@ def test_fleet_page_has_no_horizontal_overflow_at_420px(reports, tmp_path):
         assert m, proc.stderr[-2000:]
         scroll, view = int(m.group(1)), int(m.group(2))
         assert scroll <= view, f"{width} px: the page is {scroll} px wide in a {view} px window"
+
+
+@pytest.mark.slow
+def test_a_node_report_that_does_not_replay_is_that_nodes_error(reports, tmp_path, capsys):
+    """A node's FAIL edited into a PASS (summary and counts made to match): by default the merge replays every
+    node report, so the node is an ERROR naming the verdict; --replay=none takes it as written and says so."""
+    out = tmp_path / "fleet"
+    node_dir(out, "n1", reports["pass"])
+    d = node_dir(out, "n2", reports["switch"])
+    rep = json.loads((d / "sits-report.json").read_text())
+    for v in rep["verdicts"]:
+        if v["status"] == "FAIL":
+            v["status"] = "PASS"
+    from pytest_sits.report.model import summarise
+
+    s = summarise(rep["verdicts"], rep["run"]["completed"], rep["platform"]["simulated"], rep["coverage"],
+                  rep["run"]["level"], rep["platform"]["kind"])
+    rep["summary"].update(result=s["result"], result_reason=s["result_reason"], counts=s["counts"])
+    (d / "sits-report.json").write_text(json.dumps(rep))
+    assert main(["fleet", "merge", str(out)]) == 13
+    fl = json.loads((out / "fleet-report.json").read_text())
+    by = {n["node"]: n for n in fl["nodes"]}
+    assert by["n2"]["result"] == "ERROR" and "does not replay" in by["n2"]["reason"], by["n2"]
+    assert "TOPO-PCIE-DIRECT" in by["n2"]["reason"] and "'PASS' in the report" in by["n2"]["reason"]
+    assert by["n1"]["result"] == "PASS" and by["n1"]["replayed"] > 0
+    assert fl["summary"]["replay"] == "full"
+    capsys.readouterr()
+    assert main(["fleet", "merge", str(out), "--replay=none"]) == 0
+    fl = json.loads((out / "fleet-report.json").read_text())
+    assert {n["node"]: n["result"] for n in fl["nodes"]} == {"n1": "PASS", "n2": "PASS"}
+    assert fl["summary"]["replay"] == "none" and "NOT replayed" in fl["summary"]["result_reason"]
+    assert "NOT replayed" in capsys.readouterr().out

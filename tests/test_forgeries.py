@@ -62,6 +62,23 @@ def test_one_gpus_fail_deleted(switch_report):
     assert "verdicts" in fields and out["summary"] == [], out["thresholds"]
 
 
+@pytest.mark.parametrize("how", ["interrupted", "selected-by-keyword"])
+def test_a_run_that_stopped_or_was_narrowed_mid_requirement_is_not_taken_for_deleted_verdicts(switch_report, how):
+    """An interrupted run (INCOMPLETE, never conformant) stops between two devices of a requirement, and -k on a
+    device's test id selects devices: some devices then have no verdict, and nothing was removed."""
+    r = copy.deepcopy(switch_report)
+    fails = [v for v in r["verdicts"] if v["requirement"] == "TOPO-PCIE-DIRECT" and v["status"] == "FAIL"]
+    for v in fails[4:]:
+        r["verdicts"].remove(v)
+    if how == "interrupted":
+        r["run"]["interrupts"] = [{"signal": "SIGTERM", "at": r["run"]["started_at"], "during": "tests"}]
+        r["run"]["completed"] = False
+    else:
+        r["run"]["args"] = list(r["run"]["args"]) + ["-k", "0000:1 or 0000:2 or 0000:3 or 0000:4"]
+    fields, out = _findings(_consistent(r))
+    assert "verdicts" not in fields, out["thresholds"]
+
+
 def test_every_verdict_of_a_requirement_deleted_and_marked_deselected(switch_report):
     r = copy.deepcopy(switch_report)
     r["verdicts"] = [v for v in r["verdicts"] if v["requirement"] != "TOPO-PCIE-DIRECT"]

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
-from ..files import open_new, replacing, write_new
+from ..files import UntrustedInputError, open_new, replacing, write_new
 from ..report.model import summarise, validate
 from ..report.replay import replay_report
 from ..report.store import read_report
@@ -568,17 +568,26 @@ def compare_snapshot(packed: Path, report: Dict[str, Any], res: Verification) ->
                     if not m.name.startswith("snapshot/") or m.islnk() or not (m.isfile() or m.isdir() or m.issym()):
                         raise BundleError(f"member {m.name!r}: not a file, folder or link inside snapshot/")
                 tar.extractall(tmp, members=members, filter="data")
-            snap = SnapshotPlatform(Path(tmp) / "snapshot")
-            inventory = snap.inventory()
-        except (BundleError, PlatformError, tarfile.TarError, EOFError, OSError, ValueError) as exc:
-            res.problems.append(f"{SNAPSHOT}: cannot be read as a snapshot ({type(exc).__name__}: "
-                                f"{str(exc)[:300]}), so it attests nothing about the report's machine")
+            folder = Path(tmp) / "snapshot"
+            captured = None
+            if os.path.lexists(folder / "manifest.json"):  # `sits capture DIR`
+                snap = SnapshotPlatform(folder)
+                captured = snap.manifest.get("hostname")
+                inventory = snap.inventory()
+            else:  # a folder of submitted texts (the evidence platform's), which name no host
+                from ..platforms.evidence import EvidencePlatform
+
+                inventory = EvidencePlatform(folder).inventory()
+        except (BundleError, PlatformError, UntrustedInputError, tarfile.TarError, EOFError, OSError,
+                ValueError) as exc:
+            res.problems.append(f"{SNAPSHOT}: cannot be read as a snapshot or evidence folder "
+                                f"({type(exc).__name__}: {str(exc)[:300]}), so it attests nothing about the report's "
+                                "machine")
             return
-        captured = snap.manifest.get("hostname")
     claimed = _machine(_obj(report.get("inventory")))
     seen = _machine(inventory)
     host = claimed["hostname"]
-    if captured != host or seen["hostname"] not in (None, host):
+    if (captured is not None and captured != host) or seen["hostname"] not in (None, host):
         res.problems.append(f"{SNAPSHOT}: captured on host {captured!r}, but the report's inventory is of host "
                             f"{host!r}: the snapshot is not of the machine the report describes")
     ours, theirs = claimed["devices"], seen["devices"]

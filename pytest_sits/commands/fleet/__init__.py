@@ -57,6 +57,10 @@ def _merge_options(q: Any) -> None:
     q.add_argument("--prometheus", metavar="FILE",
                    help="also write the fleet's metrics as a Prometheus textfile (node_exporter's textfile "
                         "collector; needs prometheus-client)")
+    q.add_argument("--replay", choices=("full", "none"), default="full",
+                   help="full (default): replay every node report from its evidence before it counts; a report "
+                        "that does not replay is that node's ERROR; none: take the reports as written (a quick "
+                        "look; the fleet report says so)")
     q.add_argument("--strict", action="store_true",
                    help="validate every node report against the whole report schema (slower; by default the "
                         "fields the merge reads are checked)")
@@ -73,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "run":
             return run_fleet(args)
         merged = merge(Path(args.dir), k=args.k, jobs=args.jobs,
-                       prometheus=Path(args.prometheus) if args.prometheus else None, strict=args.strict)
+                       prometheus=Path(args.prometheus) if args.prometheus else None, strict=args.strict,
+                       replay=args.replay)
     except FleetError as exc:
         return err(str(exc))
     print_summary(merged, Path(args.dir))

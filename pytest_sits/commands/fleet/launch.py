@@ -85,7 +85,7 @@ def run_fleet(args: Any) -> int:
         raise FleetError(f"{Path(cmd[0]).name} failed (exit {proc.returncode}) and no node ran: {last}; fix: check "
                          "the Slurm options (partition, node names, account) and that `sinfo` reaches the cluster")
     fleet = merge(out, k=args.k, jobs=args.jobs, prometheus=Path(args.prometheus) if args.prometheus else None,
-                  strict=args.strict)
+                  strict=args.strict, replay=args.replay)
     print_summary(fleet, out)
     return fleet_exit(fleet["summary"]["result"])
 

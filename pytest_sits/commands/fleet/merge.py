@@ -124,13 +124,47 @@ def _summarise(report: Dict[str, Any]) -> Dict[str, Any]:
     return {"worst": {r: worst(s) for r, s in by_req.items()}, "values": values}
 
 
-def _load_node(out: Path, node: str, junit: bool = True, strict: bool = False) -> Dict[str, Any]:
+#: ``--replay``: every node report replayed from its evidence before it counts (``full``, the default: what a
+#: certification merges), or taken as written (``none``: a quick look, said in the fleet report's summary).
+REPLAY_MODES = ("full", "none")
+
+
+def replay_problem(report: Dict[str, Any]) -> Tuple[Optional[str], int]:
+    """Why a node report does not replay (what `sits replay` exits 1 on: a verdict or the summary its evidence
+    does not give, a verdict better than ERROR that cannot be recomputed, thresholds that are not its profile's,
+    a report whose parts disagree), or None; and how many verdicts were replayed."""
+    from ...report.replay import replay_report
+
+    try:
+        out = replay_report(report)
+    except Exception as exc:  # a report that breaks replay is no evidence of anything
+        return f"replay failed on it ({type(exc).__name__}: {str(exc)[:200]})", 0
+    found: List[str] = []
+    for d in out["differs"]:
+        found.append(f"verdict #{d['index']} {d['requirement']} [{d['subject']}] {d['field']}: {d['stored']!r} in "
+                     f"the report, its evidence gives {d['now']!r}")
+    for n in out["unbacked"]:
+        found.append(f"verdict #{n['index']} {n['requirement']} [{n['subject']}] cannot be recomputed from its "
+                     f"evidence: {n['why']}")
+    for d in out["summary"]:
+        found.append(f"{d['field']}: {d['stored']!r} in the report, its verdicts give {d['now']!r}")
+    for f in out["thresholds"]:
+        where = f"verdict #{f['index']} {f['requirement']} [{f['subject']}]" if f["index"] is not None else f["field"]
+        found.append(f"{where}: {f['why']}")
+    if not found:
+        return None, int(out["replayed"])
+    more = f" (and {len(found) - 1} more; `sits replay` lists them)" if len(found) > 1 else ""
+    return f"its report does not replay: {found[0][:400]}{more}", int(out["replayed"])
+
+
+def _load_node(out: Path, node: str, junit: bool = True, strict: bool = False,
+               replay: str = "full") -> Dict[str, Any]:
     """One node's entry of the fleet report, with its summary (``_sum``) and JUnit suites (``_junit``)."""
     base = out / node
     entry: Dict[str, Any] = {"node": node, "result": NODE_ERROR, "reason": "", "report": None, "report_html": None,
                              "junit": None, "report_result": None, "simulated": None, "profile": None,
                              "level": None, "hostname": None, "platform": None, "log": None, "started_at": None,
-                             "exit_code": None, "counts": {}}
+                             "exit_code": None, "counts": {}, "replayed": None}
     marker = exit_info = None
     try:
         marker = read_json(out, f"{node}/{NODE_FILE}", MAX_SMALL_JSON)
@@ -172,6 +206,8 @@ def _load_node(out: Path, node: str, junit: bool = True, strict: bool = False) -
                      profile=report["profile"]["name"], level=report["run"]["level"],
                      hostname=report["environment"]["hostname"], platform=report["platform"]["label"])
         foreign = _not_this_node(node, marker, report)
+        if not foreign and replay == "full":
+            foreign, entry["replayed"] = replay_problem(report)
         if foreign:
             entry.update(result=NODE_ERROR, reason=f"no result: {foreign}", counts={})
         entry["_digest"] = _digest(base / REPORT_NAME)
@@ -236,20 +272,20 @@ def mark_duplicates(nodes: List[Dict[str, Any]]) -> int:
     return copies
 
 
-def _load_node_task(args: Tuple[str, str, bool, bool]) -> Dict[str, Any]:
-    return _load_node(Path(args[0]), args[1], args[2], args[3])
+def _load_node_task(args: Tuple[str, str, bool, bool, str]) -> Dict[str, Any]:
+    return _load_node(Path(args[0]), args[1], args[2], args[3], args[4])
 
 
 def load_nodes(out: Path, names: List[str], jobs: Optional[int] = None, junit: bool = True,
-               strict: bool = False) -> List[Dict[str, Any]]:
+               strict: bool = False, replay: str = "full") -> List[Dict[str, Any]]:
     """Every node's entry, in the order of ``names``; read by ``jobs`` worker processes (default: one per CPU)
     when there are many nodes."""
     jobs = jobs if jobs is not None else (os.cpu_count() or 1)
     if jobs <= 1 or len(names) < POOL_FROM:
-        return [_load_node(out, n, junit, strict) for n in names]
+        return [_load_node(out, n, junit, strict, replay) for n in names]
     from concurrent.futures import ProcessPoolExecutor
 
-    tasks = [(str(out), n, junit, strict) for n in names]
+    tasks = [(str(out), n, junit, strict, replay) for n in names]
     with ProcessPoolExecutor(max_workers=min(jobs, len(names))) as pool:
         return list(pool.map(_load_node_task, tasks, chunksize=max(1, min(32, len(names) // (jobs * 4)))))
 
@@ -456,11 +492,15 @@ def headline(counts: Dict[str, int], total: int) -> Tuple[str, str]:
 
 
 def merge(out: Path, k: float = DEFAULT_K, jobs: Optional[int] = None,
-          prometheus: Optional[Path] = None, strict: bool = False) -> Dict[str, Any]:
+          prometheus: Optional[Path] = None, strict: bool = False, replay: str = "full") -> Dict[str, Any]:
     """Read OUT/<node>/ of a fleet run, write the fleet report (JSON, HTML, JUnit XML; a Prometheus textfile
     when ``prometheus`` names one) into OUT, return it.  ``strict``: validate every node report against the
-    whole report schema (by default, the fields the merge reads: :func:`check_view`)."""
+    whole report schema (by default, the fields the merge reads: :func:`check_view`).  ``replay``: ``full``
+    replays every node report from its evidence, and one that does not replay is that node's ERROR; ``none``
+    takes the reports as written (the summary says so)."""
     out = Path(out)
+    if replay not in REPLAY_MODES:
+        raise FleetError(f"--replay={replay}: not one of {', '.join(REPLAY_MODES)}")
     if not out.is_dir():
         raise FleetError(f"{out}: not a directory; fix: give the --out directory of `sits fleet run`")
     if not (k > 0):
@@ -486,7 +526,7 @@ def merge(out: Path, k: float = DEFAULT_K, jobs: Optional[int] = None,
     if not names:
         raise FleetError(f"{out}: no node folder (OUT/<node>/ with {NODE_FILE} or {REPORT_NAME}) and no expected "
                          "node; fix: give the directory a fleet run wrote")
-    nodes = load_nodes(out, names, jobs, True, strict)
+    nodes = load_nodes(out, names, jobs, True, strict, replay)
     mark_duplicates(nodes)
     requested = (run or {}).get("requested_nodes")
     missing = 0
@@ -506,6 +546,8 @@ def merge(out: Path, k: float = DEFAULT_K, jobs: Optional[int] = None,
     if missing:
         why += (f"; {requested} nodes were requested, {len(nodes)} known: {missing} never started and left no "
                 "folder (counted as ERROR)")
+    if replay == "none":
+        why += "; the node reports were NOT replayed (--replay=none): taken as written"
     groups = value_groups(nodes)
     fleet = {
         "schema": "pytest-sits/fleet-report", "schema_version": FLEET_SCHEMA_VERSION,
@@ -516,7 +558,7 @@ def merge(out: Path, k: float = DEFAULT_K, jobs: Optional[int] = None,
                                            "finished_at", "duration_s")} if run else None,
         "summary": {"result": result, "result_reason": why, "nodes": total, "counts": counts,
                     "pass_rate": round(counts[NODE_PASS] / total, 4), "simulated": simulated,
-                    "missing_nodes": missing},
+                    "missing_nodes": missing, "replay": replay},
         "nodes": [{k2: v for k2, v in n.items() if not k2.startswith("_")} for n in nodes],
         "requirements": requirement_rates(nodes), "pass_rate_rule": PASS_RATE_RULE,
         "outliers": outliers(nodes, k, groups), "measurements": measurements(groups),
