@@ -171,13 +171,15 @@ def test_the_largest_real_topology_still_reads(snapshot):
     assert len(inv["numa"]) == 32 and sum(len(n["cpus"]) for n in inv["numa"]) == 8192
 
 
-def test_a_linked_snapshot_folder_says_so_and_names_the_folder_itself(snapshot, tmp_path):
+@pytest.mark.parametrize("kind", ["snapshot", "evidence"])
+def test_a_linked_evidence_folder_says_so_without_showing_where_it_points(snapshot, tmp_path, kind):
     link = tmp_path / "link"
     link.symlink_to(snapshot)
     with pytest.raises(PlatformError) as exc:
-        from_spec(f"snapshot:{link}")
+        from_spec(f"{kind}:{link}")
     text = str(exc.value)
-    assert "a symbolic link" in text and f"fix: name the folder itself ({snapshot})" in text
+    assert "a symbolic link" in text and "not a link to it" in text, text
+    assert str(snapshot) not in text  # the link's target is not told to whoever sent it
     assert "capture" not in text  # nothing is wrong with the snapshot itself
 
 
@@ -207,3 +209,28 @@ def test_a_report_nested_as_deep_as_a_real_one_reads():
     from pytest_sits.files import nesting_depth
 
     assert nesting_depth({"a": [{"b": 1}]}) == 3 and nesting_depth(5) == 0 and nesting_depth([[[[]]]], stop=2) == 3
+
+
+@pytest.mark.parametrize("junk,entries", [(600, False), (5000, True)], ids=["files-over-the-cap", "entries"])
+def test_a_folder_padded_with_junk_is_refused_whole_not_read_in_part(tmp_path, capsys, junk, entries):
+    """Names that sort first ("!000…") once pushed the real capture past the file cap, so it was silently left
+    out; now a folder over the cap is refused in one line, unread, whatever the names."""
+    from pathlib import Path
+
+    from pytest_sits.cli import main
+    from pytest_sits.platforms.evidence import EvidenceError, EvidencePlatform
+
+    d = tmp_path / "evidence"
+    d.mkdir()
+    data = Path(__file__).resolve().parent / "data"
+    (d / "nvidia-smi-q.txt").write_bytes((data / "nvidia-smi-q-h100-570.txt").read_bytes())
+    for i in range(junk):
+        (d / f"!{i:05d}.txt").write_text("junk\n")
+    with pytest.raises(EvidenceError) as exc:
+        EvidencePlatform(d)
+    text = str(exc.value)
+    assert ("entries" in text) if entries else (f"{junk + 1} files, more than the 512" in text), text
+    assert "fix: submit a folder holding only the machine's captures" in text
+    assert main(["audit", str(d)]) == 4
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "the folder was not read" in err, err

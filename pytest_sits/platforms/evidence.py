@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..probes.readers import merge_steps, reader_of
 from ..probes.readers.base import EvidenceConflict, Machine
-from ..probes.submitted import SNAPSHOT_KIND, read_evidence
+from ..probes.submitted import SNAPSHOT_KIND, TooManyFiles, read_evidence
 from .base import PlatformError
 from .recorded import RecordedPlatform
 
@@ -64,11 +64,14 @@ class EvidencePlatform(RecordedPlatform):
                                     "logs)")
             if os.path.islink(path):
                 raise PlatformError(f"{path}: a symbolic link; submitted evidence is not read through links; fix: "
-                                    f"name the folder itself ({os.path.realpath(path)})")
+                                    "name the file or folder itself, not a link to it (its target is not shown)")
             if not os.path.exists(path):
                 raise PlatformError(f"{path}: no such file or folder; fix: give the folder of submitted texts")
         self.path, self.under_load = path, bool(under_load)
-        self.evidence = read_evidence(path, files, known_ids)
+        try:
+            self.evidence = read_evidence(path, files, known_ids)
+        except TooManyFiles as exc:
+            raise EvidenceError(str(exc)) from None
         self.snapshot: Optional[Any] = None
         for f in self.evidence["files"]:
             if f["kind"] != SNAPSHOT_KIND:

@@ -60,7 +60,7 @@ class SnapshotPlatform(RecordedPlatform):
                                 "`sits capture DIR` wrote")
         if os.path.islink(directory):
             raise PlatformError(f"{directory}: a symbolic link; evidence folders are read without following links; "
-                                f"fix: name the folder itself ({os.path.realpath(directory)})")
+                                "fix: name the snapshot folder itself, not a link to it (its target is not shown)")
         if not os.path.isdir(directory):
             raise PlatformError(f"{directory}: no such folder; fix: give the folder that `sits capture DIR` wrote")
         manifest_path = directory / "manifest.json"

@@ -28,6 +28,13 @@ FILE_LIMIT = 16 << 20
 TOTAL_LIMIT = 256 << 20
 MAX_FILES = 512
 MAX_DEPTH = 4
+#: Entries (files, folders, links) looked at in a submitted folder before it is refused unread.
+MAX_ENTRIES = 8 * MAX_FILES
+
+
+class TooManyFiles(ValueError):
+    """A submitted folder holds more files than one machine's captures take: refused whole, since reading the
+    first :data:`MAX_FILES` (in any order) could leave the capture that decides out."""
 
 # ---- reading a folder -------------------------------------------------------------------------------------
 
@@ -53,13 +60,22 @@ def _walk(root: Path) -> Tuple[List[str], List[Dict[str, Any]]]:
     found: List[str] = []
     skipped: List[Dict[str, Any]] = []
     todo: List[Tuple[str, int]] = [("", 0)]
+    seen = 0
     while todo:
         rel, depth = todo.pop()
         if is_snapshot(root / rel if rel else root):
             found.append(f"{rel}/" if rel else "./")
             continue
         try:
-            entries = sorted(os.scandir(root / rel) if rel else os.scandir(root), key=lambda e: e.name)
+            entries = []
+            with os.scandir(root / rel) if rel else os.scandir(root) as it:
+                for e in it:
+                    seen += 1
+                    if seen > MAX_ENTRIES:
+                        raise TooManyFiles(f"{root}: more than {MAX_ENTRIES} entries; the folder was not read; fix: "
+                                           "submit a folder holding only the machine's captures")
+                    entries.append(e)
+            entries.sort(key=lambda e: e.name)
         except OSError as exc:
             skipped.append({"name": rel or ".", "why": f"folder not readable ({exc.strerror})"})
             continue
@@ -91,8 +107,9 @@ def _walk(root: Path) -> Tuple[List[str], List[Dict[str, Any]]]:
                 skipped.append({"name": name, "why": "not a regular file (a device, FIFO or socket)"})
     found.sort()
     if len(found) > MAX_FILES:
-        skipped.extend({"name": n, "why": f"more than {MAX_FILES} files in the folder"} for n in found[MAX_FILES:])
-        found = found[:MAX_FILES]
+        raise TooManyFiles(f"{root}: {len(found)} files, more than the {MAX_FILES} one machine's captures take "
+                           f"(reading only some could leave out the one that decides, e.g. {found[-1]!r}); the "
+                           "folder was not read; fix: submit a folder holding only the machine's captures")
     return found, skipped
 
 def _utf16(data: bytes) -> bool:
