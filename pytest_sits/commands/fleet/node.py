@@ -9,16 +9,16 @@ so the merge can tell a node that never started from one that died.
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from ... import exitcodes
 from ...files import open_new
 from ..base import pytest_argv
+from ..child import GRACE_S, run_child
 from .common import (JUNIT_NAME, NODE_EXIT_FILE, NODE_FILE, NODE_LOG, NODE_NAME, equals_form, node_name, now_iso,
                      write_json)
 
@@ -37,7 +37,7 @@ def node_main(argv: Optional[Sequence[str]] = None) -> int:
         argv = argv[1:]
     if not argv:
         print("usage: python -m pytest_sits.commands.fleet.node OUT -- <pytest args>", file=sys.stderr)
-        return 4
+        return exitcodes.USAGE_ERROR
     out, rest = Path(argv[0]), argv[1:]
     if rest[:1] == ["--"]:
         rest = rest[1:]
@@ -45,7 +45,7 @@ def node_main(argv: Optional[Sequence[str]] = None) -> int:
     if not NODE_NAME.match(node):
         print(f"sits fleet: node name {node!r} cannot name a directory; fix: use Slurm node names made of "
               "letters, digits, '.', '_' and '-'", file=sys.stderr)
-        return 4
+        return exitcodes.USAGE_ERROR
     dest = out / node
     run_id = os.environ.get("SITS_FLEET_RUN_ID", "")
     try:
@@ -54,7 +54,7 @@ def node_main(argv: Optional[Sequence[str]] = None) -> int:
         # Two elements of one job array placed on the same node: the second must not overwrite the first.
         print(f"sits fleet: {dest} exists: node {node} already ran in this fleet run; this task stops",
               file=sys.stderr)
-        return 3
+        return exitcodes.NOT_TESTED
     command = node_command(out, node, rest)
     marker = {"node": node, "hostname": socket.gethostname(), "run_id": run_id,
               "job_id": os.environ.get("SLURM_JOB_ID"), "step_id": os.environ.get("SLURM_STEP_ID"),
@@ -63,28 +63,20 @@ def node_main(argv: Optional[Sequence[str]] = None) -> int:
               "command": command}
     write_json(dest / NODE_FILE, marker)
     started = time.monotonic()
-    stopped: List[str] = []
+    # Slurm's stop (pre-emption, scancel, time limit) signals the job's processes; the runner forwards the first
+    # signal to the suite's group (which may have had it already: a second SIGTERM while it stops is announced,
+    # not raised) and gives it GRACE_S to write its INCOMPLETE report. A runner killed outright takes the suite
+    # with it (commands/child.py): no suite measures on, unowned, on a node Slurm has given to someone else.
     with open_new(dest / NODE_LOG) as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-
-        def record_stop(signum: int, frame: object) -> None:
-            # Slurm's stop (pre-emption, scancel, time limit) signals every process of the job, the suite
-            # too, which turns SIGTERM into an INCOMPLETE report: record it and wait for the suite (a second
-            # signal would interrupt the suite while it writes that report).
-            stopped.append(signal.Signals(signum).name)
-
-        old = {s: signal.signal(s, record_stop) for s in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            rc = proc.wait()
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-    record = {"node": node, "exit_code": rc, "finished_at": now_iso(),
+        res = run_child(command, stdout=log)
+    record = {"node": node, "exit_code": res.returncode, "finished_at": now_iso(),
               "duration_s": round(time.monotonic() - started, 3)}
-    if stopped:
-        record["stopped_by"] = stopped[0]
+    if res.signals:
+        record["stopped_by"] = res.signals[0]
+    if res.killed:
+        record["killed"] = f"the suite did not end within {GRACE_S:g} s of the signal; its process group was killed"
     write_json(dest / NODE_EXIT_FILE, record)
-    return rc
+    return res.returncode if res.returncode >= 0 else exitcodes.INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover - the per-node entry point Slurm runs
