@@ -59,16 +59,18 @@ def _processes_with(marker: str) -> List[str]:
     return found
 
 
-def _children(pid: int) -> List[int]:
-    """Processes whose parent is ``pid`` (pytest-xdist's workers, once started)."""
+def _workers(pid: int) -> List[int]:
+    """pytest-xdist's workers of ``pid`` once started: its children running execnet's bootstrap (``python -c
+    "import sys;exec(eval(sys.stdin.readline()))"``); not the short-lived commands plugins run at import (git)."""
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 stat = Path(f"/proc/{entry}/stat").read_text()
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"sys.stdin" in cmd:
                 out.append(int(entry))
     return out
 
@@ -102,7 +104,7 @@ def one_run(i: int, kind: str, xdist: bool, when: float, args: argparse.Namespac
             time.sleep(0.002)
     elif kind == "SIGTERM group at worker start":
         deadline = started + args.expected * 3
-        while proc.poll() is None and time.monotonic() < deadline and not _children(proc.pid):
+        while proc.poll() is None and time.monotonic() < deadline and not _workers(proc.pid):
             time.sleep(0.002)
         time.sleep(when)
     elif kind == "SIGTERM at start-up":
