@@ -234,3 +234,40 @@ def test_a_folder_padded_with_junk_is_refused_whole_not_read_in_part(tmp_path, c
     assert main(["audit", str(d)]) == 4
     err = capsys.readouterr().err
     assert "Traceback" not in err and "the folder was not read" in err, err
+
+
+TWO_GPU_TOPO = """\
+\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tNV12\t0-63\t0\t\tN/A
+GPU1\tNV12\t X \t0-63\t0\t\tN/A
+
+Legend:
+
+  X    = Self
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""
+
+
+def test_another_machines_topo_beside_an_8_gpu_q_is_refused_as_two_machines(tmp_path, capsys):
+    """A 2-GPU `topo -m` beside an 8-GPU `nvidia-smi -q` (each listing every GPU of its machine) once gave a false
+    LINK-NVLINK-MESH FAIL; it is refused, naming both files, and judges nothing."""
+    from pathlib import Path
+
+    from pytest_sits.cli import main
+    from pytest_sits.platforms.evidence import EvidencePlatform
+
+    d = tmp_path / "evidence"
+    d.mkdir()
+    data = Path(__file__).resolve().parent / "data"
+    (d / "nvidia-smi-q.txt").write_bytes((data / "nvidia-smi-q-h100-570.txt").read_bytes())
+    (d / "topo.txt").write_text(TWO_GPU_TOPO)
+    with pytest.raises(PlatformError) as exc:
+        EvidencePlatform(d).inventory()
+    text = str(exc.value)
+    assert "topo.txt" in text and "nvidia-smi-q.txt" in text and "(2 and 8)" in text, text
+    assert "different machines" in text
+    assert main(["audit", str(d)]) == 4
+    assert "different machines" in capsys.readouterr().err
+    # the same machine's matrix (all 8 GPUs) is read
+    (d / "topo.txt").write_bytes((data / "nvidia-smi-topo-hgx-h100-nic12.txt").read_bytes())
+    assert len(EvidencePlatform(d).inventory()["accelerators"]) == 8

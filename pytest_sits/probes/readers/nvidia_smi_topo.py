@@ -235,9 +235,13 @@ class NvidiaSmiTopo(Reader):
         if len(nv_keys) == len(gpus):
             mapping = dict(zip(gpus, nv_keys))
         elif nv_keys:
+            whole = machine.complete.get("nvidia")
+            if whole:  # both list every GPU of their machine, and the counts differ: two machines
+                machine.conflict("the number of NVIDIA GPUs", len(gpus), len(nv_keys), f["name"], whole[0])
             machine.notes.append(f"{f['name']} lists {len(gpus)} GPUs, the other texts {len(nv_keys)} NVIDIA GPU(s) "
-                                 "by PCI address: its rows could not be matched to addresses, so its per-GPU cells "
-                                 "are not used")
+                                 "by PCI address: its rows could not be matched to addresses, so neither its mesh "
+                                 "nor its per-GPU cells are used")
+            return
         else:
             for g in gpus:
                 a = machine.add(g, new_accelerator(g, None, "NVIDIA", None, f["name"]))
