@@ -106,7 +106,13 @@ def _all(vs: List[Dict[str, Any]], ok: Callable[[Dict[str, Any]], bool], what: s
 
 
 def not_shown(text: str) -> bool:
-    return text.strip().lower().startswith("not shown")
+    """The fact says the value is not in the text (only in the document it came from, or not shown at all)."""
+    low = text.strip().lower()
+    return low.startswith("not shown") or "not in this text" in low or "(document header)" in low
+
+
+#: A GPU as nvidia-smi's per-GPU tools head it: "GPU 7: NVIDIA A100-SXM4-80GB (UUID: ...)".
+GPU_HEADER = re.compile(r"\bGPU (\d{1,4})(?::| \(UUID)", re.I)
 
 
 # ---- the rules: one per kind of fact -----------------------------------------------------------------------
@@ -335,8 +341,14 @@ def r_pcie(text: str, run: Run, entry: Dict[str, Any]) -> Result:
 
 
 def r_gpus(text: Any, run: Run, entry: Dict[str, Any]) -> Result:
-    want = {norm_bdf(b) for b in (text if isinstance(text, list) else [text])}
     got = {a["bdf"] for a in run.accs}
+    headers = GPU_HEADER.findall(text) if isinstance(text, str) else []
+    if headers:  # GPUs named by nvidia-smi's index, no PCI address in the text: read as GPU<index>
+        want = {f"GPU{i}" for i in headers}
+        if want != got:
+            return "DISAGREE", f"GPUs read {sorted(got)}; the fact names {sorted(want)}"
+        return "agree", f"{len(got)} GPU(s) by nvidia-smi index: {', '.join(sorted(want))}"
+    want = {norm_bdf(b) for b in (text if isinstance(text, list) else [text])}
     if want != got:
         return "DISAGREE", f"GPUs read {sorted(got)}; the fact lists {sorted(want)}"
     return "agree", f"{len(got)} GPU(s) at the listed addresses"
@@ -605,6 +617,8 @@ def r_not_judged(text: str, run: Run, entry: Dict[str, Any]) -> Result:
 
 
 def r_count_gpus(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    if GPU_HEADER.search(text):
+        return r_gpus(text, run, entry)
     n = int(text) if text.strip().isdigit() else None
     return ("agree", f"{len(run.accs)} GPUs read") if n == len(run.accs) else \
         ("DISAGREE", f"{len(run.accs)} GPUs read; the fact says {n}")
