@@ -117,3 +117,39 @@ def test_audit_text_names_the_file_with_its_option(tmp_path, capsys):
     assert len(mesh) == 1 and mesh[0]["status"] in ("FAIL", "WARN"), (rc, mesh)  # WARN: a mesh not required
     assert "28" in mesh[0]["reason"] and "pair" in mesh[0]["reason"], mesh[0]["reason"]
     capsys.readouterr()
+
+
+# ---- look-alikes of NVIDIA's tools: refused naming the vendor, never read as NVIDIA's ---------------------------
+
+def _q_of(product: str, banner: str = "") -> str:
+    """An nvidia-smi -q-shaped text of another vendor's tool (modelled: same fields, their product name)."""
+    text = Q8.read_text()
+    text = re.sub(r"(Product Name\s+:) NVIDIA H100 80GB HBM3", rf"\1 {product}", text)
+    return banner + text
+
+
+@pytest.mark.parametrize("text,vendor", [
+    (_q_of("Iluvatar BI-V150"), "Iluvatar CoreX"),
+    (_q_of("MetaX C500", banner="mx-smi  version: 2.1.9\n"), "MetaX"),
+    ("Tue Nov 12 20:55:00 2024\n" + "-" * 40 + "\n    mthreads-gmi:1.12.2     Driver Version:1.2.0\n" + "-" * 40 +
+     "\n0    MTT S4000      |00000000:08:00.0    |88%   30000MiB(32768MiB)\n", "Moore Threads"),
+    ("+----------------------------------+\n| npu-smi 23.0.rc2   Version: 23.0.rc2 |\n"
+     "| 0     910B1   | OK  | 327.1  54  0 / 0 |\n", "Huawei Ascend"),
+    ("        GPU0    GPU1    CPU Affinity\nGPU0     X      MX8     0-63\nGPU1    MX8      X      0-63\n"
+     "mx-smi topo -m legend: MX# = MetaXLink\n", "MetaX"),
+])
+def test_a_look_alike_of_nvidias_tools_is_refused_naming_its_vendor(text, vendor, tmp_path, capsys):
+    kind, why = classify(text)
+    assert kind is None and vendor in why and "look-alike" in why, why
+    f = tmp_path / "t.txt"
+    f.write_text(text)
+    assert main(["audit", str(f)]) == 4
+    err = capsys.readouterr().err
+    assert vendor in err and "NVIDIA H100" not in err, err
+
+
+def test_an_lspci_listing_naming_such_a_vendor_is_still_lspci():
+    text = (DATA / "lspci-vv-workstation-idle.txt").read_text()
+    text += ("\n0000:41:00.0 Processing accelerators: Shanghai Iluvatar CoreX Semiconductor Co., Ltd. Device 0001\n"
+             "\tSubsystem: Shanghai Iluvatar CoreX Semiconductor Co., Ltd. Device 0000\n")
+    assert classify(text)[0] == classify((DATA / "lspci-vv-workstation-idle.txt").read_text())[0] is not None

@@ -96,7 +96,8 @@ class EvidencePlatform(RecordedPlatform):
             raise EvidenceError(f"{where}: no submitted file could be read" + (":\n  " + "\n  ".join(lines[:40])
                                                                              if lines else " (the folder is empty)")
                                 + "\nfix: submit the unedited output of nvidia-smi -q (or -q -x), nvidia-smi topo "
-                                  "-m, lspci -tv / -vv / -PP, rocm-smi, amd-smi or the kernel log")
+                                  "-m, nvidia-smi nvlink -e / -s, lspci -tv / -vv / -PP, rocm-smi, amd-smi or the "
+                                  "kernel log")
         kinds: Dict[str, int] = {}
         for f in read:
             kinds[f["tool"]] = kinds.get(f["tool"], 0) + 1

@@ -71,11 +71,38 @@ def tool_of(kind: str) -> str:
     return r.kinds[kind] if r is not None else kind
 
 
+#: Other vendors' tools made to look like nvidia-smi (same sections, `topo -m` matrices, `-q` fields): refused naming
+#: the vendor before any reader looks, so their devices are never taken for NVIDIA's.  Matched on the tool's own
+#: banner or an nvidia-smi-style "Product Name   :" field (an lspci listing naming the vendor is still lspci).
+LOOK_ALIKES: List[Tuple[str, str, re.Pattern[str]]] = [
+    ("Moore Threads", "mthreads-gmi", re.compile(r"\bmthreads-gmi\b|^\s*Product Name\s+:\s*MTT ", re.M)),
+    ("MetaX", "mx-smi", re.compile(r"\bmx-smi\b|^\s*Product Name\s+:\s*MetaX", re.M | re.I)),
+    ("Iluvatar CoreX", "ixsmi", re.compile(r"\bixsmi\b|^\s*Product Name\s+:\s*Iluvatar", re.M | re.I)),
+    ("Huawei Ascend", "npu-smi", re.compile(r"\bnpu-smi\b", re.I)),
+    ("Hygon DCU", "hy-smi", re.compile(r"\bhy-smi\b", re.I)),
+    ("Cambricon", "cnmon", re.compile(r"\bcnmon\b|^\s*Product Name\s+:\s*MLU\d", re.M | re.I)),
+    ("Enflame", "efsmi", re.compile(r"\befsmi\b", re.I)),
+    ("Biren", "brsmi", re.compile(r"\bbrsmi\b", re.I)),
+]
+
+
+def look_alike(head: str) -> Optional[str]:
+    """Why a text is another vendor's look-alike of NVIDIA's tools, or None."""
+    for vendor, tool, rx in LOOK_ALIKES:
+        if rx.search(head):
+            return (f"`{tool}` output ({vendor}), a look-alike of NVIDIA's tools: this version does not read "
+                    f"{vendor} accelerators, and does not take them for NVIDIA's")
+    return None
+
+
 def classify(text: str) -> Detection:
     """The kind of a submitted text and why; (None, what it looks like) when it is none of :data:`KINDS`."""
     head = text[:1 << 20]
     if "\x00" in head[:65536]:
         return None, "a binary file (it holds NUL bytes)"
+    other = look_alike(head[:65536])
+    if other is not None:
+        return None, other
     for r in READERS:
         found = r.detect_document(head)
         if found is not None:
