@@ -6,7 +6,8 @@
   far slower than the offered load).  Faults: ``drip`` (a stream that never ends, one byte at a time; ``drip-models``: the model list),
   ``truncate`` (the connection drops mid-stream), ``no-done`` (a stream that ends without ``[DONE]``),
   ``bad-json`` (a chunk that is not JSON), ``half-body`` (a body shorter than its Content-Length),
-  ``not-openai`` (an HTML page everywhere); ``fault_first=n`` limits the fault to the first n requests.  It
+  ``not-openai`` (an HTML page everywhere),
+  ``not-ready`` (``/v1/models`` answers 503: a model never loaded); ``fault_first=n`` limits the fault to the first n requests.  It
   records when each chunk was written (the truth a client is measured against).
 * :class:`LoopbackServer`: the built-in model (:class:`~pytest_sits.inference.model.Engine`) behind the same
   interface, streaming its tokens as they are produced; it can inject a delay, HTTP errors and malformed
@@ -84,6 +85,10 @@ class _Base(BaseHTTPRequestHandler):
             while True:  # a model list that never ends, one byte every 0.1 s
                 self.chunk(b" ")
                 time.sleep(0.1)
+        if path == "/v1/models" and getattr(s, "fault", None) == "not-ready":  # up, model never loaded
+            return self.send_json(503, {"detail": "model is loading"})
+        if path == "/version" and getattr(s, "version", None):
+            return self.send_json(200, {"version": s.version})
         if path == "/v1/models":
             return self.send_json(200, {"object": "list", "data": [{"id": s.model_name, "object": "model"}]})
         if path in POST_PATHS:
@@ -147,9 +152,9 @@ class _QuietServer(ThreadingHTTPServer):
 class _Serving:
     """Start and stop a handler on 127.0.0.1 at a free port: ``with server as url:``."""
 
-    def _serve(self, handler: type) -> None:
+    def _serve(self, handler: type, port: int = 0) -> None:
         handler = type(handler.__name__, (handler,), {"server_obj": self})
-        self.httpd = _QuietServer(("127.0.0.1", 0), handler)
+        self.httpd = _QuietServer(("127.0.0.1", int(port)), handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread: Optional[threading.Thread] = None
 
@@ -178,7 +183,7 @@ class ScriptedServer(_Serving):
     def __init__(self, ttft_s: float = 0.05, itl_s: float = 0.01, tokens_per_chunk: int = 1,
                  usage: str = "requested", model_name: str = "scripted", require_key: Optional[str] = None,
                  fault: Optional[str] = None, capacity: Optional[int] = None, reject_stream_options: bool = False,
-                 fault_first: int = 0, reject_ignore_eos: bool = False):
+                 fault_first: int = 0, reject_ignore_eos: bool = False, port: int = 0):
         self.ttft_s, self.itl_s, self.k = float(ttft_s), float(itl_s), max(1, int(tokens_per_chunk))
         self.usage, self.model_name, self.require_key, self.fault = usage, model_name, require_key, fault
         self.reject_stream_options = reject_stream_options
@@ -189,7 +194,7 @@ class ScriptedServer(_Serving):
         self.lock = threading.Lock()
         self.count = 0
         self.records: List[Dict[str, Any]] = []
-        self._serve(_ScriptedHandler)
+        self._serve(_ScriptedHandler, port)
 
 
 class _ScriptedHandler(_Base):

@@ -71,6 +71,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="an OpenAI-compatible server (vLLM, TGI, SGLang, llama.cpp, Triton) held to SVC-SLA: its "
                          "base URL, e.g. http://127.0.0.1:8000 (asked GET /v1/models and one short request "
                          "before any load); default: the built-in model.")
+    group.addoption("--sits-serve", dest="sits_serve", default=None, metavar="COMMAND",
+                    help="start the server under test with COMMAND (split as a shell would, run without one; "
+                         "{port} is replaced by the port), e.g. --sits-serve='python -m "
+                         "vllm.entrypoints.openai.api_server --model DIR --port {port}': the suite waits until "
+                         "/v1/models answers, measures it as --sits-endpoint does, keeps its log in the report "
+                         "folder (serving/server.log) and stops it at the end (SIGTERM, then SIGKILL). "
+                         "Exclusive with --sits-endpoint.")
+    group.addoption("--sits-serve-port", dest="sits_serve_port", default=None, metavar="PORT",
+                    help="the port the launched server listens on, on 127.0.0.1 (default: a free one, given to the "
+                         "command as {port}); a port already in use is refused.")
+    group.addoption("--sits-serve-env", dest="sits_serve_env", action="append", default=None,
+                    metavar="KEY=VALUE", help="an environment variable of the launched server (repeatable); "
+                                             "its value is never written to the report.")
+    group.addoption("--sits-serve-model", dest="sits_serve_model", default=None, metavar="NAME",
+                    help="the model the launched server must list in /v1/models before it counts as ready "
+                         "(default: any model it lists).")
+    group.addoption("--sits-serve-timeout", dest="sits_serve_timeout", default=None, metavar="SECONDS",
+                    help="how long the launched server may take to be ready (default 900 s); past it, the server "
+                         "is stopped and the run ends with a usage error quoting its log.")
+    group.addoption("--sits-serve-accelerators", dest="sits_serve_accelerators", default=None, metavar="LIST",
+                    help="the accelerators the launched server uses (comma-separated addresses or indices), "
+                         "recorded in the report.")
     group.addoption("--sits-endpoint-key", dest="sits_endpoint_key", default=None, metavar="KEY",
                     help="the endpoint's API key, sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY; "
                          "prefer the variable: a key on the command line shows in the process list). Never "
@@ -288,6 +310,10 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(Watchdog(run.watchdog_s, None, run.platform.simulated), "sits-watchdog")
         return
     config.hook.pytest_sits_update_inventory(config=config, inventory=run.platform.inventory())
+    if run.serve is not None and not config.getoption("collectonly", False):
+        from .serving import launch
+
+        launch(config, run)
     from .reporter import SitsReporter
 
     reporter = SitsReporter(config, run)
@@ -329,7 +355,19 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
              f"{run.report_dir if run.report_dir else 'not written'}"]
     if run.platform.simulated:
         lines.append("sits: SIMULATED platform: this run can never be reported as conformant")
-    if run.endpoint:
+    if run.serve is not None:
+        served = run.served or {}
+        if run.serve_error:
+            lines.append(f"sits: server under test NOT READY: {_printable(run.serve_error.splitlines()[0])} (its "
+                         "requirements are ERROR)")
+        else:
+            lines.append(f"sits: server under test launched by the suite at {_printable(run.endpoint or '')}: models "
+                         f"{_printable(', '.join(served.get('models') or []))}"
+                         f"{', version ' + _printable(served['version']) if served.get('version') else ''}; ready after "
+                         f"{served.get('ready_s')} s; log {served.get('log')}")
+        lines.append("sits: SVC-SLA measures the server under test (the PLP-* sweep, cold start and fragmentation "
+                     "measure the suite's built-in model, not your serving stack)")
+    elif run.endpoint:
         lines.append(f"sits: serving endpoint {_printable(run.endpoint)}: SVC-SLA measures it (the PLP-* sweep, cold "
                      "start and fragmentation measure the suite's built-in model, not your serving stack)")
     suite = config.stash.get(_BUNDLED, None)

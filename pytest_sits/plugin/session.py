@@ -15,7 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..catalogue import LEVELS
 from ..platforms import Platform, PlatformError, from_spec
@@ -32,6 +32,8 @@ OPTION_ENV = {"sits_profile": ENV_PROFILE, "sits_platform": ENV_PLATFORM, "sits_
 ENV_ENDPOINT_KEY = "OPENAI_API_KEY"
 #: Options whose value is a secret: shown as *** wherever the command line is recorded.
 SECRET_OPTIONS = ("--sits-endpoint-key",)
+#: Options whose value is KEY=VALUE, the value possibly a secret.
+ENV_OPTIONS = ("--sits-serve-env",)
 
 
 def redact_args(args: Any) -> list:
@@ -43,6 +45,13 @@ def redact_args(args: Any) -> list:
             hide = False
             continue
         name = a.split("=", 1)[0]
+        if name in ENV_OPTIONS:  # KEY=VALUE: the key is kept, the value may be a token
+            if a.count("=") >= 2:
+                out.append("=".join(a.split("=", 2)[:2]) + "=***")
+            else:
+                out.append(a)
+                hide = a == name
+            continue
         if name in SECRET_OPTIONS:
             if "=" in a:
                 out.append(f"{name}=***")
@@ -89,6 +98,11 @@ class SitsRun:
     #: removed by it at the end, also when a worker was killed before it could clean up.
     workdir: Optional[Path] = None
     owns_workdir: bool = False
+    #: The server the suite launches (--sits-serve*), or None; ``served``: what it was once ready (the report's
+    #: ``run.serving``); ``serve_error``: why it could not be started (its requirements are ERROR).
+    serve: Optional[Any] = None
+    served: Optional[Dict[str, Any]] = None
+    serve_error: Optional[str] = None
     #: The endpoint's API key (--sits-endpoint-key, else $OPENAI_API_KEY); never written to a report.
     endpoint_key: Optional[str] = field(default=None, repr=False)
     #: Where the run's Prometheus textfile goes (None: none written).
@@ -115,8 +129,12 @@ class SitsRun:
             level_opt=config.getoption("sits_level"), level_ini=config.getini("sits_level"),
             report_dir_opt=config.getoption("sits_report_dir"), report_dir_ini=config.getini("sits_report_dir"))
         run.set_golden(config.getoption("sits_golden_record"), config.getoption("sits_golden"))
-        run.set_inference(config.getoption("sits_endpoint", None), config.getoption("sits_redfish", None),
-                          config.getoption("sits_endpoint_key", None))
+        run.set_serve(config.getoption("sits_serve", None), config.getoption("sits_serve_port", None),
+                      config.getoption("sits_serve_env", None), config.getoption("sits_serve_model", None),
+                      config.getoption("sits_serve_timeout", None), config.getoption("sits_serve_accelerators", None),
+                      endpoint=config.getoption("sits_endpoint", None))
+        run.set_inference(config.getoption("sits_endpoint", None) or (run.serve.url if run.serve else None),
+                          config.getoption("sits_redfish", None), config.getoption("sits_endpoint_key", None))
         run.set_operations(config.getoption("sits_prometheus", None), config.getoption("sits_watchdog", None),
                            config.getoption("sits_health_load", None))
         run.set_budget(config.getoption("sits_budget", None))
@@ -170,6 +188,29 @@ class SitsRun:
                               workers=self.workers)
         return self._plan
 
+    def set_serve(self, command: Optional[str], port: Any, env: Optional[List[str]], model: Optional[str],
+                  timeout_s: Any, accelerators: Optional[str], endpoint: Optional[str] = None) -> None:
+        """The server to launch (``--sits-serve*``), checked now: a bad value, or a serve option without
+        ``--sits-serve``, is a usage error; the launch itself waits for the session (``plugin/serving.py``)."""
+        extra = [flag for flag, v in (("--sits-serve-port", port), ("--sits-serve-env", env),
+                                      ("--sits-serve-model", model), ("--sits-serve-timeout", timeout_s),
+                                      ("--sits-serve-accelerators", accelerators)) if v not in (None, "", [])]
+        if not command:
+            if extra:
+                raise SitsUsageError(f"{', '.join(extra)} given without --sits-serve: there is no server to launch, "
+                                     "so the option would be ignored; fix: add --sits-serve=COMMAND, or drop it")
+            return
+        if endpoint:
+            raise SitsUsageError(f"--sits-serve and --sits-endpoint={endpoint} are exclusive: one server is under "
+                                 "test; fix: --sits-serve to have the suite start it, --sits-endpoint for a server "
+                                 "someone else runs")
+        from ..inference.launch import ServeSpec
+
+        try:
+            self.serve = ServeSpec.parse(command, port, env, model, timeout_s, accelerators)
+        except ValueError as exc:
+            raise SitsUsageError(str(exc)) from None
+
     def set_inference(self, endpoint: Optional[str], redfish_url: Optional[str],
                       endpoint_key: Optional[str] = None) -> None:
         """The external system under test and the BMC, checked now (a bad URL is a usage error); the endpoint's
@@ -191,13 +232,14 @@ class SitsRun:
         host does not talk to servers, and below SVC-SLA's level nothing measures it."""
         from ..catalogue import CATALOGUE
 
-        flag = f"--sits-endpoint={endpoint}"
+        flag = f"--sits-serve={' '.join(self.serve.command)}" if self.serve else f"--sits-endpoint={endpoint}"
         if getattr(self.platform, "kind", "live") != "live":
             what = ("a simulated platform: its SVC-SLA is the simulation's" if self.platform.simulated else
                     f"a {self.platform.kind} platform: it judges what was recorded")
             raise SitsUsageError(f"{flag}: the platform {self.platform_spec} is {what} and never sends a request "
                                  "to a server, so your endpoint would not be measured; fix: run on the live host "
-                                 "(drop --sits-platform) to measure the server, or drop --sits-endpoint")
+                                 "(drop --sits-platform) to measure the server, or drop "
+                                 f"{flag.split('=')[0]}")
         need = CATALOGUE["SVC-SLA"].level
         if LEVELS.index(self.level) < LEVELS.index(need):
             raise SitsUsageError(f"{flag}: SVC-SLA, the requirement that measures the endpoint, runs at level "
@@ -205,7 +247,8 @@ class SitsRun:
                                  f"request; fix: add --sits-level={need}")
 
     def inference_options(self) -> Dict[str, Any]:
-        return {"endpoint": self.endpoint, "redfish": self.redfish, "endpoint_key": self.endpoint_key}
+        return {"endpoint": self.endpoint, "redfish": self.redfish, "endpoint_key": self.endpoint_key,
+                "served": self.served, "serve_error": self.serve_error}
 
     def set_golden(self, record: Optional[str], golden: Optional[str]) -> None:
         if record and golden:
@@ -276,7 +319,7 @@ class SitsRun:
                 "workdir": str(self.workdir) if self.workdir else None,
                 "endpoint_key": self.endpoint_key, "budget_min": self.budget_min,
                 "prometheus": str(self.prometheus) if self.prometheus else None, "watchdog_s": self.watchdog_s,
-                "health_load": self.health_load}
+                "health_load": self.health_load, "served": self.served, "serve_error": self.serve_error}
 
     @classmethod
     def from_workerinput(cls, data: Dict[str, Any]) -> SitsRun:
@@ -295,6 +338,7 @@ class SitsRun:
         run.set_inference(data.get("endpoint"), data.get("redfish_url"), data.get("endpoint_key"))
         run.set_operations(data.get("prometheus"), data.get("watchdog_s"), data.get("health_load"))
         run.budget_min = data.get("budget_min")
+        run.served, run.serve_error = data.get("served"), data.get("serve_error")
         return run
 
     def expected(self) -> Dict[str, Any]:

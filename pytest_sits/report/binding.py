@@ -44,6 +44,8 @@ def _selects(args: List[str]) -> bool:
     takes_value = {"-p", "-c", "-o", "--rootdir", "--pyargs", "-n", "--numprocesses", "--dist", "--tb",
                    "--sits-profile", "--sits-platform", "--sits-level", "--sits-report-dir", "--sits-golden",
                    "--sits-golden-record", "--sits-endpoint", "--sits-endpoint-key", "--sits-redfish",
+                   "--sits-serve", "--sits-serve-port", "--sits-serve-env", "--sits-serve-model",
+                   "--sits-serve-timeout", "--sits-serve-accelerators",
                    "--sits-prometheus", "--sits-watchdog", "--sits-health-load", "--sits-budget", "--junitxml",
                    "--basetemp", "-W", "--confcutdir", "--log-file", "--timeout"}
     skip = False

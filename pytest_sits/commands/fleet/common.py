@@ -73,7 +73,8 @@ PASS_RATE_RULE = ("per requirement: nodes whose worst verdict for it is PASS, WA
 #: value after a space that names an existing path for a test path, and picks rootdir and ini from it).
 VALUE_OPTIONS = ("--sits-profile", "--sits-platform", "--sits-level", "--sits-report-dir", "--sits-golden-record",
                  "--sits-golden", "--sits-endpoint", "--sits-redfish", "--sits-prometheus", "--sits-watchdog",
-                 "--sits-health-load", "--junitxml", "--junit-xml")
+                 "--sits-health-load", "--sits-serve", "--sits-serve-port", "--sits-serve-env", "--sits-serve-model",
+                 "--sits-serve-timeout", "--sits-serve-accelerators", "--junitxml", "--junit-xml")
 
 
 def equals_form(args: List[str]) -> List[str]:

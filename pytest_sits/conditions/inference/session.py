@@ -85,10 +85,24 @@ class Inference:
     def sla(self) -> Dict[str, Any]:
         cfg = dict(self.th("SVC-SLA"), model=self.th("PLP-PPL")["model"])
         endpoint = self.options.get("endpoint")
+        if self.options.get("serve_error"):  # the launched server never became ready: nothing to measure
+            return self._once("sla", lambda: {"error": self.options["serve_error"]}, remote=True)
         logdir = self.logdir.parent / "endpoint" / "sla" if endpoint else self.logdir / "sla"
-        return self._once("sla", lambda: acquire_sla(self.rig, cfg, logdir, endpoint,
-                                                     self.options.get("endpoint_key"), self.progress),
+        return self._once("sla", lambda: self._served(acquire_sla(self.rig, cfg, logdir, endpoint,
+                                                                  self.options.get("endpoint_key"), self.progress)),
                           remote=bool(endpoint))
+
+    def _served(self, ev: Dict[str, Any]) -> Dict[str, Any]:
+        """Evidence of a launched server names it; one that stopped under the run quotes its log."""
+        served = self.options.get("served")
+        if not served:
+            return ev
+        ev = dict(ev, server={k: served.get(k) for k in ("command", "url", "models", "version", "log")})
+        if ev.get("error") and ev.get("stopped") and served.get("log"):
+            from ...inference.launch import log_tail
+
+            ev["error"] = f"{ev['error']}; last lines of the server's log {served['log']}:\n{log_tail(served['log'])}"
+        return ev
 
     def coldstart(self, plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
         cfg = dict(self.th("SVC-COLDSTART"), model=self.th("PLP-PPL")["model"])

@@ -1,0 +1,71 @@
+"""A simulated serving stack: an OpenAI-compatible server in a process of its own, started by the suite as it
+starts vLLM or llama.cpp (``--sits-serve="python -m pytest_sits.inference.simserve --port={port}"``), so that the
+launched server's lifecycle and its faults are tested without a real stack.  Never evidence about a real server.
+
+Faults (``--fault``, repeatable):
+
+* ``start-fails``: prints a few log lines and exits with status 3 before listening;
+* ``never-ready``: listens, but ``/v1/models`` answers 503 (a model that never loads);
+* ``dies-after=S``: the process ends (SIGKILL of itself) S seconds after it became ready;
+* ``slow-start=S``: waits S seconds before it listens (a slow cold start);
+* ``ttft-high``: the first token comes 2 s after each request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from typing import List, Optional
+
+
+def _log(line: str) -> None:
+    sys.stdout.write(f"simserve: {line}\n")
+    sys.stdout.flush()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from .servers import ScriptedServer
+
+    ap = argparse.ArgumentParser(prog="python -m pytest_sits.inference.simserve")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--model", default="sim-model")
+    ap.add_argument("--ttft", type=float, default=0.02, help="seconds to the first token")
+    ap.add_argument("--itl", type=float, default=0.002, help="seconds between tokens")
+    ap.add_argument("--fault", action="append", default=[])
+    args = ap.parse_args(argv)
+    faults = {f.split("=", 1)[0]: (f.split("=", 1)[1] if "=" in f else "") for f in args.fault}
+    unknown = set(faults) - {"start-fails", "never-ready", "dies-after", "slow-start", "ttft-high"}
+    if unknown:
+        ap.error(f"unknown fault {sorted(unknown)[0]!r}")
+    _log(f"starting (pid {os.getpid()}, model {args.model}, port {args.port})")
+    if "start-fails" in faults:
+        _log("loading weights")
+        _log("error: CUDA out of memory while allocating the KV cache")
+        return 3
+    if "slow-start" in faults:
+        time.sleep(float(faults["slow-start"] or 5))
+    ttft = 2.0 if "ttft-high" in faults else args.ttft
+    server = ScriptedServer(ttft_s=ttft, itl_s=args.itl, model_name=args.model, port=args.port,
+                            fault="not-ready" if "never-ready" in faults else None)
+    server.version = "sim-0"  # type: ignore[attr-defined]
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
+    with server:
+        _log("weights loaded; KV cache allocated; ready")
+        dies = float(faults["dies-after"] or 1) if "dies-after" in faults else None
+        t0 = time.monotonic()
+        while not stop.wait(0.05):
+            if dies is not None and time.monotonic() - t0 >= dies:
+                _log("fatal: engine core died")
+                os.kill(os.getpid(), signal.SIGKILL)
+    _log("stopped")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - run as a command
+    sys.exit(main())
