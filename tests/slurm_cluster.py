@@ -115,6 +115,9 @@ def pytest_runtest_setup(item):
         pid = _ppid(pid)
     with open(os.path.join(os.environ["SITS_HARNESS_LOG"], NODE + ".died"), "w") as fh:
         fh.write(f"{_seen[0] - 1} tests run; killed {victims} and {os.getpid()}\\n")
+    # All at once, as a node that dies: the SIGTERM the fleet task's death sends this pytest (its parent-death
+    # signal) must not get to run its handler before this process's own SIGKILL.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     for pid in victims:
         os.kill(pid, signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)

@@ -48,10 +48,25 @@ def test_not_the_claimed_output():
         parse_nvidia_smi_topo("GPU 0: NVIDIA H100\n")
 
 
+#: The matrix of the machine of lspci-tv-switch.txt: its three H100s, all joined by NVLink.
+TOPO3 = """\
+\tGPU0\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tNV18\tNV18\t0-47\t0\t\tN/A
+GPU1\tNV18\t X \tNV18\t48-95\t1\t\tN/A
+GPU2\tNV18\tNV18\t X \t48-95\t1\t\tN/A
+"""
+
+
 @pytest.mark.slow
 def test_cli_audit_text(tmp_path, capsys):
+    # a 4-GPU matrix beside a tree of 3 GPUs: two machines, refused naming both files
+    assert main(["audit-text", "--lspci-tv", str(DATA / "lspci-tv-switch.txt"), "--nvidia-smi-topo",
+                 str(DATA / "nvidia-smi-topo-partial.txt"), "--profile", "h100"]) == 4
+    err = capsys.readouterr().err
+    assert "different machines" in err and "(4 and 3)" in err, err
+    (tmp_path / "topo3.txt").write_text(TOPO3)
     rc = main(["audit-text", "--lspci-tv", str(DATA / "lspci-tv-switch.txt"), "--nvidia-smi-topo",
-               str(DATA / "nvidia-smi-topo-partial.txt"), "--profile", "h100", "--json", str(tmp_path / "v.json")])
+               str(tmp_path / "topo3.txt"), "--profile", "h100", "--json", str(tmp_path / "v.json")])
     out = capsys.readouterr().out
     assert rc == 10 and "TOPO-PCIE-DIRECT   0000:c3:00.0   FAIL" in out and "LINK-NVLINK-MESH" in out
     verdicts = json.loads((tmp_path / "v.json").read_text())
