@@ -112,6 +112,7 @@ def profile_schema() -> Dict[str, Any]:
             "thresholds": threshold_schema(),
             "conditions": condition_schema(),
             "site": _site_schema(),
+            "serving": _serving_schema(),
             "fleet_baseline": _fleet_baseline_schema(),
             "waivers": {
                 "type": "array",
@@ -126,6 +127,32 @@ def profile_schema() -> Dict[str, Any]:
                     },
                 },
             },
+        },
+    }
+
+
+def _serving_schema() -> Dict[str, Any]:
+    """The ``serving:`` section: the serving stack under test, as ``--sits-serve*`` gives it (an option overrides
+    the profile's value).  A profile's command is run only when the command line asks, ``--sits-serve=profile``:
+    a profile may come from someone else, and the suite runs no code from one unasked."""
+    return {
+        "type": "object", "additionalProperties": False,
+        "description": "the server under test the suite launches with --sits-serve=profile (options override)",
+        "properties": {
+            "command": {"type": "string", "minLength": 1, "maxLength": 4000,
+                        "description": "the command that starts the server ({port} is replaced by the port)"},
+            "port": {"type": "integer", "minimum": 1, "maximum": 65535,
+                     "description": "the port it listens on, on 127.0.0.1 (default: a free one)"},
+            "env": {"type": "object", "maxProperties": 64,
+                    "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "maxLength": 128},
+                    "additionalProperties": {"type": "string", "maxLength": 4000},
+                    "description": "environment variables of the server (their values never reported)"},
+            "model": {"type": "string", "minLength": 1, "maxLength": 200,
+                      "description": "the model /v1/models must list before the server is ready"},
+            "ready_timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400,
+                                "description": "seconds the server may take to be ready (default 900)"},
+            "accelerators": {"type": "array", "maxItems": 64, "items": {"type": "string", "maxLength": 64},
+                             "description": "the accelerators it uses (addresses or indices)"},
         },
     }
 
@@ -536,6 +563,11 @@ class Profile:
         from .verdict import find_band
 
         return find_band(self.data.get("fleet_baseline"), req_id, subject, unit)
+
+    @property
+    def serving(self) -> Dict[str, Any]:
+        """The profile's ``serving:`` section (the server under test), or {}."""
+        return copy.deepcopy(self.data.get("serving") or {})
 
     def waiver(self, req_id: str) -> Optional[str]:
         for w in self.data.get("waivers", []):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -13,21 +14,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_sits.inference.launch import LaunchedServer, ServeError, ServeSpec, log_tail
+from pytest_sits.inference.launch import LaunchedServer, ServeError, ServeSpec, group_members, log_tail
 from pytest_sits.plugin.session import SitsRun, SitsUsageError
 from pytest_sits.profiles import resolve
 
-from helpers import run_pytest
+from helpers import run_pytest, start_pytest
 
 SIM = f"{sys.executable} -m pytest_sits.inference.simserve --port={{port}} --model=sim-model"
 
 
 def _gone(pid: int) -> bool:
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    """No live process (zombies aside: this machine's init may reap late) is left in the group ``pid`` led."""
+    return group_members(pid) == []
 
 
 # -- options -------------------------------------------------------------------------------------------------------
@@ -105,7 +103,7 @@ def test_a_launched_server_is_ready_when_it_lists_the_model_and_is_stopped_with_
         assert os.getpgid(server.proc.pid) == server.proc.pid  # a process group of its own
     finally:
         stopped = server.stop()
-    assert stopped["how"] == "SIGTERM" and _gone(server.proc.pid)
+    assert stopped["how"] == "SIGTERM" and stopped["left"] == 0 and _gone(server.proc.pid)
     assert "ready" in (tmp_path / "server.log").read_text()
     assert server.stop() == stopped  # idempotent
 
@@ -218,3 +216,109 @@ def test_the_report_keeps_the_server_env_keys_never_their_values():
 
     assert redact_args(["--sits-serve-env=HF_TOKEN=hf_secret", "--sits-serve-env", "K=v", "--sits-serve-env=X"]) == \
         ["--sits-serve-env=HF_TOKEN=***", "--sits-serve-env", "***", "--sits-serve-env=X"]
+
+
+def _server_pid(log) -> int:
+    import re
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        text = log.read_text() if log.is_file() else ""
+        if "ready" in text:
+            return int(re.search(r"starting \(pid (\d+)", text).group(1))
+        time.sleep(0.1)
+    raise AssertionError(f"the server never became ready: {text}")
+
+
+def _wait_gone(pid: int, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if _gone(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_the_run_stops_the_server_and_writes_the_report(tmp_path, sig):
+    (tmp_path / "tiny.yaml").write_text(PROFILE.format(duration=60))
+    run = start_pytest("--sits", "--sits-profile=tiny.yaml", "--sits-level=full", "-k", "tenant_sla",
+                       "-p", "no:randomly", f"--sits-report-dir={tmp_path / 'r'}", f"--sits-serve={SIM}",
+                       cwd=tmp_path)
+    try:
+        pid = _server_pid(tmp_path / "r" / "serving" / "server.log")
+        deadline = time.monotonic() + 120
+        while not any((tmp_path / "r").rglob("mlperf_log_*")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2)  # into the load
+        run.send_signal(sig)
+        out, _ = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
+    assert report["run"]["completed"] is False, out[-2000:]
+    assert report["run"]["serving"]["stopped"]["how"] == "SIGTERM"
+    assert _gone(pid)
+
+
+@pytest.mark.slow
+def test_a_run_killed_outright_takes_its_server_with_it(tmp_path):
+    (tmp_path / "tiny.yaml").write_text(PROFILE.format(duration=60))
+    run = start_pytest("--sits", "--sits-profile=tiny.yaml", "--sits-level=full", "-k", "tenant_sla",
+                       "-p", "no:randomly", f"--sits-report-dir={tmp_path / 'r'}", f"--sits-serve={SIM}",
+                       cwd=tmp_path)
+    try:
+        pid = _server_pid(tmp_path / "r" / "serving" / "server.log")
+        run.kill()  # SIGKILL: no cleanup of the run's runs; the kernel's parent-death signal stops the server
+        run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert _wait_gone(pid), "the server outlived the run"
+
+
+SERVING_PROFILE = """
+name: with-serving
+extends: host
+serving:
+  command: vllm serve /models/llama --port {port}
+  env: {VLLM_CPU_KVCACHE_SPACE: "1", HF_TOKEN: secret}
+  model: llama
+  ready_timeout_s: 300
+  accelerators: ["0000:17:00.0"]
+"""
+
+
+def test_the_profile_serving_section_runs_only_when_the_command_line_asks(tmp_path):
+    (tmp_path / "p.yaml").write_text(SERVING_PROFILE)
+    profile = resolve(str(tmp_path / "p.yaml"))
+    run = SitsRun(profile=profile, platform=SimpleNamespace(kind="live", simulated=False), level="full",
+                  level_how="option", report_dir=None)
+    run.set_serve(None, None, None, None, None, None)
+    assert run.serve is None  # a profile's command is never run unasked
+    run.set_serve("profile", None, ["HF_TOKEN=mine"], "llama-70b", None, None)
+    spec = run.serve
+    assert spec.command[:3] == ["vllm", "serve", "/models/llama"] and spec.command[-1] == str(spec.port)
+    assert spec.env == {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_TOKEN": "mine"}  # the option over the profile
+    assert spec.model == "llama-70b" and spec.ready_timeout_s == 300 and spec.accelerators == ["0000:17:00.0"]
+    bare = SitsRun(profile=resolve("host"), platform=None, level="full", level_how="option", report_dir=None)
+    with pytest.raises(SitsUsageError, match="has no serving.command; fix:"):
+        bare.set_serve("profile", None, None, None, None, None)
+
+
+@pytest.mark.parametrize("section, said", [
+    ("serving: {command: x, colour: red}", "colour"),
+    ("serving: {command: x, port: 0}", "port"),
+    ("serving: {command: x, env: {'1BAD': y}}", "1BAD"),
+])
+def test_a_bad_serving_section_is_refused_with_its_line(tmp_path, section, said):
+    from pytest_sits.profiles import ProfileError
+
+    (tmp_path / "p.yaml").write_text(f"name: bad-serving\nextends: host\n{section}\n")
+    with pytest.raises(ProfileError, match=r"p\.yaml:3: .*serving") as err:
+        resolve(str(tmp_path / "p.yaml"))
+    assert said in str(err.value)

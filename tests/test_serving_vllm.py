@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_sits.exitcodes import NOT_TESTED, OK
+from pytest_sits.inference.launch import group_members
 
 from helpers import run_pytest, start_pytest
 
@@ -40,12 +41,16 @@ def _free_port() -> int:
 class Vllm:
     """vLLM's OpenAI server on 127.0.0.1 at a free port, in a process group of its own."""
 
-    def __init__(self, log: Path):
+    @staticmethod
+    def require() -> None:
         if not (PYTHON.exists() and (MODEL / "config.json").exists()):
             why = f"vLLM's CPU server is not built in {STATE}: run tools/vllm/install.sh (or set SITS_VLLM_DIR)"
             if os.environ.get("SITS_REQUIRE_VLLM"):
                 pytest.fail(why + " (SITS_REQUIRE_VLLM is set: the server must be there)")
             pytest.skip(why)
+
+    def __init__(self, log: Path):
+        self.require()
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
@@ -153,3 +158,27 @@ def test_a_vllm_server_killed_under_the_run_is_an_error_not_a_fail(tmp_path):
         assert sum(t["completed"] for t in tenants) > 100, tenants  # the answers before the kill are kept
     assert not server.group_alive()
     assert "stopped using the system under test" in stdout
+
+
+def test_a_vllm_server_launched_by_the_suite_is_measured_named_and_stopped(tmp_path):
+    """--sits-serve: the suite starts vLLM itself, waits for it, holds it to SVC-SLA, names it in the header and the
+    report, and stops its whole process group (the engine core with it) before the report is written."""
+    Vllm.require()
+    command = (f"{PYTHON} -m vllm.entrypoints.openai.api_server --model={MODEL} --host=127.0.0.1 --port={{port}} "
+               "--dtype=float32 --max-model-len=1024 --served-model-name=tiny")
+    out = run_pytest("--sits", "--sits-profile=host", "--sits-level=full", f"--sits-serve={command}",
+                     "--sits-serve-env=VLLM_CPU_KVCACHE_SPACE=1", "--sits-serve-env=HF_HUB_OFFLINE=1",
+                     "--sits-serve-env=TRANSFORMERS_OFFLINE=1", "--sits-serve-model=tiny",
+                     f"--sits-serve-timeout={READY_S:g}", "-k", "tenant_sla", f"--sits-report-dir={tmp_path / 'r'}",
+                     cwd=tmp_path, timeout=900)
+    report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
+    served = report["run"]["serving"]
+    assert out.returncode == OK, out.stdout[-3000:]
+    assert "server under test launched by the suite" in out.stdout and "models tiny" in out.stdout
+    assert served["models"] == ["tiny"] and served["version"], served  # vLLM answers GET /version
+    assert served["stopped"]["how"].startswith("SIG") and "before_the_end" not in served["stopped"], served
+    verdicts = _sla_verdicts(tmp_path / "r")
+    assert verdicts and all(v["status"] == "PASS" for v in verdicts), verdicts
+    assert all(v["evidence"]["server"]["models"] == ["tiny"] for v in verdicts)
+    assert served["stopped"]["left"] == 0 and group_members(served["pid"]) == [], "vLLM's group outlived the run"
+    assert (tmp_path / "r" / "serving" / "server.log").stat().st_size > 0

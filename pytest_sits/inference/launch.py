@@ -262,9 +262,14 @@ class LaunchedServer:
             code = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover - a process in uninterruptible sleep
             pass
+        # The members signalled may take a moment to go (a process tearing down a large mapping).
+        deadline = time.monotonic() + 10
+        while group_members(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
         if self._log is not None:
             self._log.close()
-        self.stopped = {"how": how, "exit": _status(code) if code is not None else "unknown"}
+        self.stopped = {"how": how, "exit": _status(code) if code is not None else "unknown",
+                        "left": len(group_members(proc.pid))}
         return self.stopped
 
     def tail(self, n: int = TAIL_LINES) -> str:
@@ -308,3 +313,24 @@ def log_tail(path: Any, n: int = TAIL_LINES) -> str:
         return "  (no log)"
     printable = ("".join(c if c.isprintable() else "?" for c in line)[:300] for line in lines)
     return "\n".join(f"  | {line}" for line in printable) or "  (the log is empty)"
+
+
+def group_members(pgid: int) -> List[int]:
+    """The live processes (zombies aside) of process group ``pgid``, from /proc (empty where there is none)."""
+    out: List[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read(4096).decode("ascii", "replace")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 2 and fields[0] != "Z" and fields[2] == str(pgid):
+            out.append(int(name))
+    return out

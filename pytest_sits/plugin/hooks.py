@@ -72,7 +72,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "base URL, e.g. http://127.0.0.1:8000 (asked GET /v1/models and one short request "
                          "before any load); default: the built-in model.")
     group.addoption("--sits-serve", dest="sits_serve", default=None, metavar="COMMAND",
-                    help="start the server under test with COMMAND (split as a shell would, run without one; "
+                    help="start the server under test with COMMAND ('profile': the command of the profile's "
+                         "serving: section, whose other settings the --sits-serve-* options override; split as "
+                         "a shell would, run without one; "
                          "{port} is replaced by the port), e.g. --sits-serve='python -m "
                          "vllm.entrypoints.openai.api_server --model DIR --port {port}': the suite waits until "
                          "/v1/models answers, measures it as --sits-endpoint does, keeps its log in the report "
@@ -367,7 +369,10 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
                          f"{served.get('ready_s')} s; log {served.get('log')}")
         lines.append("sits: SVC-SLA measures the server under test (the PLP-* sweep, cold start and fragmentation "
                      "measure the suite's built-in model, not your serving stack)")
-    elif run.endpoint:
+    elif run.profile.serving.get("command"):
+        lines.append("sits: the profile's serving section is NOT used: the suite runs no command from a profile "
+                     "unless asked; add --sits-serve=profile to launch it")
+    if run.serve is None and run.endpoint:
         lines.append(f"sits: serving endpoint {_printable(run.endpoint)}: SVC-SLA measures it (the PLP-* sweep, cold "
                      "start and fragmentation measure the suite's built-in model, not your serving stack)")
     suite = config.stash.get(_BUNDLED, None)

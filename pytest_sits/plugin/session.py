@@ -195,6 +195,18 @@ class SitsRun:
         extra = [flag for flag, v in (("--sits-serve-port", port), ("--sits-serve-env", env),
                                       ("--sits-serve-model", model), ("--sits-serve-timeout", timeout_s),
                                       ("--sits-serve-accelerators", accelerators)) if v not in (None, "", [])]
+        section = self.profile.serving if self.profile is not None else {}
+        if command == "profile":  # the profile's serving section, asked for on the command line
+            if not section.get("command"):
+                raise SitsUsageError(f"--sits-serve=profile: the profile {self.profile.name} ({self.profile.path}) "
+                                     "has no serving.command; fix: add a serving: section with the command, or "
+                                     "give the command itself, --sits-serve=COMMAND")
+            command = section["command"]
+            port = port if port not in (None, "") else section.get("port")
+            env = [f"{k}={v}" for k, v in (section.get("env") or {}).items()] + list(env or [])
+            model = model or section.get("model")
+            timeout_s = timeout_s if timeout_s not in (None, "") else section.get("ready_timeout_s")
+            accelerators = accelerators or ",".join(section.get("accelerators") or []) or None
         if not command:
             if extra:
                 raise SitsUsageError(f"{', '.join(extra)} given without --sits-serve: there is no server to launch, "
