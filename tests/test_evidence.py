@@ -549,7 +549,8 @@ def test_sits_audit_of_a_text_with_no_accelerator_is_undecided_with_json(tmp_pat
 @pytest.mark.slow
 def test_sits_audit_under_load_declaration_and_the_report_folder(tmp_path, capsys):
     d = folder(tmp_path, "lspci-vv-hgx-h100-x8.txt", "lspci-tv-hgx-h100-nvswitch.txt")
-    rc = main(["audit", str(d), "--profile", "h100", "--under-load", "--report-dir", str(tmp_path / "r")])
+    rc = main(["audit", str(d), "--profile", "h100", "--under-load", "--each", "--report-dir",
+               str(tmp_path / "r")])
     text = capsys.readouterr().out
     assert rc == 10 and "TOPO-PCIE-LINK     0000:19:00.0   FAIL" in text and "under load as declared" in text
     report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
@@ -654,3 +655,23 @@ def test_a_utf16_capture_says_to_save_it_as_utf8(tmp_path, bom):
     (d / "q.txt").write_bytes(text.encode("utf-16") if bom else text.encode("utf-16-le"))
     [entry] = read_evidence(d)["files"]
     assert entry["status"] == "refused" and "UTF-16" in entry["why"] and "save it as UTF-8" in entry["why"]
+
+
+@pytest.mark.slow
+def test_sits_audit_groups_its_verdicts_as_the_pytest_summary_does(tmp_path, capsys, monkeypatch):
+    """One line per requirement (its counts and value), identical findings on several devices as one line naming
+    them; `--each` gives one line per subject. An 8-GPU nvidia-smi -q at 120 columns: 105 lines per subject, under
+    half of that grouped."""
+    monkeypatch.setenv("COLUMNS", "120")
+    d = folder(tmp_path, "nvidia-smi-q-h100-570.txt")
+    assert main(["audit", str(d), "--profile", "h100"]) == 10
+    grouped = capsys.readouterr().out.splitlines()
+    assert main(["audit", str(d), "--profile", "h100", "--each"]) == 10
+    each = capsys.readouterr().out.splitlines()
+    assert len(grouped) * 2 < len(each), (len(grouped), len(each))
+    assert sum(1 for ln in grouped if ln.startswith("DEP-ECC ")) == 1
+    assert any(ln.startswith("DEP-ECC") and "8 PASS" in ln for ln in grouped)
+    assert any("FAIL 0000:bd:00.0: the hardware slowed its clocks" in ln for ln in grouped), grouped
+    assert any("8 subjects (0000:19:00.0" in ln for ln in grouped)
+    assert sum(1 for ln in each if ln.startswith("DEP-ECC ")) == 8
+    assert grouped[-1].startswith("result: NON_CONFORMANT") and each[-1].startswith("result: NON_CONFORMANT")

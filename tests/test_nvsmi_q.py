@@ -91,7 +91,7 @@ def test_audit_text_current_format_passes(capsys, tmp_path):
     health field passes, the idle link is INCONCLUSIVE, what the text cannot show is not measured."""
     out = tmp_path / "v.json"
     rc = main(["audit-text", "--nvidia-smi-q", str(DATA / "nvidia-smi-q-l40s-560.txt"), "--profile", "l40s",
-               "--json", str(out)])
+               "--each", "--json", str(out)])
     text = capsys.readouterr().out
     assert rc == 10, text
     verdicts = json.loads(out.read_text())

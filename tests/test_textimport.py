@@ -66,7 +66,7 @@ def test_cli_audit_text(tmp_path, capsys):
     assert "different machines" in err and "(4 and 3)" in err, err
     (tmp_path / "topo3.txt").write_text(TOPO3)
     rc = main(["audit-text", "--lspci-tv", str(DATA / "lspci-tv-switch.txt"), "--nvidia-smi-topo",
-               str(tmp_path / "topo3.txt"), "--profile", "h100", "--json", str(tmp_path / "v.json")])
+               str(tmp_path / "topo3.txt"), "--profile", "h100", "--each", "--json", str(tmp_path / "v.json")])
     out = capsys.readouterr().out
     assert rc == 10 and "TOPO-PCIE-DIRECT   0000:c3:00.0   FAIL" in out and "LINK-NVLINK-MESH" in out
     verdicts = json.loads((tmp_path / "v.json").read_text())

@@ -416,10 +416,10 @@ def test_lspci_vv_errors():
 @pytest.mark.slow
 def test_cli_matrix_alone_judges_topo_pcie_direct_never_omits_it(capsys):
     rc = main(["audit-text", "--nvidia-smi-topo", str(DATA / "nvidia-smi-topo-hgx-h100-nic12.txt"),
-               "--profile", "h100"])
+               "--profile", "h100", "--each"])
     out = capsys.readouterr().out
     assert rc == 10 and out.count("TOPO-PCIE-DIRECT") == 8 and "LINK-NVLINK-MESH" in out
-    main(["audit-text", "--nvidia-smi-topo", str(DATA / "nvidia-smi-topo-noleading-cut.txt")])
+    main(["audit-text", "--nvidia-smi-topo", str(DATA / "nvidia-smi-topo-noleading-cut.txt"), "--each"])
     out = capsys.readouterr().out
     assert out.count("TOPO-PCIE-DIRECT") == 2 and "INCONCLUSIVE" in out and "could not be judged" in out
 
@@ -430,7 +430,7 @@ def test_cli_applies_the_profile_waiver(tmp_path, capsys):
     prof.write_text("name: mine\nextends: h100\nwaivers:\n  - id: TOPO-PCIE-DIRECT\n"
                     "    reason: the HGX baseboard pairs each GPU with a NIC on one PCIe switch by design\n")
     rc = main(["audit-text", "--lspci-tv", str(DATA / "lspci-tv-hgx-h100-nvswitch.txt"), "--profile", str(prof),
-               "--json", str(tmp_path / "v.json")])
+               "--each", "--json", str(tmp_path / "v.json")])
     out = capsys.readouterr().out
     # the tree names 8 x H100 SXM5 by PCI ID; their memory is not in it: INV-DEVICES INCONCLUSIVE (exit 2)
     assert rc == 11 and out.count("WAIVED") == 8 and "FAIL waived by profile" in out
@@ -441,10 +441,10 @@ def test_cli_applies_the_profile_waiver(tmp_path, capsys):
 @pytest.mark.slow
 def test_cli_lspci_vv_under_load(tmp_path, capsys):
     vv = str(DATA / "lspci-vv-hgx-h100-x8.txt")
-    assert main(["audit-text", "--lspci-vv", vv, "--profile", "h100"]) == 11  # INCONCLUSIVE: undecided, never a silent 0
+    assert main(["audit-text", "--lspci-vv", vv, "--profile", "h100", "--each"]) == 11  # INCONCLUSIVE: undecided, never a silent 0
     out = capsys.readouterr().out
     assert "TOPO-PCIE-LINK     0000:19:00.0   INCONCLUSIVE" in out and "0000:de:00.0" not in out
-    assert main(["audit-text", "--lspci-vv", vv, "--under-load", "--profile", "h100", "--json",
+    assert main(["audit-text", "--lspci-vv", vv, "--under-load", "--profile", "h100", "--each", "--json",
                  str(tmp_path / "v.json")]) == 10
     out = capsys.readouterr().out
     assert "TOPO-PCIE-LINK     0000:19:00.0   FAIL" in out
@@ -464,7 +464,7 @@ def test_cli_tree_with_classes_from_lspci_vv_and_errors_name_the_file(tmp_path, 
     prof.write_text("name: workstation\nextends: base\nidentity:\n  vendor: NVIDIA\n  model: RTX 6000 Ada\n"
                     "  kind: gpu\n  pci_ids: ['10de:26b1']\n  count: 1\nhardware:\n  memory_gb: 48\n")
     rc = main(["audit-text", "--lspci-tv", str(DATA / "lspci-tv-workstation-hdmi-audio.txt"), "--lspci-vv",
-               str(DATA / "lspci-vv-workstation-idle.txt"), "--profile", str(prof)])
+               str(DATA / "lspci-vv-workstation-idle.txt"), "--profile", str(prof), "--each"])
     out = capsys.readouterr().out
     assert rc == 11 and "TOPO-PCIE-DIRECT   0000:01:00.0   PASS" in out  # the idle link is INCONCLUSIVE
     assert "TOPO-PCIE-LINK     0000:01:00.0   INCONCLUSIVE" in out and "0000:01:00.1" not in out

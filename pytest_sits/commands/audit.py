@@ -66,6 +66,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--under-load", action="store_true", help="declare that a load ran on the accelerators while "
                    "the texts were captured (recorded as declared, not observed)")
     p.add_argument("--json", metavar="OUT", help="also write the verdicts as JSON")
+    p.add_argument("--each", action="store_true", help="one line per requirement and subject (by default the "
+                                                      "verdicts are grouped as the pytest summary groups them: one "
+                                                      "line per requirement, identical findings on several devices "
+                                                      "as one line naming them)")
     p.add_argument("--report-dir", metavar="DIR", help="write the full report (JSON and HTML) into DIR (default: "
                                                        "a temporary folder, removed afterwards)")
 
@@ -130,8 +134,9 @@ def _printable(text: Any) -> str:
     return printable(str(text))
 
 
-def show(report: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Print what was read, the verdicts, what was not measured and the result; return the verdicts."""
+def show(report: Dict[str, Any], each: bool = False) -> List[Dict[str, Any]]:
+    """Print what was read, the verdicts (grouped per requirement as the pytest summary groups them, or with
+    ``each`` one line per subject, then what was not measured) and the result; return the verdicts."""
     sub = (report.get("inventory") or {}).get("submitted") or {}
     print(f"platform: {_printable(report['platform']['label'])}")
     print(f"profile:  {report['profile']['name']} ({_printable(report['profile'].get('why') or '')})")
@@ -155,6 +160,14 @@ def show(report: Dict[str, Any]) -> List[Dict[str, Any]]:
     verdicts = report.get("verdicts") or []
     if not (report.get("inventory") or {}).get("accelerators"):
         print("no accelerator in the submitted texts")
+    s = report.get("summary") or {}
+    if not each:
+        from ..report.render import terminal_rows
+
+        for line, _ in terminal_rows(report, shutil.get_terminal_size((120, 24)).columns - 1):
+            print(line)
+        print(f"result: {s.get('result')} ({_printable(s.get('result_reason'))})")
+        return verdicts
     for v in verdicts:
         if v["status"] == "SKIP":
             continue
@@ -167,7 +180,6 @@ def show(report: Dict[str, Any]) -> List[Dict[str, Any]]:
                 reason = reason[len("not measured: "):]
             print(f"{'not measured' if unmeasured else 'not applicable'}: {v['requirement']} "
                   f"{_printable(v['subject'])}: {_printable(reason)}")
-    s = report.get("summary") or {}
     print(f"result: {s.get('result')} ({_printable(s.get('result_reason'))})")
     return verdicts
 
@@ -192,7 +204,7 @@ def audit(spec: str, args: argparse.Namespace) -> int:
             why = next((ln.split("ERROR:", 1)[1].strip() for ln in lines if "ERROR:" in ln and "sits" in ln.lower()),
                        None) or next((ln for ln in lines if "error" in ln.lower()), None) or "\n".join(lines[-12:])
             return err(f"the suite could not run on the submitted evidence: {_printable(why)}")
-        verdicts = show(report)
+        verdicts = show(report, each=bool(getattr(args, "each", False)))
         if keep:
             print(f"report: {report_dir}")
         if args.json:
