@@ -1,4 +1,7 @@
-"""Thermal steady state: THERM-GPU-STEADY and THERM-CPU-STEADY (level full)."""
+"""Thermal steady state: THERM-GPU-STEADY and THERM-CPU-STEADY (level full).
+
+Every device of a kind is calibrated at once, each with its own controller and load (``sits_thermal_all``): the
+chassis is in steady state as it serves, and the calibration costs one device's time for all of them."""
 
 import pytest
 
@@ -7,21 +10,27 @@ from pytest_sits.conditions.thermal import thermal_rigs
 
 
 @pytest.mark.sits_requirement("THERM-CPU-STEADY")
-def test_cpu_package_steady(sits_platform, sits_thresholds, sits_thermal_steady, sits_record):
+def test_cpu_package_steady(sits_platform, sits_thresholds, sits_thermal_all, sits_record):
     rigs = thermal_rigs(sits_platform, "cpu")
     if isinstance(rigs, dict):  # no package sensor or no load: the evidence says why
         return sits_record(check_cpu_steady(rigs, sits_thresholds, "cpu"))
-    verdicts = []
-    for rig in rigs:
-        with sits_thermal_steady(rig) as evidence:
-            verdicts.append(check_cpu_steady(evidence, sits_thresholds, rig.subject))
-    sits_record(*verdicts)
+    evidence = sits_thermal_all(rigs)
+    sits_record(*[check_cpu_steady(evidence[rig.subject], sits_thresholds, rig.subject) for rig in rigs])
 
 
 @pytest.mark.sits_requirement("THERM-GPU-STEADY")
-def test_gpu_die_steady(sits_device, sits_platform, sits_thresholds, sits_thermal_steady, sits_record):
+def test_gpu_die_steady(sits_device, sits_platform, sits_thresholds, sits_thermal_all, sits_record):
     rigs = thermal_rigs(sits_platform, "gpu", sits_device)
     if isinstance(rigs, dict):  # no die sensor or no load: the evidence says why
         return sits_record(check_gpu_steady(rigs, sits_thresholds, sits_device["bdf"]))
-    with sits_thermal_steady(rigs[0]) as evidence:
-        sits_record(check_gpu_steady(evidence, sits_thresholds, rigs[0].subject))
+
+    def others():  # every other GPU of the machine that can be calibrated, heated with this one
+        found = []
+        for acc in sits_platform.inventory()["accelerators"]:
+            if acc["bdf"] != sits_device["bdf"]:
+                r = thermal_rigs(sits_platform, "gpu", acc)
+                found += [] if isinstance(r, dict) else r[:1]
+        return found
+
+    evidence = sits_thermal_all(rigs[:1], others)
+    sits_record(check_gpu_steady(evidence[rigs[0].subject], sits_thresholds, rigs[0].subject))

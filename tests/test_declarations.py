@@ -140,3 +140,16 @@ def test_sits_requirements_shows_a_declaration_whole(capsys):
     assert "decided on live,evidence,sim" in out and "throttle-power-brake" in out and "max_fault_share: 0.0" in out
     assert main(["requirements", "--id=DEP-ECX"]) == 4
     assert "did you mean DEP-ECC?" in capsys.readouterr().err
+
+
+def test_a_cost_says_whether_its_subjects_are_measured_at_once_or_apart():
+    from pytest_sits.catalogue.base import Cost, DeclarationError, _concurrency_error
+
+    assert _concurrency_error(Cost("acc", together=True)) == ""
+    assert "both given" in _concurrency_error(Cost("acc", together=True, apart="shared link"))
+    assert "only a per-accelerator" in _concurrency_error(Cost("host", together=True))
+    assert "nothing to keep apart" in _concurrency_error(Cost("host", apart="x"))
+    assert issubclass(DeclarationError, ValueError)
+    # what the catalogue declares: the calibrations at once, the copies sharing a root complex or links apart
+    assert CATALOGUE["THERM-GPU-STEADY"].cost.together and CATALOGUE["THERM-CPU-STEADY"].cost.together
+    assert "root complex" in CATALOGUE["TOPO-PCIE-BW"].cost.apart and "links" in CATALOGUE["CRG-EDGE"].cost.apart

@@ -162,4 +162,22 @@ def test_the_plan_estimates_each_level_and_shrinks_the_trials_to_a_budget():
     assert below.trials_for("CRG-NODE").initial == 3 and "below the shortest plan" in below.note
     assert "about" in below.header()[0] and "an estimate" in below.header()[0]
     # per-accelerator work runs in parallel across xdist workers
-    assert _plan("full", workers=8).estimate_s() < _plan("full").estimate_s() / 3
+    x8, x1 = _plan("full", workers=8), _plan("full")
+    assert x8.rows["PLP-LATENCY"].seconds() == pytest.approx(x1.rows["PLP-LATENCY"].seconds() / 8)
+    assert x8.estimate_s() < x1.estimate_s()
+
+
+def test_what_runs_on_every_device_at_once_costs_one_device_and_what_shares_a_resource_is_measured_apart():
+    one, eight = _plan("full", accs=1), _plan("full", accs=8)
+    g1, g8 = one.rows["THERM-GPU-STEADY"], eight.rows["THERM-GPU-STEADY"]
+    assert g8.parallel == 8 and g8.seconds() == g1.seconds() > 0  # flat: every GPU calibrated together
+    pcie1, pcie8 = one.rows["TOPO-PCIE-BW"].seconds(), eight.rows["TOPO-PCIE-BW"].seconds()
+    assert pcie8 == pytest.approx(8 * (pcie1 - one.rows["TOPO-PCIE-BW"].cost.once) + one.rows["TOPO-PCIE-BW"].cost.once)
+    assert eight.rows["CRG-EDGE"].parallel == 1 and _plan("full", accs=8, workers=8).rows["CRG-EDGE"].parallel == 1
+    at_once, apart = eight.concurrency()
+    assert {"THERM-GPU-STEADY", "THERM-CPU-STEADY"} <= set(at_once) and set(apart) == {"TOPO-PCIE-BW", "CRG-EDGE"}
+    header = "\n".join(eight.header())
+    assert "measured on every device at once: " in header and "TOPO-PCIE-BW (host<->device copies" in header
+    assert eight.to_json()["apart"]["CRG-EDGE"].startswith("peer copies")
+    # under xdist each worker calibrates its own devices: the workers' count, not every device
+    assert _plan("full", accs=8, workers=2).rows["THERM-GPU-STEADY"].parallel == 2

@@ -232,3 +232,66 @@ def test_twice(sits_thermal_steady):
     assert second["duration_s"] <= first["duration_s"]
 """)
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_every_device_is_calibrated_at_once_each_with_its_own_controller():
+    """steady_all: the devices' calibrations overlap in time (threads), each settles at its own duty, and each
+    trace names the devices heated with it; one device whose plant cannot settle fails alone."""
+    from pytest_sits.conditions.thermal import steady_all
+
+    started, overlap = [], threading.Event()
+
+    class Rig(PlantRig):
+        def read(self):
+            if self.subject not in started:
+                started.append(self.subject)
+            if len(started) == 3:
+                overlap.set()
+            return super().read()
+
+    rigs = [Rig(ThermalPlant(r=r, seed=i), f"gpu{i}", "gpu") for i, r in enumerate((0.06, 0.066, 0.063))]
+    hot = Rig(ThermalPlant(ambient=72.0, seed=9), "gpu-hot", "gpu")
+    duty = {}
+    out = steady_all(rigs + [hot], "THERM-GPU-STEADY", GPU, lambda m: None, duty)
+    assert overlap.is_set()
+    assert set(out) == {"gpu0", "gpu1", "gpu2", "gpu-hot"}
+    for rig in rigs:
+        ev = out[rig.subject]
+        assert ev["trace"]["stopped"] == "steady" and ev["trace"]["at_once"] == ["gpu0", "gpu1", "gpu2", "gpu-hot"]
+        assert check_gpu_steady(ev, GPU, rig.subject).status == PASS
+    assert len({round(duty[r.subject], 3) for r in rigs}) == 3  # one controller per device: three duties
+    assert check_gpu_steady(out["gpu-hot"], GPU, "gpu-hot").status == FAIL
+
+
+def test_a_stop_ends_every_calibration_at_once():
+    """Ctrl-C while the devices calibrate: every calibration stops and its load goes off before it propagates."""
+    import os
+    import signal
+
+    from pytest_sits.conditions.thermal import steady_all
+
+    from contextlib import contextmanager
+
+    loaded = set()
+
+    class Slow(PlantRig):
+        def sleep(self, dt):
+            time.sleep(0.001)
+            super().sleep(dt)
+
+        @contextmanager
+        def load(self):
+            loaded.add(self.subject)
+            try:
+                yield self
+            finally:
+                loaded.discard(self.subject)
+
+    rigs = [Slow(ThermalPlant(ambient=60.0, drift_c_per_s=0.05, seed=i), f"gpu{i}", "gpu") for i in range(3)]
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        steady_all(rigs, "THERM-GPU-STEADY", dict(GPU, timeout_s=14400), lambda m: None, {})
+    assert time.monotonic() - t0 < 20 and not loaded  # every load off
+    assert not [t for t in threading.enumerate() if t.name.startswith("sits-thermal-") and t.is_alive()]

@@ -42,6 +42,8 @@ declare(
          "(Gen4 x16: 31.5 GB/s, Gen5 x16: 63.0 GB/s), measured under MEM-BW-HOLD.",
     thresholds={"min_efficiency": Threshold(NUM01, 0.70, "share of the link's rate after line encoding"),
                 "bytes": Threshold(BYTES, 268435456, "per copy")},
-    cost=Cost("acc", fixed=3.0, trial=0.02),
+    cost=Cost("acc", fixed=3.0, trial=0.02,
+              apart="host<->device copies of devices on one root complex share its uplink and the host's memory: "
+                    "measured one device at a time, or each would measure a share"),
     trials=Trials("one pinned copy each way", initial=7, step=7, cap=21, minimum=3),
     platforms=("live", "sim"), faults=("pcie-bw-low",))

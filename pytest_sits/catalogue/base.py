@@ -87,13 +87,18 @@ Seconds = Union[float, Callable[[Dict[str, Any]], float]]
 class Cost:
     """What the run's plan estimates for a requirement: seconds per subject (``fixed``), per trial, per look
     (a sequential look that restarts something), once a run; ``per``: what a subject is (see :data:`PER`).
-    Estimates for an 8-GPU node; conditions/plan.py states how they are used."""
+    ``together``: the measurement is per subject and independent, and the suite runs it on every subject at once
+    (one subject's time for all of them); ``apart``: why its subjects are measured one after the other (what they
+    share).  A cost with neither is measured one subject after the other.  Estimates for an 8-GPU node;
+    conditions/plan.py states how they are used."""
 
     per: str
     fixed: Seconds = 0.0
     trial: Seconds = 0.0
     look: float = 0.0
     once: float = 0.0
+    together: bool = False
+    apart: str = ""
 
 
 @dataclass(frozen=True)
@@ -199,9 +204,22 @@ def declare_condition(name: str, title: str, *, settings: Mapping[str, Threshold
             raise DeclarationError(f"condition {name}: setting {key}: declare it as Threshold(schema, default, help)")
     if cost.per not in PER:
         raise DeclarationError(f"condition {name}: cost: per={cost.per!r} is not one of {', '.join(PER)}")
+    if _concurrency_error(cost):
+        raise DeclarationError(f"condition {name}: cost: {_concurrency_error(cost)}")
     cond = Condition(name, title, dict(settings), tuple(serves), cost)
     CONDITIONS[name] = cond
     return cond
+
+
+def _concurrency_error(cost: Cost) -> str:
+    """What is wrong with a cost's ``together``/``apart``, or ""."""
+    if cost.together and cost.apart:
+        return "together=True and apart=... both given: a measurement runs on every subject at once, or apart"
+    if cost.together and cost.per not in ("acc", "package"):
+        return f"together=True on per={cost.per!r}: only a per-accelerator or per-package measurement runs at once"
+    if cost.apart and cost.per not in ("acc", "pair", "package"):
+        return f"apart=... on per={cost.per!r}: there is one subject, nothing to keep apart"
+    return ""
 
 
 class DeclarationError(ValueError):
@@ -242,6 +260,8 @@ def declare(id: str, title: str, source: str, *, level: str, scope: str, family:
             raise bad(f"threshold {key}", "no help text (it is the comment of profiles/base.yaml)")
     if cost.per not in PER:
         raise bad("cost", f"per={cost.per!r} is not one of {', '.join(PER)}")
+    if _concurrency_error(cost):
+        raise bad("cost", _concurrency_error(cost))
     if not platforms or set(platforms) - set(PLATFORMS):
         raise bad("platforms", f"{platforms!r}: name some of {', '.join(PLATFORMS)}")
     unknown = set(fault_thresholds or {}) - set(thresholds)

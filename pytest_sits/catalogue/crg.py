@@ -35,7 +35,9 @@ declare(
         "min_gbps": Threshold(nullable(POS), 2000, "B §2.5 (NVLink 5 class; B's 3.2 TB/s on H100 is a claim)"),
         "bytes": Threshold(BYTES, 268435456, "per copy"),
     },
-    cost=Cost("pair", fixed=0.5, trial=0.003),
+    cost=Cost("pair", fixed=0.5, trial=0.003,
+              apart="peer copies share the devices' links and switches: one pair at a time, or each pair would "
+                    "measure a share"),
     trials=Trials("one copy each way of a pair", initial=7, step=7, cap=21, minimum=3),
     platforms=("live", "sim"), faults=("crg-slow",))
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..catalogue import CATALOGUE, CONDITIONS, level_rank
 from ..catalogue.base import Cost
@@ -85,7 +85,7 @@ class Plan:
         for name, cond in CONDITIONS.items():
             if any(r in self.rows for r in cond.serves):
                 subjects = self._count[cond.cost.per]
-                parallel = min(self.workers, subjects) if cond.cost.per in ("acc", "pair") else 1
+                parallel = self._parallel(cond.cost, subjects)
                 self.rows[name] = Row(name, subjects, cond.cost, profile.condition(name), None, parallel)
         self.note: Optional[str] = None
         self._fit()
@@ -96,8 +96,17 @@ class Plan:
         th = self._thresholds(rid)
         trials = req.trials.numbers(th) if req.trials is not None else None
         subjects = self._count[req.cost.per]
-        parallel = min(self.workers, subjects) if req.cost.per in ("acc", "pair") else 1
-        return Row(rid, subjects, req.cost, th, trials, parallel)
+        return Row(rid, subjects, req.cost, th, trials, self._parallel(req.cost, subjects))
+
+    def _parallel(self, cost: Cost, subjects: int) -> int:
+        """How many subjects are measured at once: all of them where the measurement runs on every device at once
+        (``together``; one process does it, so not under xdist, where each worker takes its own devices), the
+        xdist workers' count for other per-accelerator work, else one (``apart``: the subjects share something)."""
+        if cost.apart:
+            return 1
+        if cost.together and self.workers == 1:
+            return max(1, subjects)
+        return min(self.workers, subjects) if cost.per in ("acc", "pair") else 1
 
     # -- estimates ---------------------------------------------------------------
     def estimate_s(self, which: str = "initial") -> float:
@@ -167,9 +176,21 @@ class Plan:
         more = f", up to {_minutes(cap)} if every undecided requirement repeats to its cap" if cap > first + 30 else ""
         lines = [f"time estimate: about {_minutes(first)}{more} (level {self.level}, {subj}; an estimate from the "
                  "planned trials and the durations the profile schedules)"]
+        at_once, apart = self.concurrency()
+        if at_once:
+            lines.append("measured on every device at once: " + ", ".join(at_once))
+        if apart:
+            lines.append("measured one subject at a time: " + "; ".join(f"{k} ({v})" for k, v in apart.items()))
         if self.note:
             lines.append(self.note)
         return lines
+
+    def concurrency(self) -> Tuple[List[str], Dict[str, str]]:
+        """The planned rows measured on every subject at once, and those kept apart with the reason."""
+        at_once = [r.requirement for r in self.rows.values() if r.subjects > 1 and r.parallel >= r.subjects
+                   and r.cost.together]
+        apart = {r.requirement: r.cost.apart for r in self.rows.values() if r.subjects > 1 and r.cost.apart}
+        return at_once, apart
 
     def to_json(self) -> Dict[str, Any]:
         return {"level": self.level, "accelerators": self.accelerators, "packages": self.packages,
@@ -178,6 +199,7 @@ class Plan:
                 "estimate_s": {k: round(self.estimate_s(k), 1) for k in ("minimum", "initial", "cap")},
                 "statement": "an estimate: the durations each requirement schedules plus typical costs on an "
                              "8-GPU node (pytest_sits/conditions/plan.py)",
+                "at_once": self.concurrency()[0], "apart": self.concurrency()[1],
                 "trials": {r.requirement: dict(r.trials) for r in self.rows.values() if r.trials is not None}}
 
 

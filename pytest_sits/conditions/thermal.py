@@ -47,8 +47,9 @@ class ThermalController:
 def calibrate(read: Callable[[], Dict[str, Any]], set_duty: Callable[[float], None], clock: Callable[[], float],
               sleep: Callable[[float], None], th: Dict[str, Any], step_c: float, sample_s: float = 1.0,
               progress: Optional[Callable[[Dict[str, Any]], None]] = None, progress_every_s: float = 10.0,
-              duty0: float = 0.5) -> Dict[str, Any]:
-    """Drive the load until the temperature is steady in band, or the timeout; return the trace."""
+              duty0: float = 0.5, stop: Optional[Callable[[], bool]] = None) -> Dict[str, Any]:
+    """Drive the load until the temperature is steady in band, or the timeout, or ``stop()`` says the run is
+    ending (``stopped``: "interrupted"); return the trace."""
     band = (th["band_low_c"], th["band_high_c"])
     det = SteadyDetector(th["window_s"], th["tolerance_c"], band, step_c)
     ctl = ThermalController(band, duty0=duty0)
@@ -80,6 +81,9 @@ def calibrate(read: Callable[[], Dict[str, Any]], set_duty: Callable[[float], No
             break
         if na_run >= MAX_NA_RUN:
             stopped = f"sensor failed {na_run} times in a row"
+            break
+        if stop is not None and stop():
+            stopped = "interrupted"
             break
         sleep(sample_s)
     return {"samples": samples, "stopped": stopped, "sample_s": sample_s, "step_c": step_c,
@@ -175,7 +179,7 @@ def thermal_rigs(platform: Any, kind: str, acc: Optional[Dict[str, Any]] = None)
 
 @contextmanager
 def steady(rig: Any, requirement: str, th: Dict[str, Any], say: Callable[[str], None],
-           settled_duty: Dict[str, float]) -> Iterator[Dict[str, Any]]:
+           settled_duty: Dict[str, float], stop: Optional[Callable[[], bool]] = None) -> Iterator[Dict[str, Any]]:
     """Calibrate the rig's load until its temperature is steady in the band (or the timeout) and keep the load
     on inside the block; yield the evidence (trace, sensor, lock, load).  One calibration per device at a
     time, across processes; a later calibration of a device starts from the duty it settled at."""
@@ -193,9 +197,47 @@ def steady(rig: Any, requirement: str, th: Dict[str, Any], say: Callable[[str], 
         with rig.load() as load:
             trace = calibrate(rig.read, load.set_duty, rig.clock, rig.sleep, th,
                               float(rig.sensor_info["resolution_c"]), progress=progress,
-                              duty0=settled_duty.get(rig.subject, 0.5))
+                              duty0=settled_duty.get(rig.subject, 0.5), stop=stop)
             if trace["stopped"] == "steady":
                 settled_duty[rig.subject] = trace["final_duty"]
             trace["lock"] = lock
             trace["load"] = load.evidence()
             yield {"trace": trace, "sensor": rig.sensor_info}
+
+
+def steady_all(rigs: List[Any], requirement: str, th: Dict[str, Any], say: Callable[[str], None],
+               settled_duty: Dict[str, float]) -> Dict[str, Any]:
+    """Calibrate every rig at once, each device with its own controller and load in a thread of its own, so that
+    the chassis (neighbours, fans, supplies) is loaded as the node serves; return ``{subject: evidence}`` (the
+    evidence of :func:`steady`, its trace naming the devices calibrated with it under ``at_once``) or
+    ``{subject: exception}`` where that device's calibration could not run.  Ctrl-C or SIGTERM stops every
+    calibration and its load before it propagates."""
+    import threading
+
+    stop = threading.Event()
+    subjects = [r.subject for r in rigs]
+    out: Dict[str, Any] = {}
+
+    def one(rig: Any) -> None:
+        try:
+            with steady(rig, requirement, th, say, settled_duty, stop=stop.is_set) as ev:
+                ev["trace"]["at_once"] = subjects
+                out[rig.subject] = ev
+        except Exception as exc:  # this device's lock or load: its own test reports it
+            out[rig.subject] = exc
+
+    threads = [threading.Thread(target=one, args=(r,), name=f"sits-thermal-{r.subject}", daemon=True)
+               for r in rigs]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+    except BaseException:
+        stop.set()
+        for t in threads:
+            if t.ident is not None:
+                t.join(30.0)
+        raise
+    return out

@@ -154,6 +154,44 @@ def sits_thermal_steady(request: pytest.FixtureRequest, sits_profile: Any, sits_
     return make
 
 
+@pytest.fixture(scope="session")
+def sits_thermal_calibrations() -> Dict[str, Dict[str, Any]]:
+    """The calibrations run at once in this session, by requirement: ``{subject: evidence or exception}``."""
+    return {}
+
+
+@pytest.fixture
+def sits_thermal_all(request: pytest.FixtureRequest, sits_run: SitsRun, sits_profile: Any, sits_progress: Any,
+                     sits_calibrated_duty: Dict[str, float],
+                     sits_thermal_calibrations: Dict[str, Dict[str, Any]]) -> Any:
+    """``sits_thermal_all(rigs)`` -> ``{subject: evidence}``: the test's requirement (THERM-GPU-STEADY or
+    THERM-CPU-STEADY) calibrated on every device at once (conditions/thermal.py ``steady_all``).  ``rigs``: the
+    devices this test judges; the first test of the requirement calibrates them together with every other device
+    of its kind on the machine (``others``: a callable giving their rigs), the later tests take their device's
+    result.  Under xdist each worker calibrates only the devices of its own tests (they are shared out among the
+    workers)."""
+    from ..conditions.thermal import steady_all
+
+    requirement = _requirement(request, "sits_thermal_all")
+
+    def get(rigs: List[Any], others: Optional[Callable[[], List[Any]]] = None) -> Dict[str, Any]:
+        done = sits_thermal_calibrations.setdefault(requirement, {})
+        todo = [r for r in rigs if r.subject not in done]
+        if todo and others is not None and sits_run.workers == 1:
+            todo += [r for r in others() if r.subject not in done and r.subject not in {t.subject for t in todo}]
+        if todo:
+            done.update(steady_all(todo, requirement, sits_profile.thresholds(requirement), sits_progress,
+                                   sits_calibrated_duty))
+        result = {}
+        for r in rigs:
+            got = done[r.subject]
+            if isinstance(got, BaseException):
+                raise got
+            result[r.subject] = got
+        return result
+    return get
+
+
 # --------------------------------------------------------------------------
 # Host DRAM bandwidth
 
