@@ -147,14 +147,19 @@ class SitsReporter:
         run["exit_status"] = exit_status(self.report["summary"], int(exitstatus))
         if run["exit_status"] != run["pytest_exit_status"]:
             run["exit_status_name"] = exitcodes.NAMES.get(run["exit_status"], run["exit_status_name"])
+        html = render_html(self.report) if self.run.report_dir is not None else None
+        # The run ends when its report is ready: the page's rendering (seconds on a run with many charts) counted.
+        now = time.time()
+        run["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+        run["duration_s"] = round(now - self.run.started_at, 3)
         self._write_prometheus()
-        if self.run.report_dir is None:
+        if self.run.report_dir is None or html is None:
             return
         try:
             jpath = self.run.report_dir / JSON_NAME
             hpath = self.run.report_dir / HTML_NAME
             text = json.dumps(plain(self.report), indent=2, sort_keys=False, allow_nan=False) + "\n"
-            write_pair(jpath, text, hpath, render_html(self.report), self.run.started_at)
+            write_pair(jpath, text, hpath, html, self.run.started_at)
             self.paths = [jpath, hpath, *self.paths]
         except OSError as exc:
             self.write_error = (f"could not write the report into {self.run.report_dir}: {exc}; fix: give a writable "
