@@ -291,6 +291,10 @@ def pytest_configure(config: pytest.Config) -> None:
         run = SitsRun.from_config(config)
     except SitsUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if not _is_worker(config):  # the run began with the process: the report's duration_s covers it whole
+        from .clock import process_started_at
+
+        run.started_at = min(run.started_at, process_started_at())
     config.stash[RUN_KEY] = run
     _announce_lock_waits(config)
     if run.platform.simulated:  # simulated devices belong to this run: no lock of another run's is theirs
