@@ -149,6 +149,7 @@ def test_a_cost_says_whether_its_subjects_are_measured_at_once_or_apart():
     assert "both given" in _concurrency_error(Cost("acc", together=True, apart="shared link"))
     assert "only a per-accelerator" in _concurrency_error(Cost("host", together=True))
     assert "nothing to keep apart" in _concurrency_error(Cost("host", apart="x"))
+    assert "without together=True" in _concurrency_error(Cost("acc", group="thermal"))
     assert issubclass(DeclarationError, ValueError)
     # what the catalogue declares: the calibrations at once, the copies sharing a root complex or links apart
     assert CATALOGUE["THERM-GPU-STEADY"].cost.together and CATALOGUE["THERM-CPU-STEADY"].cost.together

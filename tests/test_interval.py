@@ -181,3 +181,17 @@ def test_what_runs_on_every_device_at_once_costs_one_device_and_what_shares_a_re
     assert eight.to_json()["apart"]["CRG-EDGE"].startswith("peer copies")
     # under xdist each worker calibrates its own devices: the workers' count, not every device
     assert _plan("full", accs=8, workers=2).rows["THERM-GPU-STEADY"].parallel == 2
+
+
+def test_requirements_of_one_group_run_at_the_same_time_and_the_longest_counts():
+    p = _plan("full", accs=8)
+    gpu, cpu = p.rows["THERM-GPU-STEADY"].seconds(), p.rows["THERM-CPU-STEADY"].seconds()
+    assert gpu > cpu > 0
+    assert p.estimate_s() == pytest.approx(p.estimate_s(serial=True) - 7 * gpu - 2 * cpu
+                                           - sum(r.seconds(r.trials["initial"] if r.trials else None,
+                                                           parallel=1) - r.seconds(r.trials["initial"] if r.trials
+                                                                                   else None)
+                                                 for k, r in p.rows.items() if not k.startswith("THERM")))
+    assert "at the same time: THERM-GPU-STEADY, THERM-CPU-STEADY (thermal)" in p.header()[1]
+    x = _plan("full", accs=8, workers=2)  # under xdist the two tests may run on different workers: the sum
+    assert "at the same time" not in "\n".join(x.header())

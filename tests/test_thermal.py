@@ -249,22 +249,24 @@ def test_every_device_is_calibrated_at_once_each_with_its_own_controller():
                 overlap.set()
             return super().read()
 
-    rigs = [Rig(ThermalPlant(r=r, seed=i), f"gpu{i}", "gpu") for i, r in enumerate((0.06, 0.066, 0.063))]
-    hot = Rig(ThermalPlant(ambient=72.0, seed=9), "gpu-hot", "gpu")
+    rigs = [Rig(ThermalPlant(r=r, seed=i), f"at-once-gpu{i}", "gpu") for i, r in enumerate((0.06, 0.066, 0.063))]
+    hot = Rig(ThermalPlant(ambient=72.0, seed=9), "at-once-hot", "gpu")
     duty = {}
     out = steady_all(rigs + [hot], "THERM-GPU-STEADY", GPU, lambda m: None, duty)
     assert overlap.is_set()
-    assert set(out) == {"gpu0", "gpu1", "gpu2", "gpu-hot"}
+    assert set(out) == {"at-once-gpu0", "at-once-gpu1", "at-once-gpu2", "at-once-hot"}
     for rig in rigs:
         ev = out[rig.subject]
-        assert ev["trace"]["stopped"] == "steady" and ev["trace"]["at_once"] == ["gpu0", "gpu1", "gpu2", "gpu-hot"]
+        assert ev["trace"]["stopped"] == "steady"
+        assert ev["trace"]["at_once"] == ["at-once-gpu0", "at-once-gpu1", "at-once-gpu2", "at-once-hot"]
         assert check_gpu_steady(ev, GPU, rig.subject).status == PASS
     assert len({round(duty[r.subject], 3) for r in rigs}) == 3  # one controller per device: three duties
-    assert check_gpu_steady(out["gpu-hot"], GPU, "gpu-hot").status == FAIL
+    assert check_gpu_steady(out["at-once-hot"], GPU, "at-once-hot").status == FAIL
 
 
 def test_a_stop_ends_every_calibration_at_once():
-    """Ctrl-C while the devices calibrate: every calibration stops and its load goes off before it propagates."""
+    """Ctrl-C while the devices calibrate: every calibration stops and its load goes off before it propagates.
+    (Each test's devices have names of their own: a device's calibration lock is shared across processes.)"""
     import os
     import signal
 
@@ -287,7 +289,7 @@ def test_a_stop_ends_every_calibration_at_once():
             finally:
                 loaded.discard(self.subject)
 
-    rigs = [Slow(ThermalPlant(ambient=60.0, drift_c_per_s=0.05, seed=i), f"gpu{i}", "gpu") for i in range(3)]
+    rigs = [Slow(ThermalPlant(ambient=60.0, drift_c_per_s=0.05, seed=i), f"stop-gpu{i}", "gpu") for i in range(3)]
     timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     t0 = time.monotonic()
@@ -295,3 +297,34 @@ def test_a_stop_ends_every_calibration_at_once():
         steady_all(rigs, "THERM-GPU-STEADY", dict(GPU, timeout_s=14400), lambda m: None, {})
     assert time.monotonic() - t0 < 20 and not loaded  # every load off
     assert not [t for t in threading.enumerate() if t.name.startswith("sits-thermal-") and t.is_alive()]
+
+
+def test_cpu_packages_are_reached_together_with_the_gpu_dies_and_the_first_steady_stays_loaded():
+    """``also``: the packages calibrate beside the dies for their own requirement and thresholds; a device steady
+    first keeps its load on, still, until the last one has ended."""
+    from contextlib import contextmanager
+
+    from pytest_sits.conditions.thermal import steady_all
+
+    events = []
+
+    class Rig(PlantRig):
+        @contextmanager
+        def load(self):
+            yield self
+            events.append((self.subject, slow.plant.now))  # where the slow calibration is when this load goes off
+
+    fast = Rig(ThermalPlant(tau=5.0, seed=1), "fast", "gpu")
+    slow = Rig(ThermalPlant(tau=80.0, seed=2), "slow", "gpu")
+    pkg = Rig(ThermalPlant(p_idle=60.0, p_max=350.0, r=0.11, tau=25.0, step=0.125, noise=0.05, seed=3),
+              "package 0", "cpu")
+    out = steady_all([fast, slow], "THERM-GPU-STEADY", GPU, lambda m: None, {},
+                     also=[(pkg, "THERM-CPU-STEADY", CPU)])
+    assert out["fast"]["trace"]["at_once"] == ["fast", "slow", "package 0"]
+    assert check_gpu_steady(out["slow"], GPU, "slow").status == PASS
+    assert check_cpu_steady(out["package 0"], CPU, "package 0").status == PASS
+    assert out["slow"]["trace"]["duration_s"] > out["fast"]["trace"]["duration_s"]
+    # the fast die's load went off only once the slow one had ended its calibration (not when it was steady)
+    off = dict(events)
+    assert off["fast"] == pytest.approx(out["slow"]["trace"]["duration_s"], abs=0.01)
+    assert out["fast"]["trace"]["duration_s"] < off["fast"] - 10

@@ -89,8 +89,9 @@ class Cost:
     (a sequential look that restarts something), once a run; ``per``: what a subject is (see :data:`PER`).
     ``together``: the measurement is per subject and independent, and the suite runs it on every subject at once
     (one subject's time for all of them); ``apart``: why its subjects are measured one after the other (what they
-    share).  A cost with neither is measured one subject after the other.  Estimates for an 8-GPU node;
-    conditions/plan.py states how they are used."""
+    share).  A cost with neither is measured one subject after the other.  ``group``: requirements of one group
+    are measured at the same time (the thermal calibrations of GPU dies and CPU packages): the plan counts the
+    longest.  Estimates for an 8-GPU node; conditions/plan.py states how they are used."""
 
     per: str
     fixed: Seconds = 0.0
@@ -99,6 +100,7 @@ class Cost:
     once: float = 0.0
     together: bool = False
     apart: str = ""
+    group: str = ""
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,8 @@ def _concurrency_error(cost: Cost) -> str:
     """What is wrong with a cost's ``together``/``apart``, or ""."""
     if cost.together and cost.apart:
         return "together=True and apart=... both given: a measurement runs on every subject at once, or apart"
+    if cost.group and not cost.together:
+        return f"group={cost.group!r} without together=True: only what runs on every device at once runs in a group"
     if cost.together and cost.per not in ("acc", "package"):
         return f"together=True on per={cost.per!r}: only a per-accelerator or per-package measurement runs at once"
     if cost.apart and cost.per not in ("acc", "pair", "package"):

@@ -14,7 +14,8 @@ declare(
         "tolerance_c": Threshold(_TOL, 0.3, "A §2.4: within ±0.3 °C"),
         "timeout_s": Threshold(TIMEOUT_S, 1200, "how long the calibration may take to settle"),
     },
-    cost=Cost("acc", fixed=lambda th: 300.0 + th["window_s"], together=True),  # settling from idle (the simulated plant: 2-7 min)
+    cost=Cost("acc", fixed=lambda th: 300.0 + th["window_s"], together=True,
+              group="thermal"),  # settling from idle (the simulated plant: 2-7 min)
     platforms=("live", "sim"), faults=("thermal-hot", "thermal-drift"))
 
 declare(
@@ -27,5 +28,6 @@ declare(
         "tolerance_c": Threshold(_TOL, 0.5, "A §2.4: within ±0.5 °C"),
         "timeout_s": Threshold(TIMEOUT_S, 1200, "how long the calibration may take to settle"),
     },
-    cost=Cost("package", fixed=lambda th: 120.0 + th["window_s"], together=True),
+    cost=Cost("package", fixed=lambda th: 120.0 + th["window_s"], together=True,
+              group="thermal"),
     platforms=("live", "sim"), faults=("thermal-hot", "thermal-drift"))

@@ -44,15 +44,17 @@ class Row:
     trials: Optional[Dict[str, int]]  # initial, step, cap, minimum (None: one run, no trials to plan)
     parallel: int = 1  # subjects measured at once (per-accelerator work across xdist workers)
 
-    def seconds(self, trials: Optional[int] = None, looks: int = 1) -> float:
-        """The estimate for ``trials`` trials in ``looks`` looks (default: the initial plan), all subjects."""
+    def seconds(self, trials: Optional[int] = None, looks: int = 1, parallel: Optional[int] = None) -> float:
+        """The estimate for ``trials`` trials in ``looks`` looks (default: the initial plan), all subjects,
+        ``parallel`` of them at once (default: as planned)."""
         per = _seconds(self.cost.fixed, self.thresholds) + looks * self.cost.look
         if self.trials is not None:
             n = self.trials["initial"] if trials is None else trials
             per += n * _seconds(self.cost.trial, self.thresholds)
         if not self.subjects:
             return 0.0
-        return per * math.ceil(self.subjects / max(1, self.parallel)) + self.cost.once
+        at_once = self.parallel if parallel is None else parallel
+        return per * math.ceil(self.subjects / max(1, at_once)) + self.cost.once
 
     def looks_for(self, trials: int) -> int:
         if self.trials is None or not self.trials["step"]:
@@ -109,17 +111,25 @@ class Plan:
         return min(self.workers, subjects) if cost.per in ("acc", "pair") else 1
 
     # -- estimates ---------------------------------------------------------------
-    def estimate_s(self, which: str = "initial") -> float:
+    def estimate_s(self, which: str = "initial", serial: bool = False) -> float:
         """Seconds for the whole plan: ``initial`` (every requirement decides on its first look), ``cap`` (every
-        undecided one measures up to its cap), ``minimum`` (the fewest trials any requirement may take)."""
+        undecided one measures up to its cap), ``minimum`` (the fewest trials any requirement may take).
+        ``serial``: as if every subject were measured one after the other and nothing at the same time (what
+        the plan is compared with)."""
         total = 0.0
+        groups: Dict[str, float] = {}
+        one = 1 if serial else None
         for r in self.rows.values():
             if r.trials is None:
-                total += r.seconds()
+                s = r.seconds(parallel=one)
             else:
                 n = r.trials[which]
-                total += r.seconds(n, r.looks_for(n))
-        return total
+                s = r.seconds(n, r.looks_for(n), parallel=one)
+            if r.cost.group and self.workers == 1 and not serial:  # measured at the same time: the longest counts
+                groups[r.cost.group] = max(groups.get(r.cost.group, 0.0), s)
+            else:
+                total += s
+        return total + sum(groups.values())
 
     def _fit(self) -> None:
         """Shrink the trials to the budget: first the repeats (the cap), then the first look, never below the
@@ -178,7 +188,11 @@ class Plan:
                  "planned trials and the durations the profile schedules)"]
         at_once, apart = self.concurrency()
         if at_once:
-            lines.append("measured on every device at once: " + ", ".join(at_once))
+            grouped = sorted({r.cost.group for r in self.rows.values() if r.cost.group and r.requirement in at_once})
+            lines.append("measured on every device at once: " + ", ".join(at_once)
+                         + "".join("; at the same time: " + ", ".join(r for r in at_once if self.rows[r].cost.group
+                                                                       == g) + f" ({g})"
+                                   for g in grouped if self.workers == 1))
         if apart:
             lines.append("measured one subject at a time: " + "; ".join(f"{k} ({v})" for k, v in apart.items()))
         if self.note:

@@ -206,28 +206,46 @@ def steady(rig: Any, requirement: str, th: Dict[str, Any], say: Callable[[str], 
 
 
 def steady_all(rigs: List[Any], requirement: str, th: Dict[str, Any], say: Callable[[str], None],
-               settled_duty: Dict[str, float]) -> Dict[str, Any]:
+               settled_duty: Dict[str, float],
+               also: Optional[List[Tuple[Any, str, Dict[str, Any]]]] = None) -> Dict[str, Any]:
     """Calibrate every rig at once, each device with its own controller and load in a thread of its own, so that
-    the chassis (neighbours, fans, supplies) is loaded as the node serves; return ``{subject: evidence}`` (the
-    evidence of :func:`steady`, its trace naming the devices calibrated with it under ``at_once``) or
-    ``{subject: exception}`` where that device's calibration could not run.  Ctrl-C or SIGTERM stops every
-    calibration and its load before it propagates."""
+    the chassis (neighbours, fans, supplies) is loaded as the node serves; ``also``: more devices calibrated with
+    them for another requirement, ``(rig, requirement, thresholds)`` (the CPU packages beside the GPU dies).  A
+    device that is steady first keeps its load on at the duty it settled at until every calibration has ended,
+    so the others settle beside it loaded.  Return ``{subject: evidence}`` (the evidence of :func:`steady`, its
+    trace naming every device calibrated with it under ``at_once``) or ``{subject: exception}`` where that
+    device's calibration could not run.  Ctrl-C or SIGTERM stops every calibration and its load before it
+    propagates."""
     import threading
 
     stop = threading.Event()
-    subjects = [r.subject for r in rigs]
+    jobs = [(r, requirement, th) for r in rigs] + list(also or [])
+    subjects = [r.subject for r, _, _ in jobs]
     out: Dict[str, Any] = {}
+    ended = threading.Condition()
+    count = [0]
 
-    def one(rig: Any) -> None:
+    def end() -> None:
+        with ended:
+            count[0] += 1
+            ended.notify_all()
+
+    def one(rig: Any, req: str, thresholds: Dict[str, Any]) -> None:
         try:
-            with steady(rig, requirement, th, say, settled_duty, stop=stop.is_set) as ev:
+            with steady(rig, req, thresholds, say, settled_duty, stop=stop.is_set) as ev:
                 ev["trace"]["at_once"] = subjects
                 out[rig.subject] = ev
+                end()
+                with ended:  # the load stays on, still, until every device has ended its calibration
+                    while count[0] < len(jobs) and not stop.is_set():
+                        ended.wait(0.2)
         except Exception as exc:  # this device's lock or load: its own test reports it
-            out[rig.subject] = exc
+            if rig.subject not in out:
+                out[rig.subject] = exc
+                end()
 
-    threads = [threading.Thread(target=one, args=(r,), name=f"sits-thermal-{r.subject}", daemon=True)
-               for r in rigs]
+    threads = [threading.Thread(target=one, args=job, name=f"sits-thermal-{job[0].subject}", daemon=True)
+               for job in jobs]
     try:
         for t in threads:
             t.start()

@@ -164,30 +164,39 @@ def sits_thermal_calibrations() -> Dict[str, Dict[str, Any]]:
 def sits_thermal_all(request: pytest.FixtureRequest, sits_run: SitsRun, sits_profile: Any, sits_progress: Any,
                      sits_calibrated_duty: Dict[str, float],
                      sits_thermal_calibrations: Dict[str, Dict[str, Any]]) -> Any:
-    """``sits_thermal_all(rigs)`` -> ``{subject: evidence}``: the test's requirement (THERM-GPU-STEADY or
-    THERM-CPU-STEADY) calibrated on every device at once (conditions/thermal.py ``steady_all``).  ``rigs``: the
-    devices this test judges; the first test of the requirement calibrates them together with every other device
-    of its kind on the machine (``others``: a callable giving their rigs), the later tests take their device's
-    result.  Under xdist each worker calibrates only the devices of its own tests (they are shared out among the
-    workers)."""
+    """``sits_thermal_all(rigs, others=None, also=None)`` -> ``{subject: evidence}``: the test's requirement
+    (THERM-GPU-STEADY or THERM-CPU-STEADY) calibrated on every device at once (conditions/thermal.py
+    ``steady_all``).  ``rigs``: the devices this test judges; ``others``: a callable giving the machine's other
+    devices of the kind, calibrated with them; ``also``: ``{requirement: callable giving rigs}``, devices of
+    another requirement reached together with these (the CPU packages beside the GPU dies).  The first test
+    calibrates them all, the later tests take their devices' results.  Under xdist each worker calibrates only the
+    devices of its own tests (they are shared out among the workers)."""
     from ..conditions.thermal import steady_all
 
     requirement = _requirement(request, "sits_thermal_all")
 
-    def get(rigs: List[Any], others: Optional[Callable[[], List[Any]]] = None) -> Dict[str, Any]:
+    def get(rigs: List[Any], others: Optional[Callable[[], List[Any]]] = None,
+            also: Optional[Dict[str, Callable[[], List[Any]]]] = None) -> Dict[str, Any]:
         done = sits_thermal_calibrations.setdefault(requirement, {})
         todo = [r for r in rigs if r.subject not in done]
-        if todo and others is not None and sits_run.workers == 1:
-            todo += [r for r in others() if r.subject not in done and r.subject not in {t.subject for t in todo}]
+        extra: List[Any] = []
+        if todo and sits_run.workers == 1:
+            if others is not None:
+                todo += [r for r in others() if r.subject not in done and r.subject not in {t.subject for t in todo}]
+            for req, more in (also or {}).items():
+                theirs = sits_thermal_calibrations.setdefault(req, {})
+                extra += [(r, req, sits_profile.thresholds(req)) for r in more() if r.subject not in theirs]
         if todo:
-            done.update(steady_all(todo, requirement, sits_profile.thresholds(requirement), sits_progress,
-                                   sits_calibrated_duty))
+            got = steady_all(todo, requirement, sits_profile.thresholds(requirement), sits_progress,
+                             sits_calibrated_duty, also=extra)
+            for r, req in [(r, requirement) for r in todo] + [(r, req) for r, req, _ in extra]:
+                sits_thermal_calibrations[req][r.subject] = got[r.subject]
         result = {}
         for r in rigs:
-            got = done[r.subject]
-            if isinstance(got, BaseException):
-                raise got
-            result[r.subject] = got
+            found = done[r.subject]
+            if isinstance(found, BaseException):
+                raise found
+            result[r.subject] = found
         return result
     return get
 
