@@ -195,3 +195,11 @@ def test_requirements_of_one_group_run_at_the_same_time_and_the_longest_counts()
     assert "at the same time: THERM-GPU-STEADY, THERM-CPU-STEADY (thermal)" in p.header()[1]
     x = _plan("full", accs=8, workers=2)  # under xdist the two tests may run on different workers: the sum
     assert "at the same time" not in "\n".join(x.header())
+
+
+def test_on_a_simulated_platform_the_estimate_is_labelled_the_real_machines():
+    p = _plan("full", accs=8)
+    real, sim = p.header(), p.header(simulated=True)
+    assert real[0].startswith("time estimate: about ") and "real machine" not in "\n".join(real)
+    assert sim[0].startswith("time estimate for the real machine the profile describes: about ")
+    assert "this simulated run is not that long" in sim[1]

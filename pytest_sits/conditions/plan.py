@@ -178,14 +178,19 @@ class Plan:
                          deadline=self.deadline(), note=self.note if self.budget_min is not None else None)
 
     # -- what the run says ------------------------------------------------------------
-    def header(self) -> List[str]:
+    def header(self, simulated: bool = False) -> List[str]:
+        """The header's lines; ``simulated``: the run is on a simulated platform, whose own cost is not this
+        estimate (it measures in simulated time): the estimate is labelled as the real machine's."""
         subj = (f"{self.accelerators} accelerator(s)" if self.accelerators else "no accelerator")
         if self.workers > 1:
             subj += f", {self.workers} xdist workers"
         first, cap = self.estimate_s("initial"), self.estimate_s("cap")
         more = f", up to {_minutes(cap)} if every undecided requirement repeats to its cap" if cap > first + 30 else ""
-        lines = [f"time estimate: about {_minutes(first)}{more} (level {self.level}, {subj}; an estimate from the "
+        what = "time estimate for the real machine the profile describes" if simulated else "time estimate"
+        lines = [f"{what}: about {_minutes(first)}{more} (level {self.level}, {subj}; an estimate from the "
                  "planned trials and the durations the profile schedules)"]
+        if simulated:
+            lines.append("this simulated run is not that long: its devices settle and measure in simulated time")
         at_once, apart = self.concurrency()
         if at_once:
             grouped = sorted({r.cost.group for r in self.rows.values() if r.cost.group and r.requirement in at_once})

@@ -382,7 +382,7 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
     suite = config.stash.get(_BUNDLED, None)
     if suite:
         lines.append(f"sits: running the bundled conformance suite ({suite}); give test paths to run your own")
-    lines += [f"sits: {line}" for line in run.plan().header()]
+    lines += [f"sits: {line}" for line in run.plan().header(simulated=run.platform.simulated)]
     return lines
 
 
