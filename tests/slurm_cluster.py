@@ -116,8 +116,11 @@ def pytest_runtest_setup(item):
     with open(os.path.join(os.environ["SITS_HARNESS_LOG"], NODE + ".died"), "w") as fh:
         fh.write(f"{_seen[0] - 1} tests run; killed {victims} and {os.getpid()}\\n")
     # All at once, as a node that dies: the SIGTERM the fleet task's death sends this pytest (its parent-death
-    # signal) must not get to run its handler before this process's own SIGKILL.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    # signal) must not get to run its handler before this process's own SIGKILL. Blocking it in this thread is
+    # not enough (the kernel hands a process's signal to any thread not blocking it, and Python runs the handler
+    # in the main thread all the same); ignored, it is discarded whichever thread it reaches.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     for pid in victims:
         os.kill(pid, signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
