@@ -12,6 +12,7 @@ from .base import USAGE_ERROR, add, err, yaml_text
 
 EXAMPLES = """\
   sits profile list                      the bundled profiles
+  sits profile init --from=texts/ --out=my-a10.yaml   a profile for the model the texts show (values from them)
   sits profile validate my-server.yaml   check a profile (exit 4 naming the file, line and fix)
   sits profile show h100                 the resolved profile (its extends chain merged), as YAML
   sits profile schema > profile.schema.json
@@ -20,8 +21,11 @@ EXAMPLES = """\
 
 def add_parser(sub: Any) -> None:
     p = add(sub, "profile", "validate, list, show profiles", EXAMPLES)
-    p.add_argument("action", choices=["validate", "list", "show", "schema"])
+    p.add_argument("action", choices=["validate", "list", "show", "schema", "init"])
     p.add_argument("files", nargs="*", metavar="NAME|FILE")
+    p.add_argument("--from", dest="source", metavar="PATH",
+                   help="init: the submitted texts (a folder or one file, as `sits audit` reads them)")
+    p.add_argument("--out", metavar="FILE", help="init: write the profile here (a new file; default: print it)")
     p.set_defaults(func=run)
 
 
@@ -33,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
             p = profiles.resolve(name)
             print(f"{name:16} {p.data.get('description', '')}")
         return 0
+    if args.action == "init":
+        return _init(args)
     if args.action == "schema":
         print(json.dumps(profiles.profile_schema(), indent=2, sort_keys=True))
         return 0
@@ -51,3 +57,104 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(yaml_text(p.data), end="")
     return status
+
+
+def _init(args: argparse.Namespace) -> int:
+    """A profile for the accelerator model submitted texts show: its identity and hardware figures read from them,
+    each with the file and line it came from in a comment; every threshold base's."""
+    from .. import profiles
+    from ..files import write_new
+    from ..platforms import PlatformError
+    from ..platforms.evidence import EvidencePlatform
+
+    if not args.source:
+        return err("`sits profile init` needs --from=PATH: the submitted texts (a folder or one file)")
+    try:
+        inv = EvidencePlatform(Path(args.source)).inventory()
+    except PlatformError as exc:
+        return err(str(exc))
+    try:
+        text = init_text(inv, args.source)
+    except ValueError as exc:
+        return err(f"{args.source}: {exc}")
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="sits-profile-init-") as tmp:  # what is written resolves, or it is ours
+        check = Path(tmp) / "p.yaml"
+        check.write_text(text, encoding="utf-8")
+        try:
+            profiles.resolve(str(check))
+        except profiles.ProfileError as exc:  # pragma: no cover - a defect of init_text
+            raise AssertionError(f"sits profile init wrote a profile that does not resolve: {exc}") from None
+    if not args.out:
+        print(text, end="")
+        return 0
+    try:
+        write_new(Path(args.out), text)
+    except FileExistsError:
+        return err(f"{args.out}: exists; fix: give a new file to --out (nothing is overwritten)")
+    except OSError as exc:
+        return err(f"{args.out}: cannot write ({exc.strerror}); fix: give a writable path to --out")
+    print(f"{args.out}: profile {yaml_name(text)} written from {args.source}; check every value against the "
+          f"datasheet, then run `sits audit {args.source} --profile={args.out}`")
+    return 0
+
+
+def yaml_name(text: str) -> str:
+    return next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("name:")), "?")
+
+
+def init_text(inv: dict, source: str) -> str:
+    """The profile's YAML text (see :func:`_init`).  Raises ValueError when the texts show no accelerator, or
+    several models (one profile is for one model)."""
+    import re
+
+    accs = [a for a in inv.get("accelerators") or [] if a.get("pci_id")]
+    if not accs:
+        raise ValueError("the texts show no accelerator with a PCI ID (nvidia-smi -q, lspci, rocm-smi or amd-smi "
+                         "give one); a profile names its model by PCI ID")
+    ids = sorted({a["pci_id"] for a in accs})
+    if len(ids) > 1:
+        raise ValueError(f"the texts show several models ({', '.join(ids)}); fix: one profile per model: submit "
+                         "one model's texts")
+    first = accs[0]
+    mgmt = first.get("management") or {}
+
+    def where(acc: dict) -> str:
+        m = acc.get("management") or {}
+        src = str(m.get("source") or ", ".join(acc.get("sources") or []) or "the texts")
+        src = re.sub(r"^submitted ", "", src)
+        return src + (f" line {m['source_line']}" if m.get("source_line") else "")
+
+    name = str(first.get("name") or first.get("display_name") or ids[0])
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "accelerator"
+    q = lambda v: json.dumps(v, ensure_ascii=True)  # noqa: E731 - a YAML scalar that is also JSON
+    lines = [
+        f"# A profile for {name}, written by `sits profile init --from={source}`.",
+        "# Every identity and hardware value below was read from the submitted texts (the file and line in its",
+        "# comment); every threshold is base's. Check each value against the datasheet before certifying with it.",
+        f"name: {q(slug)}",
+        "extends: base",
+        f"description: {q(name + ' (from submitted texts; check against the datasheet)')}",
+        "identity:",
+        f"  vendor: {q(first.get('vendor') or 'unknown')}  # {where(first)}",
+        f"  model: {q(name)}  # {where(first)}",
+        "  kind: gpu",
+        f"  pci_ids: [{q(ids[0])}]  # {where(first)}",
+        f"  count: {len(accs)}  # {len(accs)} of them in the texts",
+    ]
+    hw: list = []
+    mem = first.get("memory_total_bytes")
+    if isinstance(mem, (int, float)) and mem > 0:
+        hw.append(f"  memory_gb: {round(mem / 1e9, 1)}  # {where(first)}: {int(mem)} bytes of device memory")
+    gen, width = mgmt.get("pcie_max_gen") or mgmt.get("pcie_gpu_max_gen"), mgmt.get("pcie_max_width")
+    if isinstance(gen, int):
+        hw.append(f"  pcie_gen: {gen}  # {where(first)}: the device's maximum PCIe generation")
+    if isinstance(width, int):
+        hw.append(f"  pcie_width: {width}  # {where(first)}: the device's maximum link width")
+    tdp = mgmt.get("power_limit_default_mw")
+    if isinstance(tdp, (int, float)) and tdp > 0:
+        hw.append(f"  tdp_w: {round(tdp / 1000)}  # {where(first)}: the default power limit")
+    if hw:
+        lines += ["hardware:"] + hw
+    return "\n".join(lines) + "\n"

@@ -63,6 +63,16 @@ def redact_args(args: Any) -> list:
     return out
 
 
+def _unprofiled(accelerators: List[Dict[str, Any]]) -> List[str]:
+    """The accelerator models (with a known PCI ID) no bundled profile is for, as "8 × NAME (PCI ID)"."""
+    counts: Dict[Tuple[str, str], int] = {}
+    for a in accelerators:
+        if a.get("pci_id"):
+            key = (str(a["pci_id"]), str(a.get("name") or a.get("display_name") or a.get("vendor") or "accelerator"))
+            counts[key] = counts.get(key, 0) + 1
+    return [f"{n} × {name} ({pci_id})" for (pci_id, name), n in sorted(counts.items())]
+
+
 class SitsUsageError(Exception):
     """A bad option, profile or platform: the message names the fix."""
 
@@ -302,7 +312,20 @@ class SitsRun:
                 profile = built_from
                 profile.how, profile.why = "platform", "the profile the simulated platform was built from"
             else:
-                name, why = auto_pick(platform.inventory()["accelerators"])
+                accs = platform.inventory()["accelerators"]
+                name, why = auto_pick(accs)
+                unknown = _unprofiled(accs) if name == "host" else []
+                if unknown:
+                    texts = getattr(platform, "path", None)
+                    raise SitsUsageError(
+                        f"the {'texts show' if platform.kind == 'evidence' else 'machine has'} "
+                        f"{'; '.join(unknown)}, and no bundled profile is for that model (they would be judged "
+                        "against the host profile, which expects no accelerator); fix: --sits-profile=FILE with a "
+                        "profile for it that extends base"
+                        + (f" (`sits profile init --from={texts}` writes one from these texts)"
+                           if platform.kind == "evidence" and texts else
+                           " (`sits profile init --from=FILE` writes one from this machine's `nvidia-smi -q`, "
+                           "`rocm-smi` or `lspci -vv` saved in FILE)" if platform.kind == "live" else ""))
                 profile = resolve(name, how="auto", why=why)
         except (ProfileError, PlatformError) as exc:
             if workdir is not None:
