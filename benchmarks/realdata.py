@@ -1,5 +1,6 @@
 """Real captures against the facts a careful reader takes from them: ``sits audit`` on every file of a folder laid
-out like ``realdata/`` (kind folders and a ``MANIFEST.yaml``), one file at a time, as a user would run it.
+out like ``realdata/`` (kind folders and a ``MANIFEST.yaml``), one file at a time, as a user would run it (a PTDaemon
+``spl.txt`` with the detail log of its run beside it, as a submission's run folder holds them).
 
     python benchmarks/realdata.py DIR                 # every file of DIR/MANIFEST.yaml
     python benchmarks/realdata.py DIR --only topo/    # the files whose name starts so
@@ -646,6 +647,265 @@ def r_hops(text: str, run: Run, entry: Dict[str, Any]) -> Result:
     return ("agree", f"{key}: {want} for every pair") if not bad else ("DISAGREE", f"{key} {bad[0]}")
 
 
+# ---- MLPerf Inference submissions (LoadGen logs, systems JSON, PTDaemon power logs) -------------------------
+
+def _ml(run: Run, what: str = "runs") -> List[Dict[str, Any]]:
+    return list(((run.sub.get("mlperf") or {}).get(what)) or [])
+
+
+def _close(a: Any, b: float, rel: float = 2e-3) -> bool:
+    return a is not None and abs(float(a) - b) <= rel * max(abs(b), 1e-12)
+
+
+def _nums(text: str) -> List[float]:
+    return [float(x) for x in re.findall(r"(?<![\w.])(\d+(?:\.\d+)?(?:e-?\d+)?)", text.replace(",", ""))]
+
+
+def r_ml_field(field: str, numeric: bool = True) -> Callable[..., Result]:
+    """A run's figure as LoadGen printed it: the fact's first number (or its text) against what was read."""
+    def rule(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+        runs = _ml(run)
+        if not runs and (_ml(run, "power") or _ml(run, "systems")):
+            return "unchecked", "the file holds no LoadGen run: the fact is the submission's, not this file's"
+        if not runs:
+            return "DISAGREE", "no MLPerf run read"
+        got = runs[0].get(field)
+        if numeric:
+            nums = _nums(text)
+            if not nums:
+                return "unchecked", "the fact gives no number"
+            if not _close(got, nums[0]):
+                return "DISAGREE", f"{field} read {got!r}; the fact says {nums[0]:g}"
+            return "agree", f"{field} {got:g}"
+        want = text.strip().strip("'").split(" (")[0].strip()
+        if str(got or "").strip() != want:
+            return "DISAGREE", f"{field} read {got!r}; the fact says {want!r}"
+        return "agree", f"{field} {got!r}"
+    return rule
+
+
+def r_ml_pcts(key: str) -> Callable[..., Result]:
+    def rule(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+        runs = _ml(run)
+        nums = _nums(text)
+        if not runs or len(nums) < 2:
+            return "DISAGREE", "no MLPerf run read" if not runs else "the fact gives no P50 / P99"
+        got = runs[0].get(key) or {}
+        if got.get("50.00") != int(nums[0]) or got.get("99.00") != int(nums[1]):
+            return "DISAGREE", f"{key} P50/P99 read {got.get('50.00')} / {got.get('99.00')}; the fact says {text}"
+        if key == "latency" and str(runs[0].get("scenario")).lower() == "server":
+            sla = run.of("SVC-SLA")
+            if not sla or sla[0].get("measured") is None or not _close(sla[0]["measured"], nums[1] / 1e6):
+                return "DISAGREE", f"SVC-SLA does not measure the P99 {nums[1] / 1e6:g} ms: {sla[:1]}"
+        return "agree", f"{key} P50 {int(nums[0])} ns, P99 {int(nums[1])} ns"
+    return rule
+
+
+def r_ml_result(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    runs = _ml(run)
+    if not runs:
+        return "DISAGREE", "no MLPerf run read"
+    want = text.strip().split()[0].upper()
+    r = runs[0]
+    if r.get("result") != want:
+        return "DISAGREE", f"result read {r.get('result')!r}; the fact says {want}"
+    if str(r.get("scenario")).lower() == "server":
+        sla = run.of("SVC-SLA")
+        if not sla or f"LoadGen: {want}" not in sla[0]["reason"]:
+            return "DISAGREE", f"SVC-SLA does not name LoadGen's {want}: {sla[0]['reason'][:120] if sla else 'none'}"
+        if "overlatency" in (sla[0]["reason"] + json.dumps(sla[0].get("evidence", {}).get("decisions", ""))) and \
+                sla[0]["status"] == "FAIL" and "overlatency" in sla[0]["reason"].split(" — ")[0]:
+            return "DISAGREE", "SVC-SLA fails on the over-latency count"
+    return "agree", f"LoadGen {want}" + (f"; SVC-SLA {run.of('SVC-SLA')[0]['status']}" if run.of("SVC-SLA") else "")
+
+
+def r_ml_power_window(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    runs = _ml(run)
+    if not runs:
+        return "DISAGREE", "no MLPerf run read"
+    m = re.match(r"\s*(\d\d-\d\d-\d{4} [\d:.]+)\s*\.\.\s*(?:\d\d-\d\d-\d{4} )?([\d:.]+)", text)
+    if m is None:
+        return "unchecked", "no window in the fact"
+    r = runs[0]
+    if r.get("power_begin") != m.group(1) or not str(r.get("power_end", "")).endswith(m.group(2)):
+        return "DISAGREE", f"power window read {r.get('power_begin')} .. {r.get('power_end')}; the fact says {text}"
+    return "agree", f"power window {r['power_begin']} .. {r['power_end']}"
+
+
+def r_ml_zero_flags(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    runs = _ml(run)
+    if not runs:
+        return "DISAGREE", "no MLPerf run read"
+    n = int(_nums(text)[0]) if _nums(text) else 0
+    got = (runs[0].get("errors") or 0) + (runs[0].get("warnings") or 0)
+    return ("agree", f"{got} error/warning lines") if got == n else (
+        "DISAGREE", f"{got} error/warning lines read; the fact says {n}")
+
+
+def r_ml_odd(field: str) -> Callable[..., Result]:
+    """A LoadGen figure that reads oddly: kept, named as not used, and no verdict fails on it."""
+    def rule(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+        runs = _ml(run)
+        if not runs:
+            return "DISAGREE", "no MLPerf run read"
+        odd = " ".join(runs[0].get("odd") or [])
+        if field not in odd:
+            return "DISAGREE", f"{field} is not named as odd: {odd[:120]!r}"
+        bad = [v for v in run.verdicts if v["status"] == "FAIL" and field in v["reason"].split(" — ")[0]]
+        if bad:
+            return "DISAGREE", f"{bad[0]['requirement']} fails on {field}"
+        return "agree", f"{field} named as not used"
+    return rule
+
+
+def r_ml_oddities(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    for field in ("result_overlatency_query_count", "result_token_throughput"):
+        if field in text:
+            st, why = r_ml_odd(field)(text, run, entry)
+            if st != "agree":
+                return st, why
+    return "agree", "the odd LoadGen figures are named and not used"
+
+
+def r_ml_limits(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    runs = _ml(run)
+    if not runs:
+        return "DISAGREE", "no MLPerf run read"
+    m = re.search(r"ttft[^\d]*(\d+)[^\d]+tpot[^\d]*(\d+)", text.replace("ns)", ""), re.I)
+    if m is None:
+        return "unchecked", "no limits in the fact"
+    r = runs[0]
+    if r.get("ttft_limit_ns") != float(m.group(1)) or r.get("tpot_limit_ns") != float(m.group(2)):
+        return "DISAGREE", f"limits read {r.get('ttft_limit_ns')} / {r.get('tpot_limit_ns')}; the fact says {text}"
+    return "agree", f"TTFT limit {m.group(1)} ns, TPOT limit {m.group(2)} ns"
+
+
+def r_ml_system(field: str) -> Callable[..., Result]:
+    def rule(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+        systems = _ml(run, "systems")
+        if not systems:
+            return "DISAGREE", "no MLPerf system description read"
+        got = systems[0].get(field)
+        if field == "accelerators_per_node":
+            want = int(_nums(text)[0])
+            if systems[0].get("accelerators_per_node_n") != want:
+                return "DISAGREE", f"{systems[0].get('accelerators_per_node_n')} accelerators read; the fact says {want}"
+            if ("string" in text.lower()) != bool(systems[0].get("accelerators_per_node_is_text")):
+                return "DISAGREE", "whether the count is a JSON string is not recorded right"
+            return "agree", f"{want} accelerators per node (declared)"
+        want = text.strip().strip("'").strip()
+        topo = systems[0].get("accelerator_interconnect_topology")
+        if field == "accelerator_interconnect" and topo and want.lower() == f"{got} / {topo}".lower():
+            return "agree", f"{field} {got!r}, topology {topo!r}"
+        if str(got or "").strip().lower() != want.lower() and not str(got or "").lower().startswith(want.lower()):
+            return "DISAGREE", f"{field} read {got!r}; the fact says {want!r}"
+        return "agree", f"{field} {got!r}"
+    return rule
+
+
+def number(x: float) -> str:
+    from pytest_sits.verdict import number as fmt
+
+    return fmt(x)
+
+
+def _power(run: Run) -> Optional[Dict[str, Any]]:
+    logs = _ml(run, "power")
+    return logs[0] if logs else None
+
+
+def r_ml_watts(which: str) -> Callable[..., Result]:
+    def rule(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+        p = _power(run)
+        if p is None:
+            return "DISAGREE", "no power log read"
+        st = p.get(which)
+        if not st:
+            return "unchecked", "the run's window is in its detail log, not in this file (audited alone)"
+        mean, mx, mn = _nums(text)[:3]
+        n = re.search(r"\((\d+) samples\)", text)
+        if not (_close(st["mean_w"], mean, 1e-4) and _close(st["max_w"], mx, 1e-6) and _close(st["min_w"], mn, 1e-6)):
+            return "DISAGREE", f"{which}: mean {st['mean_w']}, max {st['max_w']}, min {st['min_w']}; the fact says {text}"
+        if n and st["n"] != int(n.group(1)):
+            return "DISAGREE", f"{which}: {st['n']} samples; the fact says {n.group(1)}"
+        pw = run.of("PLP-POWER")
+        if which == "whole" and not p.get("window") and (not pw or f"mean {st['mean_w']} W" not in pw[0]["reason"]):
+            return "DISAGREE", f"PLP-POWER does not report the log's mean: {pw[0]['reason'][:120] if pw else 'none'}"
+        if which == "window" and (not pw or f"{number(st['mean_w'])} W" not in pw[0]["reason"]):
+            return "DISAGREE", f"PLP-POWER does not judge the window's mean: {pw[0]['reason'][:120] if pw else 'none'}"
+        return "agree", f"{which}: mean {st['mean_w']} W, max {st['max_w']} W, min {st['min_w']} W ({st['n']} samples)"
+    return rule
+
+
+def r_ml_samples(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    p = _power(run)
+    if p is None:
+        return "DISAGREE", "no power log read"
+    want = int(_nums(text)[0])
+    return ("agree", f"{want} samples") if p["whole"]["n"] == want else (
+        "DISAGREE", f"{p['whole']['n']} samples read; the fact says {want}")
+
+
+def r_ml_span(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    p = _power(run)
+    if p is None:
+        return "DISAGREE", "no power log read"
+    m = re.match(r"\s*(\d\d-\d\d-\d{4} [\d:.]+)\s*\.\.\s*([\d:.]+)", text)
+    if m is None or p["start"] != m.group(1) or not p["end"].endswith(m.group(2)):
+        return "DISAGREE", f"span read {p['start']} .. {p['end']}; the fact says {text}"
+    return "agree", f"{p['start']} .. {p['end']}"
+
+
+def r_ml_mark(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    p = _power(run)
+    return ("agree", f"mark {p['mark']}") if p and p.get("mark") == text.strip() else (
+        "DISAGREE", f"mark read {p.get('mark') if p else None!r}; the fact says {text!r}")
+
+
+def r_ml_channels(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    p = _power(run)
+    if p is None:
+        return "DISAGREE", "no power log read"
+    m = re.search(r"max ([\d.]+) / ([\d.]+) / ([\d.]+) W", text)
+    if m is None:
+        return "unchecked", "no channel maxima in the fact"
+    got = [p["channels_max_w"].get(c) for c in ("Ch1", "Ch2", "Ch3")]
+    if [float(x) for x in m.groups()] != got:
+        return "DISAGREE", f"channel maxima read {got}; the fact says {text}"
+    return "agree", f"channel maxima {got} W"
+
+
+MLPERF_RULES: Dict[str, Callable[..., Result]] = {
+    "scenario": r_ml_field("scenario", numeric=False), "sut_name": r_ml_field("sut_name", numeric=False),
+    "result": r_ml_result, "result_validity": r_ml_result,
+    "samples_per_second": r_ml_field("samples_per_s"), "completed_samples_per_second": r_ml_field("samples_per_s"),
+    "result_completed_samples_per_sec": r_ml_field("samples_per_s"),
+    "tokens_per_second": r_ml_field("tokens_per_s"), "completed_tokens_per_second": r_ml_field("tokens_per_s"),
+    "scheduled_samples_per_second": r_ml_field("scheduled_samples_per_s"), "target_qps": r_ml_field("target_qps"),
+    "samples_per_query": r_ml_field("samples_per_query"), "min_duration_ms": r_ml_field("min_duration_ms"),
+    "min_query_count": r_ml_field("min_query_count"),
+    "performance_sample_count": r_ml_field("performance_sample_count"),
+    "result_query_count": r_ml_field("query_count"), "generated_query_count": r_ml_field("generated_query_count"),
+    "generated_samples_per_query": r_ml_field("generated_samples_per_query"),
+    "latency_ns_p50_p99": r_ml_pcts("latency"), "ttft_ns_p50_p99": r_ml_pcts("ttft"),
+    "tpot_ns_p50_p99": r_ml_pcts("tpot"), "loadgen_version": r_ml_field("loadgen_version", numeric=False),
+    "test_datetime": r_ml_field("test_datetime", numeric=False), "power_begin_end": r_ml_power_window,
+    "power_begin": lambda t, r, e: r_ml_power_window(t + " .. " + str((_ml(r) or [{}])[0].get("power_end", "")), r, e),
+    "power_end": lambda t, r, e: r_ml_field("power_end", numeric=False)(t, r, e),
+    "is_warning_or_error_lines": r_ml_zero_flags,
+    "result_overlatency_query_count": r_ml_odd("result_overlatency_query_count"),
+    "result_token_throughput": r_ml_odd("result_token_throughput"), "oddities": r_ml_oddities,
+    "limits": r_ml_limits,
+    "system_name": r_ml_system("system_name"), "accelerator_model_name": r_ml_system("accelerator_model_name"),
+    "accelerators_per_node": r_ml_system("accelerators_per_node"), "cooling": r_ml_system("cooling"),
+    "accelerator_host_interconnect": r_ml_system("accelerator_host_interconnect"),
+    "accelerator_interconnect": r_ml_system("accelerator_interconnect"), "status": r_ml_system("status"),
+    "hw_notes": r_ml_system("hw_notes"),
+    "watts_whole_file": r_ml_watts("whole"), "watts_in_window": r_ml_watts("window"), "samples": r_ml_samples,
+    "file_span": r_ml_span, "mark": r_ml_mark, "channels": r_ml_channels,
+}
+
+
 RULES: Dict[str, Callable[..., Result]] = {
     "persistence_mode": r_persistence, "ecc_uncorrectable": r_ecc_uncorrectable, "ecc_volatile": r_ecc_volatile,
     "ecc_aggregate": r_ecc_aggregate, "ecc": r_ecc, "ecc_mode": r_ecc_mode, "ecc_correctable_note": r_ecc_correctable_note,
@@ -666,11 +926,24 @@ TOP_RULES = {"gpu_model": r_gpu_model, "gpu_count": r_gpu_count, "driver": r_dri
 
 # ---- running ------------------------------------------------------------------------------------------------
 
+def _sits(*args: str, cwd: Path) -> Tuple[int, str]:
+    proc = subprocess.run([sys.executable, "-m", "pytest_sits.cli", *args], capture_output=True, text=True,
+                          timeout=300, cwd=str(cwd))
+    return proc.returncode, proc.stdout + proc.stderr
+
+
 def audit(path: Path, out: Path) -> Run:
-    cmd = [sys.executable, "-m", "pytest_sits.cli", "audit", str(path), f"--report-dir={out}"]
+    """``sits audit`` as a user runs it: where it is refused because no bundled profile is for the model the
+    texts show, the fix it names is followed (``sits profile init``, then the audit with that profile)."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=str(out.parent))
-        rc, text = proc.returncode, proc.stdout + proc.stderr
+        rc, text = _sits("audit", str(path), f"--report-dir={out}", cwd=out.parent)
+        if rc == 4 and "sits profile init --from=" in text:
+            prof = out.parent / (out.name + "-profile.yaml")
+            irc, itext = _sits("profile", "init", f"--from={path}", f"--out={prof}", cwd=out.parent)
+            if irc != 0:
+                return Run(None, irc, text + "\n`sits profile init` as the fix says: " + itext)
+            rc, text = _sits("audit", str(path), f"--profile={prof}", f"--report-dir={out}", cwd=out.parent)
+            text = "(after `sits profile init`, as the refusal says) " + text
     except subprocess.TimeoutExpired:
         return Run(None, -1, "timed out after 300 s")
     report = None
@@ -690,8 +963,9 @@ def judge(entry: Dict[str, Any], run: Run) -> List[Tuple[str, str, str]]:
                 st, why = "DISAGREE", f"rule failed: {type(exc).__name__}: {exc}"
             rows.append((key, st, why))
     facts = entry.get("facts") or {}
+    table = MLPERF_RULES if str(entry.get("file", "")).startswith("mlperf/") else RULES
     for key, value in (facts.items() if isinstance(facts, dict) else []):
-        rule = RULES.get(key)
+        rule = table.get(key)
         if rule is None:
             rows.append((key, "unchecked", "no rule reads this fact"))
             continue
@@ -720,7 +994,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     with tempfile.TemporaryDirectory(prefix="sits-realdata-") as tmp:
         def one(i_e: Tuple[int, Dict[str, Any]]) -> Tuple[Dict[str, Any], Run]:
             i, e = i_e
-            return e, audit((base / e["file"]).resolve(), Path(tmp) / f"r{i}")
+            path = (base / e["file"]).resolve()
+            if path.name.endswith("-spl.txt"):  # a power log is read with its run's detail log, as a run folder has it
+                detail = path.with_name(path.name[: -len("spl.txt")] + "mlperf_log_detail.txt")
+                if detail.is_file():
+                    folder = Path(tmp) / f"run{i}"
+                    folder.mkdir()
+                    for f in (path, detail):
+                        (folder / f.name).write_bytes(f.read_bytes())
+                    path = folder
+            return e, audit(path, Path(tmp) / f"r{i}")
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             results = list(pool.map(one, enumerate(entries)))
     agree_files = 0
@@ -737,7 +1020,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         agree_files += ok
         summary = (run.report or {}).get("summary") or {}
         print(f"[{'agree' if ok else 'DISAGREE'}] {e['file']}: exit {run.rc}, {summary.get('result', 'no report')}"
-              f" ({statuses(run.verdicts)})")
+              f" ({statuses(run.verdicts)})" + (" with the profile `sits profile init` wrote"
+                                                  if run.out.startswith("(after `sits profile init`") else ""))
         if run.report is None or tb:
             print("    " + "\n    ".join(run.out.strip().splitlines()[-8:]))
         for key, st, why in rows:

@@ -695,8 +695,50 @@ NOISE_SAMPLES = {
     ],
 }
 
+def mlperf(req, server=None, with_offline=True, with_power=True, **over):
+    """One Server run of an MLPerf submission tree (tests/mlperf_texts.py) as ``req`` is judged on it, with the
+    h100 profile's thresholds and ``over`` on top."""
+    import shutil
+    import tempfile
+
+    from mlperf_texts import submission
+    from pytest_sits.conditions.inference.mlperf import evidence
+
+    root = Path(tempfile.mkdtemp(prefix="sits-mlperf-sample-"))
+    try:
+        submission(root, server=server, with_offline=with_offline, with_power=with_power)
+        [(subject, ev)] = evidence(from_spec(f"evidence:{root}").inventory(), req)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return ev, dict(resolve("h100").check_thresholds(req), **over), subject
+
+
+MLPERF_SAMPLES = {
+    "SVC-SLA/mlperf": [
+        ("within", lambda: mlperf("SVC-SLA", p99_ms=2000, min_rps=40), PASS),
+        ("b-targets", lambda: mlperf("SVC-SLA"), FAIL),
+        ("invalid-duration", lambda: mlperf("SVC-SLA", server={"min_duration_met": "No", "result": "INVALID"},
+                                            p99_ms=2000, min_rps=40), INCONCLUSIVE),
+    ],
+    "PLP-LATENCY/mlperf": [
+        ("within-above-bound", lambda: mlperf("PLP-LATENCY", max_latency_us=50_000), PASS),
+        ("beyond-within-bound", lambda: mlperf("PLP-LATENCY", server={"tokens_per_s": 3000.0}), FAIL),
+        ("beyond-above-bound", lambda: mlperf("PLP-LATENCY"), INCONCLUSIVE),
+    ],
+    "PLP-PPL/mlperf": [
+        ("whole-run-ratio", lambda: mlperf("PLP-PPL"), INCONCLUSIVE),
+        ("server-over-offline", lambda: mlperf("PLP-PPL", server={"tokens_per_s": 7000.0}), FAIL),
+    ],
+    "PLP-POWER/mlperf": [
+        ("node-within", lambda: mlperf("PLP-POWER", max_node_power_w=10_000, at_load_max=0.8), PASS),
+        ("node-over", lambda: mlperf("PLP-POWER", server={"tokens_per_s": 3000.0}, max_node_power_w=8_000), FAIL),
+        ("per-accelerator-bound", lambda: mlperf("PLP-POWER"), INCONCLUSIVE),
+    ],
+}
+
 #: check name -> [(sample id, builder of (evidence, thresholds, subject), the status it decides)]
 SAMPLES = {
+    **MLPERF_SAMPLES,
     "INV-DEVICES": [
         ("eight-h100", lambda: devices(_gpus(8), NVML_OK), PASS),
         ("one-missing", lambda: devices(_gpus(7), NVML_OK), FAIL),
@@ -958,6 +1000,13 @@ LEGACY_SAMPLES = {
         ("kv-pool-20pct", lambda: (dict(KV_POOL, fraction=0.2), th("SVC-FRAG", max_fraction=0.03), "kv-pool"), FAIL),
         ("allocator-20pct", lambda: (ALLOCATOR, th("SVC-FRAG", max_fraction=0.03), "allocator"), FAIL),
     ],
+}
+
+#: Checks whose best decision on good evidence is not PASS, and why; their good sample decides that status instead.
+NO_PASS = {
+    "PLP-PPL/mlperf": (INCONCLUSIVE, "PLP-PPL asks ρ over sliding 10 ms windows and LoadGen's logs give whole-run "
+                                     "rates: on them the check can show a Server run above the system's maximum "
+                                     "(FAIL), never that no 10 ms window was"),
 }
 
 #: Checks whose worst decision on bad evidence is not FAIL, and why; their bad sample decides that status instead.

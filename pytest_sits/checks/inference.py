@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..catalogue import CATALOGUE
 from . import Finding, check
@@ -580,3 +580,281 @@ def check_frag(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     if d["outcome"] == PASS_:
         return f(PASS, f"{text}{_sim(ev)}")
     return f(INCONCLUSIVE, f"{text}; {undecided_text(d, pct, 'batches')}{_sim(ev)}")
+
+
+# --------------------------------------------------------------------------
+# An MLPerf Inference submission's runs (conditions/inference/mlperf.py): SVC-SLA, PLP-LATENCY, PLP-PPL and
+# PLP-POWER judged on LoadGen's own figures.  LoadGen prints percentiles of every query of the run, not the
+# queries themselves: the P99's 95% order-statistic interval lies between the printed P97 and P99.9 once the run
+# has enough queries (the ranks it spans are within theirs), so [P97, P99.9] is the interval used: wider than the
+# exact one, never narrower.  ρ (the load) is the Server run's token rate over the same system's Offline run's
+# (its maximum); a ceiling that holds at a load heavier than the requirement's bound holds below it (latency and
+# power do not fall as load rises), so a PASS needs ρ at or above the bound and a FAIL ρ at or below it.
+
+MLPERF_RULE = ("LoadGen's percentiles of every query of the run: the P99 is bounded by the printed P97 and P99.9 "
+               "(its 95% order-statistic interval lies between them once the run has enough queries)")
+
+
+def _mlperf_count(run: Dict[str, Any]) -> Tuple[Optional[int], str]:
+    """The run's completed queries: LoadGen's result_query_count, else a lower bound (its rate over its minimum
+    duration, which a VALID run met)."""
+    if run.get("query_count"):
+        return int(run["query_count"]), "result_query_count"
+    rate, dur = run.get("samples_per_s"), run.get("min_duration_ms")
+    if rate and dur and run.get("min_duration_met"):
+        return int(rate * dur / 1e3), "at least: the completed rate over the run's minimum duration (met)"
+    return None, "not in the files"
+
+
+def mlperf_p99(pcts: Dict[str, Any], n: Optional[int], scale: float) -> Dict[str, Any]:
+    """The P99 of LoadGen's printed percentiles (``{"97.00": ns, "99.00": ns, "99.90": ns}``) with its interval
+    ([P97, P99.9] where ``n`` queries put the exact interval's ranks within theirs), in ``scale`` units of ns."""
+    from .interval import CONFIDENCE, _rank_bounds
+
+    p99 = pcts.get("99.00")
+    out: Dict[str, Any] = {"method": "LoadGen percentiles", "confidence": CONFIDENCE, "trials": n,
+                           "estimate": p99 / scale if p99 is not None else None, "low": None, "high": None}
+    if p99 is None or not n:
+        return out
+    b = _rank_bounds(n, 0.99, CONFIDENCE)
+    lo_ok = b["lower"] is not None and b["lower"] / n >= 0.97 and pcts.get("97.00") is not None
+    hi_ok = b["upper"] is not None and b["upper"] / n <= 0.999 and pcts.get("99.90") is not None
+    out["low"] = pcts["97.00"] / scale if lo_ok else None
+    out["high"] = pcts["99.90"] / scale if hi_ok else None
+    out["ranks"] = b
+    return out
+
+
+def _mlperf_load(ev: Dict[str, Any]) -> Tuple[Optional[float], str]:
+    run, off = ev.get("run") or {}, ev.get("offline") or {}
+    if not off or not off.get("tokens_per_s") or not run.get("tokens_per_s"):
+        if off and off.get("samples_per_s") and run.get("samples_per_s"):
+            rho = run["samples_per_s"] / off["samples_per_s"]
+            return rho, (f"ρ {rho:.3g}: the Server run's {run['samples_per_s']:.4g} samples/s over the Offline run's "
+                         f"{off['samples_per_s']:.4g} ({off.get('summary_file') or off.get('detail_file')})")
+        return None, "ρ unknown: no Offline run of the same system and benchmark among the files"
+    rho = run["tokens_per_s"] / off["tokens_per_s"]
+    return rho, (f"ρ {rho:.3g}: the Server run's {run['tokens_per_s']:.6g} tokens/s over the Offline run's "
+                 f"{off['tokens_per_s']:.6g} ({off.get('summary_file') or off.get('detail_file')})")
+
+
+def _where(run: Dict[str, Any], field: str) -> str:
+    """Where a run's figure was read: "summary line 30" (the files are the verdict's subject and evidence)."""
+    return str((run.get("lines") or {}).get(field) or ("summary" if run.get("summary_file") else "detail log"))
+
+
+def _loadgen_state(run: Dict[str, Any]) -> Tuple[bool, str]:
+    """Whether LoadGen's run is a measurement to decide on (VALID, or INVALID only for its own latency limits), and
+    what LoadGen said."""
+    said = f"LoadGen: {run.get('result') or 'no result line'}"
+    unmet = [name for key, name in (("min_duration_met", "min duration"), ("min_queries_met", "min queries"),
+                                    ("early_stopping_met", "early stopping")) if run.get(key) is False]
+    if unmet:
+        return False, f"{said} ({', '.join(unmet)} not satisfied)"
+    if run.get("result") not in ("VALID", "INVALID"):
+        return False, f"{said} (neither VALID nor INVALID)"
+    if run.get("perf_constraints_met") is False:
+        said += " (its own TTFT/TPOT limits not met; the profile's targets are judged here)"
+    return True, said
+
+
+@check("SVC-SLA/mlperf", requirement="SVC-SLA", version=1, default_subject="MLPerf Server")
+def check_mlperf_sla(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
+    """An MLPerf Server run against the SLA (one tenant: LoadGen runs one query stream, judged against the
+    requirement's defaults): the request-latency P99 (and TTFT / TPOT P99 where the SLA sets them) with the
+    [P97, P99.9] interval, the completed rate (Poisson over the completed queries) and LoadGen's error count
+    (Clopper-Pearson): PASS when every figure is within its target and LoadGen's run is VALID with early stopping
+    met, FAIL when one lies wholly beyond, else INCONCLUSIVE."""
+    run = ev["run"]
+    sla = {k: th[k] for k in SLA_KEYS}
+    p99_ms, min_rps, max_err = float(sla["p99_ms"]), float(sla["min_rps"]), float(sla["max_error_rate"])
+    threshold = (f"P99 <= {p99_ms:g} ms" + (f", TTFT P99 <= {float(sla['ttft_p99_ms']):g} ms"
+                                             if sla["ttft_p99_ms"] is not None else "")
+                 + (f", TPOT P99 <= {float(sla['tpot_p99_ms']):g} ms" if sla["tpot_p99_ms"] is not None else "")
+                 + f", throughput >= {min_rps:g} req/s, error rate < {max_err:g}")
+    n, n_how = _mlperf_count(run)
+    ds = [decide(mlperf_p99(run.get("latency") or {}, n, 1e6), p99_ms, AT_MOST, show=_ms,
+                 what="request latency P99") | {"name": "P99", "line": _where(run, "latency 99.00")}]
+    for key, name in (("ttft", "TTFT P99"), ("tpot", "TPOT P99")):
+        target = sla[f"{key}_p99_ms"]
+        if target is not None:
+            ds.append(decide(mlperf_p99(run.get(key) or {}, n, 1e6), float(target), AT_MOST, show=_ms, what=name)
+                      | {"name": name, "line": _where(run, f"{key} 99.00")})
+    rate = run.get("samples_per_s")
+    if n and rate:
+        ds.append(decide(rate_interval(n, n / rate), min_rps, AT_LEAST, show=lambda x: f"{number(x)} req/s",
+                         what="completed queries per second") | {"name": "throughput", "line": _where(run, "samples_per_s")})
+    else:
+        ds.append(decide({"estimate": rate, "low": None, "high": None, "method": "exact", "trials": n}, min_rps,
+                         AT_LEAST, what="completed queries per second") | {"name": "throughput",
+                                                                           "line": _where(run, "samples_per_s")})
+    errs = run.get("errors")
+    if errs is not None and n:
+        ds.append(decide(proportion_interval(int(errs), n), max_err, AT_MOST, show=lambda x: f"{x:.3%}",
+                         what="LoadGen's error count over the completed queries")
+                  | {"name": "error rate", "line": _where(run, "errors")})
+    else:
+        ds.append({"name": "error rate", "outcome": UNDECIDED, "estimate": None, "low": None, "high": None,
+                   "why": "LoadGen's error count is not in the files", "line": None})
+    ok, said = _loadgen_state(run)
+    shown = "; ".join(f"{d['name']} {describe(d, _ms) if d['name'] in ('P99', 'TTFT P99', 'TPOT P99') else describe(d)}"
+                      f" ({d['line']})" for d in ds if d.get("estimate") is not None or d["name"] != "error rate")
+    figures = (f"{said}; {shown}; {n if n is not None else 'unknown'} queries ({n_how}); "
+               f"{run.get('samples_per_s')} samples/s completed of {run.get('target_qps')} targeted")
+    if run.get("odd"):
+        figures += "; not used: " + "; ".join(run["odd"])
+    d = combine(ds)
+    derived = dict(ev, decisions=ds, decision=d, count_source=n_how)
+    f.set(threshold=threshold, evidence=derived, measured=round(ds[0]["estimate"], 3) if ds[0].get("estimate")
+          is not None else None, unit="ms",
+          method=f"{MLPERF_RULE}; completed rate: Poisson over the completed queries; error rate: LoadGen's errors "
+                 "(a response it could not match, a query never completed; a wrong answer is not one it sees) by "
+                 "Clopper-Pearson; decided per figure: PASS within, FAIL wholly beyond")
+    if not ok:
+        return f(INCONCLUSIVE, f"the run is not a decision: {figures}")
+    fails = [x for x in ds if x["outcome"] == FAIL_]
+    if fails:
+        return f(FAIL, ", ".join(f"{x['name']} {describe(x, _ms) if 'P99' in x['name'] else describe(x)} beyond "
+                                 f"its target ({x['line']})" for x in fails) + f" — {figures}",
+                 remediation="the server does not hold the profile's SLA under MLPerf's Server load; the profile's "
+                             "SVC-SLA targets are B §3.2's for short completions: a profile for this workload sets "
+                             "its own p99_ms / min_rps")
+    if d["outcome"] != PASS_:
+        why = d.get("why") or "its interval straddles its target"
+        return f(INCONCLUSIVE, f"{d['name']}: {why} — {figures}")
+    if run.get("result") != "VALID" or run.get("early_stopping_met") is not True:
+        return f(INCONCLUSIVE, f"every figure is within its target, but LoadGen's run is not VALID with early "
+                 f"stopping met — {figures}")
+    return f(PASS, figures)
+
+
+def _mlperf_ceiling_verdict(f: Finding, d: Dict[str, Any], rho: Optional[float], at: float, rho_text: str,
+                            what: str, figures: str) -> Verdict:
+    """PASS within the ceiling at ρ >= the bound, FAIL beyond it at ρ <= the bound, else INCONCLUSIVE (why)."""
+    if d["outcome"] == PASS_ and rho is not None and rho >= at:
+        return f(PASS, f"{what} within the ceiling at {rho_text} (at or above the bound {at:g}: it holds below it) — "
+                 f"{figures}")
+    if d["outcome"] == FAIL_ and rho is not None and rho <= at:
+        return f(FAIL, f"{what} beyond the ceiling at {rho_text} (within the bound {at:g}) — {figures}",
+                 remediation="the system exceeds the profile's ceiling at a load the requirement covers: check the "
+                             "power limits and cooling (DEP-POWERCAP, DEP-THROTTLE) and the serving configuration of "
+                             "this run")
+    if d["outcome"] == UNDECIDED:
+        return f(INCONCLUSIVE, f"{what}: {d.get('why') or 'its interval straddles the ceiling'} — {figures}")
+    if rho is None:
+        return f(INCONCLUSIVE, f"{what} {'within' if d['outcome'] == PASS_ else 'beyond'} the ceiling, but {rho_text}: "
+                 f"the load it was measured at is not known — {figures}")
+    if d["outcome"] == FAIL_:
+        return f(INCONCLUSIVE, f"{what} beyond the ceiling at {rho_text}, above the bound {at:g}: a lighter load "
+                 f"(a Server run at ρ <= {at:g}) decides — {figures}")
+    return f(INCONCLUSIVE, f"{what} within the ceiling at {rho_text}, below the bound {at:g}: a heavier load "
+             f"decides — {figures}")
+
+
+@check("PLP-LATENCY/mlperf", requirement="PLP-LATENCY", version=1, default_subject="MLPerf Server")
+def check_mlperf_latency(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
+    """An MLPerf Server run's P99 latency per output token (LoadGen's TPOT; ``metric: token``) or per query
+    against ``max_latency_us``, with the [P97, P99.9] interval, at the run's ρ (see the section's comment)."""
+    run = ev["run"]
+    at, metric, ceiling = float(th["at_load_max"]), th["metric"], th["max_latency_us"]
+    what = "P99 latency per output token (TPOT)" if metric == "token" else "P99 query latency"
+    key = "tpot" if metric == "token" else "latency"
+    n, n_how = _mlperf_count(run)
+    stat = mlperf_p99(run.get(key) or {}, n, 1e3)
+    rho, rho_text = _mlperf_load(ev)
+    ok, said = _loadgen_state(run)
+    d = decide(stat, float(ceiling) if ceiling is not None else None, AT_MOST, show=lambda x: f"{number(x)} µs",
+               what=what)
+    figures = (f"{what} {describe(d, lambda x: f'{number(x)} µs')} ({_where(run, key + ' 99.00')}); {said}; "
+               f"{n if n is not None else 'unknown'} queries ({n_how})")
+    f.set(threshold=(f"{what} <= {ceiling:g} µs at ρ <= {at:g}" if ceiling is not None else f"no ceiling set "
+                     f"(ρ <= {at:g})"), evidence=dict(ev, decision=d, rho=rho),
+          measured=round(stat["estimate"], 3) if stat.get("estimate") is not None else None, unit="µs",
+          method=f"{MLPERF_RULE}; ρ: the Server run's token rate over the Offline run's; a ceiling that holds at a "
+                 "load heavier than the bound holds below it")
+    if stat.get("estimate") is None:
+        return f(INCONCLUSIVE, f"the run gives no {what} ({'Offline runs have no TTFT/TPOT' if key == 'tpot' else ''}"
+                 f"); {said}")
+    if not ok:
+        return f(INCONCLUSIVE, f"the run is not a decision: {figures}")
+    if ceiling is None:
+        return f(WARN, f"{figures}; {rho_text}; the profile sets no latency ceiling")
+    return _mlperf_ceiling_verdict(f, d, rho, at, rho_text, what, figures)
+
+
+@check("PLP-PPL/mlperf", requirement="PLP-PPL", version=1, default_subject="MLPerf Server")
+def check_mlperf_ppl(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
+    """The Server run's load over the same system's Offline run (tokens per second, the whole run): FAIL when the
+    Server run did more than the Offline maximum by over RHO_TOLERANCE (the Offline run is not the peak);
+    otherwise INCONCLUSIVE: the requirement asks ρ over sliding ``window_ms`` windows, which LoadGen's whole-run
+    rates cannot give (the ratio is reported)."""
+    want = float(th["window_ms"])
+    rho, rho_text = _mlperf_load(ev)
+    run = ev["run"]
+    f.set(threshold=f"ρ over sliding {want:g} ms windows, against the peak", evidence=dict(ev, rho=rho),
+          measured=round(rho, 4) if rho is not None else None,
+          method="ρ of the whole run: the Server run's completed tokens per second over the Offline run's "
+                 "(LoadGen's result lines); LoadGen logs no per-window work")
+    if rho is None:
+        return f(INCONCLUSIVE, f"{rho_text}; the Server run's {run.get('tokens_per_s')} tokens/s "
+                 f"({_where(run, 'tokens_per_s')})")
+    if rho > 1 + RHO_TOLERANCE:
+        return f(FAIL, f"{rho_text}: the Server run did more than the Offline run, which is to be the system's "
+                 f"maximum ({_where(run, 'tokens_per_s')})",
+                 remediation="submit the Offline run of the same system, software and settings as the Server run")
+    return f(INCONCLUSIVE, f"{rho_text} over the whole run ({_where(run, 'tokens_per_s')}); the requirement asks ρ over "
+             f"sliding {want:g} ms windows, and LoadGen's logs give whole-run rates only: run the suite on the "
+             "machine to decide it")
+
+
+@check("PLP-POWER/mlperf", requirement="PLP-POWER", version=1, default_subject="MLPerf Server")
+def check_mlperf_power(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
+    """Node wall power from PTDaemon's log over the Server run's window (LoadGen's power_begin / power_end): its
+    mean with the t-interval over one-minute blocks, against ``max_node_power_w`` (PASS / FAIL, at the run's ρ as
+    PLP-LATENCY), and against ``max_power_w`` per accelerator as an upper bound (every accelerator draws at most the
+    node's power: a PASS when the node is within it, never a FAIL).  Tokens per watt reported."""
+    at, ceiling, node_ceiling = float(th["at_load_max"]), th["max_power_w"], th.get("max_node_power_w")
+    pw, run = ev.get("power"), ev.get("run")
+    threshold = ("node P <= " + (f"{node_ceiling:g} W" if node_ceiling is not None else "(no node ceiling set)")
+                 + (f"; each accelerator <= {ceiling:g} W" if ceiling is not None else "") + f" at ρ <= {at:g}")
+    method = ("node wall power (PTDaemon, 1 Hz) over LoadGen's power_begin..power_end: the mean of every sample, with "
+              "the half-width of the t-interval over one-minute blocks (batch means); an accelerator draws at most the "
+              "node's power")
+    f.set(threshold=threshold, method=method, evidence=ev)
+    if run is None or not pw:
+        log = ev.get("power_log") or {}
+        whole = log.get("whole") or {}
+        return f(INCONCLUSIVE, f"the power log {log.get('file', '')} matches no run: no LoadGen power window "
+                 f"(submit the run's mlperf_log_detail.txt in its folder); the whole log: mean "
+                 f"{whole.get('mean_w')} W, max {whole.get('max_w')} W, min {whole.get('min_w')} W over "
+                 f"{whole.get('n')} samples from {log.get('start')} to {log.get('end')}",
+                 measured=whole.get("mean_w"), unit="W")
+    blocks = pw.get("block_means_w") or []
+    stat = exact(pw.get("mean_w"))
+    if len(blocks) >= 2:  # the mean of every sample, its interval's half-width from the one-minute block means
+        by_blocks = mean_interval(blocks)
+        half = (by_blocks["high"] - by_blocks["low"]) / 2
+        stat = dict(by_blocks, estimate=pw["mean_w"], low=pw["mean_w"] - half, high=pw["mean_w"] + half)
+    rho, rho_text = _mlperf_load(ev)
+    ok, said = _loadgen_state(run)
+    toks = run.get("tokens_per_s")
+    tpw = f"; {toks / pw['mean_w']:.4g} tokens per joule of the node" if toks and pw.get("mean_w") else ""
+    count = next((s.get("accelerators_per_node_n") for s in ev.get("systems") or []
+                  if s.get("accelerators_per_node_n")), None)
+    figures = (f"node wall power {describe(stat, _w)} over {pw.get('n')} samples ({pw.get('begin')} .. "
+               f"{pw.get('end')}, {pw.get('file')}; max {pw.get('max_w')} W){tpw}; {said}; {rho_text}")
+    f.set(measured=pw.get("mean_w"), unit="W", evidence=dict(ev, node_power=stat, rho=rho))
+    if not ok:
+        return f(INCONCLUSIVE, f"the run is not a decision: {figures}")
+    if node_ceiling is not None:
+        d = decide(stat, float(node_ceiling), AT_MOST, show=_w, what="node wall power")
+        return _mlperf_ceiling_verdict(f, d, rho, at, rho_text, "node wall power", figures)
+    if ceiling is None:
+        return f(WARN, f"{figures}; the profile sets no power ceiling")
+    d = decide(stat, float(ceiling), AT_MOST, show=_w, what="node wall power (an upper bound of each accelerator's)")
+    if d["outcome"] == PASS_:
+        return _mlperf_ceiling_verdict(f, d, rho, at, rho_text, "node wall power (each accelerator draws less)",
+                                       figures)
+    return f(INCONCLUSIVE, f"{figures}: the node's wall power is above {float(ceiling):g} W, but it is the whole "
+             f"node's{f' ({count} accelerators declared)' if count else ''}: the log gives no accelerator's own; "
+             f"set PLP-POWER.max_node_power_w for a node ceiling, or measure on the machine")

@@ -60,9 +60,10 @@ def _dest(option: str) -> str:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default=None, help="profile whose thresholds apply (default: picked from the PCI "
                                                    "IDs the texts give, as a pytest run does)")
-    p.add_argument("--level", default="quick", choices=("quick", "standard", "full"),
-                   help="run depth (default quick: what texts can show; deeper levels add requirements that "
-                        "are not measured on texts)")
+    p.add_argument("--level", default=None, choices=("quick", "standard", "full"),
+                   help="run depth (default quick: what texts can show; full where the texts hold an MLPerf "
+                        "Inference run, whose inference requirements are of the standard and full levels; deeper "
+                        "levels add requirements that are not measured on texts)")
     p.add_argument("--under-load", action="store_true", help="declare that a load ran on the accelerators while "
                    "the texts were captured (recorded as declared, not observed)")
     p.add_argument("--json", metavar="OUT", help="also write the verdicts as JSON")
@@ -198,7 +199,7 @@ def audit(spec: str, args: argparse.Namespace) -> int:
     keep = args.report_dir is not None
     report_dir = Path(args.report_dir).resolve() if keep else Path(tempfile.mkdtemp(prefix="sits-audit-report-"))
     try:
-        report, out = run_suite(spec, args.profile, args.level, report_dir)
+        report, out = run_suite(spec, args.profile, args.level or _LEVEL["default"], report_dir)
         if report is None:
             lines = [ln for ln in out.splitlines() if ln.strip()]
             why = next((ln.split("ERROR:", 1)[1].strip() for ln in lines if "ERROR:" in ln and "sits" in ln.lower()),
@@ -263,10 +264,16 @@ def _precheck(path: Path, files: Optional[List[Tuple[str, Optional[str]]]] = Non
                 f"{path.name} -C evidence) and give that folder: sits audit evidence/")
 
     try:
-        EvidencePlatform(path, files=files)
+        platform = EvidencePlatform(path, files=files)
+        _LEVEL["default"] = "full" if any(f.get("kind", "").startswith("mlperf-") for f in platform.evidence["files"]
+                                          if f.get("status") == "read" and f.get("kind")) else "quick"
     except PlatformError as exc:
         return str(exc)
     return None
+
+
+#: The default level of this command's run, set by :func:`_precheck` from what the evidence holds.
+_LEVEL: Dict[str, str] = {"default": "quick"}
 
 
 def run_audit(args: argparse.Namespace) -> int:

@@ -37,6 +37,13 @@ def _listing(inventory: Dict[str, Any]) -> Optional[str]:
     return lists[0] if lists else None
 
 
+def _named(files: List[str], most: int = 3) -> str:
+    """The files read, as a reason names them: the first few and how many more."""
+    if not files:
+        return "none read"
+    return ", ".join(files[:most]) + (f" and {len(files) - most} more" if len(files) > most else "")
+
+
 def unknown_models(inventory: Dict[str, Any]) -> List[Dict[str, Any]]:
     return [a for a in inventory["accelerators"] if not a.get("pci_id")]
 
@@ -50,7 +57,7 @@ def absent_accelerator(expected: Dict[str, Any], inventory: Dict[str, Any]) -> D
     """The evidence of a per-accelerator requirement when there is no accelerator to judge.  Submitted texts
     that list no accelerator and no whole machine cannot tell that there is none: not measured."""
     if submitted(inventory) is not None and not inventory["accelerators"] and _listing(inventory) is None:
-        return {"unavailable": f"the submitted texts ({', '.join(files_read(inventory)) or 'none read'}) show no "
+        return {"unavailable": f"the submitted texts ({_named(files_read(inventory))}) show no "
                                "accelerator, and none of them lists every device of the machine"}
     return {"absent": accelerators_absent(expected, inventory) or expected_vs_found(expected, inventory["accelerators"])}
 
@@ -67,7 +74,7 @@ def acquire_devices(inventory: Dict[str, Any]) -> Dict[str, Any]:
         return ev
     listing = _listing(inventory)
     if not inventory["accelerators"] and listing is None and not sub.get("declared"):
-        return {"unavailable": f"the submitted texts ({', '.join(files_read(inventory)) or 'none read'}) show no "
+        return {"unavailable": f"the submitted texts ({_named(files_read(inventory))}) show no "
                                "accelerator and none of them lists every device of the machine: how many it has is "
                                "not in the evidence"}
     declared = {v: {"count": d["count"], "source": d["source"], "covered": d.get("covered")}

@@ -540,9 +540,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     run = metafunc.config.stash.get(RUN_KEY, None)
     accs = run.platform.inventory()["accelerators"] if run else []
     marker = metafunc.definition.get_closest_marker(MARKER)
-    if run is not None and run.endpoint and marker is not None and marker.args and marker.args[0] == "SVC-SLA":
+    from ..conditions.inference.mlperf import REQUIREMENTS as MLPERF_REQUIREMENTS, submitted as mlperf_submitted
+
+    req = marker.args[0] if marker is not None and marker.args else None
+    if run is not None and run.endpoint and req == "SVC-SLA":
         # The endpoint is one deployment: its SLA is measured and judged once, not once per accelerator.
         metafunc.parametrize("sits_accelerator", accs[:1] or [None], ids=["endpoint"])
+    elif run is not None and req in MLPERF_REQUIREMENTS and run.platform.kind == "evidence" and \
+            mlperf_submitted(run.platform.inventory()) is not None:
+        # An MLPerf submission's runs are the system's: judged once per run, not once per accelerator.
+        metafunc.parametrize("sits_accelerator", accs[:1] or [None], ids=["mlperf"])
     elif accs:
         metafunc.parametrize("sits_accelerator", accs, ids=[a["bdf"] for a in accs])
     else:

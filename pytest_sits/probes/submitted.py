@@ -5,7 +5,8 @@ Kinds (:data:`~pytest_sits.probes.readers.KINDS`): ``nvidia-smi -q`` text and
 ``-q -x`` XML, ``nvidia-smi topo -m``, ``lspci -tv``, ``lspci -vv`` (and plain
 ``lspci``), ``lspci -PP``, ``rocm-smi``, ``amd-smi`` text and ``--json``, and
 kernel logs (``dmesg``, ``journalctl -k``, ``/var/log/kern.log``) with NVRM Xid
-or AER lines.  A file whose kind cannot be told, or whose reader finds nothing
+or AER lines, and an MLPerf Inference submission's LoadGen logs, systems JSON
+and PTDaemon power log.  A file whose kind cannot be told, or whose reader finds nothing
 it can read, is refused with what it looks like (another tool's output, a
 report, a binary file); the others are read even when cut or re-spaced, and
 what was cut is listed with the file.
@@ -27,7 +28,8 @@ from .readers import classify, parse_as, same_tool, tool_of
 FILE_LIMIT = 16 << 20
 TOTAL_LIMIT = 256 << 20
 MAX_FILES = 512
-MAX_DEPTH = 4
+#: A submission tree (closed/ORG/results/SYSTEM/BENCHMARK/SCENARIO/performance/run_1) is 8 deep.
+MAX_DEPTH = 10
 #: Entries (files, folders, links) looked at in a submitted folder before it is refused unread.
 MAX_ENTRIES = 8 * MAX_FILES
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from ..trials import TrialPlan
 from .coldstart import acquire_coldstart
@@ -29,6 +29,20 @@ class Inference:
         self.progress: Optional[Any] = None
         #: PLP-LATENCY's runs of each sweep point (the run's plan and budget); None: the default, no deadline
         self.latency_plan: Optional[TrialPlan] = None
+        #: The inventory of an MLPerf submission (evidence platform): SVC-SLA and PLP-LATENCY/PPL/POWER are judged
+        #: on its runs (:meth:`mlperf`); None elsewhere.
+        self.inventory: Optional[Dict[str, Any]] = None
+
+    def mlperf(self, check: Any, thresholds: Dict[str, Any]) -> Optional[List[Any]]:
+        """The verdicts of ``check`` (a check of :mod:`pytest_sits.checks.inference` for MLPerf runs) on each run
+        of the submission its requirement is judged on; None when the platform is no MLPerf submission."""
+        if self.inventory is None:
+            return None
+        from ...checks import REGISTRY
+        from .mlperf import evidence
+
+        req = next(c.requirement for c in REGISTRY.values() if c.fn is check)
+        return [check(ev, thresholds, subject) for subject, ev in evidence(self.inventory, req)]
 
     def _once(self, key: str, fn: Any, remote: bool = False) -> Any:
         """Run ``fn`` once per session and device.  Under xdist the workers share the log folder: the first
@@ -121,6 +135,15 @@ def inference_for(platform: Any, profile: Any, acc: Optional[Dict[str, Any]], ex
                   options: Dict[str, Any], logdir: Path, cache: Dict[str, Any],
                   run_id: Optional[str] = None) -> Inference:
     """The runs for ``acc``; with no accelerator, the CPU when the profile expects none, else absent."""
+    if getattr(platform, "kind", None) == "evidence":
+        from .mlperf import submitted
+
+        inv = platform.inventory()
+        if submitted(inv) is not None:  # an MLPerf submission: its runs are the evidence, whatever the devices
+            out = Inference(None, profile, options, logdir, cache,
+                            unavailable="an MLPerf submission gives LoadGen's figures, not this requirement's run")
+            out.inventory = inv
+            return out
     if acc is None and expected_absent:
         return Inference(None, profile, options, logdir, cache, absent=expected_absent)
     try:

@@ -1,0 +1,207 @@
+"""MLPerf Inference submissions as evidence: the readers (LoadGen summary and detail log, systems JSON, PTDaemon
+power log), the runs they make, and SVC-SLA, PLP-LATENCY, PLP-PPL and PLP-POWER judged on them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlperf_texts import detail, power, submission, summary, system
+from pytest_sits.checks.inference import check_mlperf_latency, check_mlperf_power, check_mlperf_ppl, check_mlperf_sla
+from pytest_sits.cli import main
+from pytest_sits.conditions.inference.mlperf import evidence
+from pytest_sits.platforms.evidence import EvidencePlatform
+from pytest_sits.probes.readers import classify
+from pytest_sits.probes.readers.mlperf import parse_detail, parse_power, parse_summary, parse_system
+from pytest_sits.profiles import resolve
+from pytest_sits.verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
+
+
+def th(req: str, **over):
+    return dict(resolve("h100").thresholds(req), **over)
+
+
+def runs_of(root: Path, req: str):
+    return evidence(EvidencePlatform(root).inventory(), req)
+
+
+# ---- reading -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, kind", [(summary(), "mlperf-summary"), (detail(), "mlperf-detail"),
+                                        (system(), "mlperf-system"), (power(seconds=5), "mlperf-power")])
+def test_each_file_is_told_from_its_content(text, kind):
+    assert classify(text)[0] == kind
+
+
+def test_summary_figures_and_their_lines():
+    run = parse_summary(summary(samples_per_s=74.42, tokens_per_s=21589.17, p99_ns=156_240_596_202))["run"]
+    assert run["scenario"] == "Server" and run["result"] == "VALID" and run["samples_per_s"] == 74.42
+    assert run["tokens_per_s"] == 21589.17  # the first "Completed tokens per second", not the stats' repeat
+    assert run["latency"]["99.00"] == 156_240_596_202 and run["tpot"]["99.00"] == 40_000_000
+    assert run["errors"] == 0 and run["early_stopping_met"] is True and run["ttft_limit_ns"] == 2e9
+    assert run["lines"]["samples_per_s"] == 7
+
+
+def test_detail_log_with_a_long_line_and_its_odd_figures():
+    run = parse_detail(detail(queries=196608))["run"]
+    assert run["query_count"] == 196608 and run["power_begin"] == "01-02-2026 10:00:00.000"
+    assert run["latency"]["99.00"] == 900_000_000 and run["tpot"]["99.90"] == 42_000_000
+    odd = " ".join(run["odd"])
+    assert "result_overlatency_query_count 196608 = every query" in odd and "result_token_throughput 4.2e-09" in odd
+
+
+def test_system_json_is_a_declaration_with_its_count_as_written():
+    s = parse_system(system(count="4"))["system"]
+    assert s["accelerators_per_node_n"] == 4 and s["accelerators_per_node_is_text"] is True
+    assert parse_system(system(count=8))["system"]["accelerators_per_node_is_text"] is False
+
+
+def test_power_log_samples_and_channels():
+    p = parse_power(power(seconds=120))
+    assert len(p["samples"]) == 120 and p["mark"] == "test_run" and p["start"] == "01-02-2026 09:58:00.000"
+    assert set(p["channels_max"]) == {"Ch1", "Ch2", "Ch3"}
+
+
+@pytest.mark.parametrize("parse, text, says", [
+    (parse_summary, summary().replace("Result is : VALID\n", ""), "Result is"),
+    (parse_detail, detail() + "a line of something else\n", "line 33"),
+    (parse_detail, detail().replace('"key": "result_validity", "value": "VALID"', '"key": "result_validity", "value": '),
+     "not JSON"),
+    (parse_power, power(seconds=3) + "Time,13-45-2026 99:00:00.000,Watts,1.0\n", "line 5"),
+    (parse_system, "{\"system_name\": ", "not JSON"),
+])
+def test_a_broken_file_is_refused_naming_the_line(parse, text, says):
+    with pytest.raises(ValueError, match=says.replace("(", r"\(")):
+        parse(text)
+
+
+def test_a_summary_and_a_detail_log_in_one_folder_are_one_run_with_its_power_window(tmp_path):
+    root = submission(tmp_path)
+    inv = EvidencePlatform(root).inventory()
+    runs = inv["submitted"]["mlperf"]["runs"]
+    server = next(r for r in runs if r["scenario"] == "Server")
+    assert server["summary_file"].endswith("Server/performance/run_1/mlperf_log_summary.txt")
+    assert server["detail_file"].endswith("Server/performance/run_1/mlperf_log_detail.txt")
+    assert server["query_count"] == 30000  # from the detail log
+    w = server["power"]
+    assert w["n"] == 601 and 9000 <= w["mean_w"] <= 9006  # the load, not the idle minutes around it
+    assert inv["submitted"]["mlperf"]["power"][0]["whole"]["min_w"] == 3000.0
+
+
+# ---- the checks: each passes on good evidence and fails on bad ------------------------------------------------
+
+def test_sla_passes_within_the_profiles_targets(tmp_path):
+    [(subject, ev)] = runs_of(submission(tmp_path), "SVC-SLA")
+    v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40), subject)
+    assert v.status == PASS, v.reason
+    assert "summary line" in v.reason and "LoadGen: VALID" in v.reason and v.measured == 900.0
+    assert subject == "MLPerf Server closed/Tests/results/SYS/llama2-70b-99/Server/performance/run_1"
+
+
+def test_sla_fails_beyond_and_names_the_figure(tmp_path):
+    [(subject, ev)] = runs_of(submission(tmp_path), "SVC-SLA")
+    v = check_mlperf_sla(ev, th("SVC-SLA"), subject)  # B §3.2's 120 ms and 85 req/s
+    assert v.status == FAIL and "P99" in v.reason and "throughput" in v.reason
+    assert "overlatency" not in v.reason.split(" — ")[0]  # LoadGen's odd count is not a failure
+
+
+def test_sla_is_inconclusive_when_loadgens_run_is_not_a_decision(tmp_path):
+    root = submission(tmp_path, server={"min_duration_met": "No", "result": "INVALID"})
+    [(subject, ev)] = runs_of(root, "SVC-SLA")
+    v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40), subject)
+    assert v.status == INCONCLUSIVE and "min duration not satisfied" in v.reason
+
+
+def test_sla_counts_loadgens_errors(tmp_path):
+    (tmp_path / "s.txt").write_text(summary(errors=900))
+    [(subject, ev)] = runs_of(tmp_path, "SVC-SLA")
+    v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40), subject)
+    assert v.status == FAIL and "error rate" in v.reason
+
+
+def test_latency_passes_at_a_load_above_the_bound(tmp_path):
+    [(subject, ev)] = runs_of(submission(tmp_path), "PLP-LATENCY")  # ρ 5000/6000 = 0.83 >= 0.70
+    v = check_mlperf_latency(ev, th("PLP-LATENCY", max_latency_us=50_000), subject)
+    assert v.status == PASS and "ρ 0.833" in v.reason
+
+
+def test_latency_fails_beyond_the_ceiling_within_the_bound(tmp_path):
+    root = submission(tmp_path, server={"tokens_per_s": 3000.0})  # ρ 0.5
+    [(subject, ev)] = runs_of(root, "PLP-LATENCY")
+    v = check_mlperf_latency(ev, th("PLP-LATENCY", max_latency_us=18_300), subject)
+    assert v.status == FAIL and "TPOT" in v.reason
+
+
+def test_latency_beyond_the_ceiling_above_the_bound_decides_nothing(tmp_path):
+    [(subject, ev)] = runs_of(submission(tmp_path), "PLP-LATENCY")
+    v = check_mlperf_latency(ev, th("PLP-LATENCY", max_latency_us=18_300), subject)
+    assert v.status == INCONCLUSIVE and "a lighter load" in v.reason
+
+
+def test_latency_without_the_offline_run_cannot_place_the_load(tmp_path):
+    [(subject, ev)] = runs_of(submission(tmp_path, with_offline=False), "PLP-LATENCY")
+    v = check_mlperf_latency(ev, th("PLP-LATENCY", max_latency_us=50_000), subject)
+    assert v.status == INCONCLUSIVE and "no Offline run" in v.reason
+
+
+def test_ppl_fails_when_the_server_run_outdid_the_offline_maximum(tmp_path):
+    [(subject, ev)] = runs_of(submission(tmp_path, server={"tokens_per_s": 7000.0}), "PLP-PPL")
+    v = check_mlperf_ppl(ev, th("PLP-PPL"), subject)
+    assert v.status == FAIL and "ρ 1.17" in v.reason
+
+
+def test_ppl_reports_the_whole_run_ratio_and_does_not_claim_the_10_ms_window(tmp_path):
+    [(subject, ev)] = runs_of(submission(tmp_path), "PLP-PPL")
+    v = check_mlperf_ppl(ev, th("PLP-PPL"), subject)
+    assert v.status == INCONCLUSIVE and "10 ms windows" in v.reason and v.measured == pytest.approx(0.8333, abs=1e-3)
+
+
+def test_power_node_ceiling_passes_and_fails(tmp_path):
+    [(subject, ev)] = runs_of(submission(tmp_path), "PLP-POWER")
+    ok = check_mlperf_power(ev, th("PLP-POWER", max_node_power_w=10_000, at_load_max=0.8), subject)
+    assert ok.status == PASS and "tokens per joule" in ok.reason
+    lowload = submission(tmp_path / "b", server={"tokens_per_s": 3000.0})
+    [(subject, ev)] = runs_of(lowload, "PLP-POWER")
+    bad = check_mlperf_power(ev, th("PLP-POWER", max_node_power_w=8_000), subject)
+    assert bad.status == FAIL and "node wall power" in bad.reason
+
+
+def test_power_per_accelerator_ceiling_is_only_an_upper_bound_from_the_node(tmp_path):
+    [(subject, ev)] = runs_of(submission(tmp_path), "PLP-POWER")
+    v = check_mlperf_power(ev, th("PLP-POWER"), subject)  # 700 W per GPU, node 9 kW: not an accelerator's figure
+    assert v.status == INCONCLUSIVE and "8 accelerators declared" in v.reason
+
+
+def test_power_log_alone_and_a_run_without_one(tmp_path):
+    (tmp_path / "spl.txt").write_text(power())
+    [(subject, ev)] = runs_of(tmp_path, "PLP-POWER")
+    v = check_mlperf_power(ev, th("PLP-POWER", max_node_power_w=10_000), subject)
+    assert v.status == INCONCLUSIVE and "matches no run" in v.reason and "max 9006.0 W" in v.reason
+    [(subject, ev)] = runs_of(submission(tmp_path / "b", with_power=False), "PLP-POWER")
+    assert check_mlperf_power(ev, th("PLP-POWER"), subject).status == SKIP
+
+
+def test_latency_without_a_ceiling_is_reported(tmp_path):
+    [(subject, ev)] = runs_of(submission(tmp_path), "PLP-LATENCY")
+    assert check_mlperf_latency(ev, th("PLP-LATENCY", max_latency_us=None), subject).status == WARN
+
+
+# ---- end to end ----------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_audit_of_a_submission_tree_decides_and_replays(tmp_path, capsys):
+    root = submission(tmp_path / "sub")
+    prof = tmp_path / "lab.yaml"
+    prof.write_text("name: lab\nextends: host\nthresholds:\n  SVC-SLA:\n    p99_ms: 2000\n    min_rps: 40\n"
+                    "  PLP-LATENCY:\n    metric: token\n    max_latency_us: 50000\n"
+                    "  PLP-POWER:\n    max_node_power_w: 10000\n    at_load_max: 0.8\n")
+    rc = main(["audit", str(root), f"--profile={prof}", f"--report-dir={tmp_path / 'rep'}"])
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "rep" / "sits-report.json").read_text())
+    by = {v["requirement"]: v for v in report["verdicts"] if v["subject"].startswith("MLPerf")}
+    assert by["SVC-SLA"]["status"] == PASS and by["PLP-LATENCY"]["status"] == PASS
+    assert by["PLP-POWER"]["status"] == PASS and by["PLP-PPL"]["status"] == INCONCLUSIVE
+    assert "SVC-SLA" in out and rc == 11  # PLP-PPL undecided: the run is not conformant on this evidence alone
+    assert main(["replay", str(tmp_path / "rep" / "sits-report.json")]) == 0, capsys.readouterr()
