@@ -620,9 +620,41 @@ def r_not_judged(text: str, run: Run, entry: Dict[str, Any]) -> Result:
 def r_count_gpus(text: str, run: Run, entry: Dict[str, Any]) -> Result:
     if GPU_HEADER.search(text):
         return r_gpus(text, run, entry)
+    m = re.match(r"\s*(\d+)x \[([0-9a-f]{4}:[0-9a-f]{4})\]", text)
+    if m:  # "2x [10de:2321] (H100 NVL) at 0000:e1:00.0 and 0000:c1:00.0, ..."
+        want = {norm_bdf(b) for b in re.findall(r"\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b", text)}
+        got = {a["bdf"] for a in run.accs if a.get("pci_id") == m.group(2)}
+        if len(got) != int(m.group(1)) or (want and want != got):
+            return "DISAGREE", f"{sorted(got)} read as {m.group(2)}; the fact says {text[:80]}"
+        return "agree", f"{len(got)} × {m.group(2)} at {', '.join(sorted(got))}"
     n = int(text) if text.strip().isdigit() else None
     return ("agree", f"{len(run.accs)} GPUs read") if n == len(run.accs) else \
         ("DISAGREE", f"{len(run.accs)} GPUs read; the fact says {n}")
+
+
+def r_xid_none(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    """No Xid in the log: DEP-XID fails no GPU (and passes none whose driver never ran within the log)."""
+    if not text.strip().lower().startswith("none"):
+        return "unchecked", "the fact names Xid events"
+    vs = run.of("DEP-XID")
+    bad = [v for v in vs if v["status"] == "FAIL"]
+    if bad:
+        return "DISAGREE", f"DEP-XID fails {bad[0]['subject']}: {bad[0]['reason'][:100]}"
+    if "driver had not loaded" in json.dumps(entry.get("facts", {})) and any(v["status"] == "PASS" for v in vs):
+        return "DISAGREE", "DEP-XID passes on a log in which the driver never ran"
+    return "agree", f"DEP-XID: {statuses(vs)}"
+
+
+def r_aer_none(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    """No AER line in the log; where the platform keeps AER from the OS (firmware-first), no PASS either."""
+    if not text.strip().lower().startswith("no aer"):
+        return "unchecked", "the fact names AER lines"
+    vs = run.of("DEP-PCIE-ERRORS")
+    if any(v["status"] == "FAIL" for v in vs):
+        return "DISAGREE", "DEP-PCIE-ERRORS fails on a log without AER lines"
+    if "firmware-first" in text and any(v["status"] == "PASS" for v in vs):
+        return "DISAGREE", "DEP-PCIE-ERRORS passes although the platform keeps AER from the kernel"
+    return "agree", f"DEP-PCIE-ERRORS: {statuses(vs)}"
 
 
 def r_device_id(text: str, run: Run, entry: Dict[str, Any]) -> Result:
@@ -919,7 +951,7 @@ RULES: Dict[str, Callable[..., Result]] = {
     "gpus_direct_on_root_port": r_direct, "gpu_behind_switch": r_behind_switch, "switches_over_gpus": r_no_switch,
     "depth": r_depth, "root_ports": r_root_ports, "lnkcap": lambda t, r, e: r_lnk(t, r, e, "lnkcap"),
     "lnksta": lambda t, r, e: r_lnk(t, r, e, "lnksta"), "nics": r_not_judged, "behind_bridges": r_not_judged,
-    "gpus": r_count_gpus, "device_id": r_device_id, "pwrcap": r_pwrcap,
+    "gpus": r_count_gpus, "device_id": r_device_id, "pwrcap": r_pwrcap, "xid": r_xid_none, "aer": r_aer_none,
 }
 TOP_RULES = {"gpu_model": r_gpu_model, "gpu_count": r_gpu_count, "driver": r_driver}
 

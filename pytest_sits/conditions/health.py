@@ -570,6 +570,10 @@ def submitted_pcie_errors(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dic
                                f"gives this one's{shown}"}
     counts = hp.aer_counts(log["aer"], acc["bdf"])
     lines = [e["line"] for e in log["aer"] if e["device"] == acc["bdf"]][:8]
+    if not lines and log.get("aer_firmware_first") and len(log["aer_firmware_first"]) == len(log["files"]):
+        return {"unavailable": f"the platform keeps AER from the kernel (firmware-first: "
+                               f"{log['aer_firmware_first'][0]}): PCIe errors go to the firmware or BMC, so a log "
+                               f"without AER lines shows none{shown}; submit the BMC's event log or run on the machine"}
     return {"device": acc["bdf"], "aer_log": {"files": log["files"], "records": log["records"], "counts": counts,
                                               "lines": lines, "all_devices": len({e["device"] for e in log["aer"]})},
             "replay_reading": replay}
@@ -591,6 +595,9 @@ def submitted_xid(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str, A
     prefix = acc["bdf"].rsplit(".", 1)[0]
     mine = [{"xid": x["xid"], "line": x["line"], "file": x.get("file")} for x in log["xids"]
             if x["bdf_prefix"] == prefix]
+    if not mine and "nvidia_driver" in log and not log["nvidia_driver"]:
+        return {"unavailable": f"the NVIDIA driver did not run within the submitted kernel log ({', '.join(log['files'])}: "
+                               "no NVRM or nvidia line): it could log no Xid in the period the log covers"}
     spans = log.get("spans") or []
     period = (f"the submitted kernel log ({', '.join(log['files'])}, {log['records']} lines"
               + (f", {spans[0]['from_s']:.0f}-{spans[-1]['to_s']:.0f} s after boot" if spans else "") + ")")

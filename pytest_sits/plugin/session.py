@@ -68,7 +68,7 @@ def _unprofiled(accelerators: List[Dict[str, Any]]) -> List[str]:
     counts: Dict[Tuple[str, str], int] = {}
     for a in accelerators:
         if a.get("pci_id"):
-            key = (str(a["pci_id"]), str(a.get("name") or a.get("display_name") or a.get("vendor") or "accelerator"))
+            key = (str(a["pci_id"]), str(a.get("name") or f"{a.get('vendor') or 'an'} accelerator"))
             counts[key] = counts.get(key, 0) + 1
     return [f"{n} × {name} ({pci_id})" for (pci_id, name), n in sorted(counts.items())]
 

@@ -10,6 +10,9 @@ from ..health import parse_aer_lines, parse_xids
 from .base import EVENTS, Detection, Entry, Machine, Reader, new_accelerator
 from .pci import ACCEL_IDS
 
+#: Vendor names of the accelerator vendors a boot log may enumerate.
+VENDOR_NAMES = {"10de": "NVIDIA", "1002": "AMD", "8086": "Intel", "19e5": "Huawei", "1da3": "Habana", "1e52": "Tenstorrent"}
+
 _KLOG = re.compile(r"NVRM: Xid|PCIe Bus Error|AER: (?:Multiple )?(?:Corrected|Uncorrected)|"
                    r"^\s*\[\s*\d{1,8}\.\d{3,6}\]|^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel:|^\d{4}-\d\d-\d\dT\S+ \S+ kernel:",
                    re.M)
@@ -23,22 +26,62 @@ def parse_kernel_log(text: str) -> Dict[str, Any]:
     xids = parse_xids(lines)
     aer = parse_aer_lines(lines)
     stamps = [m.group(1) for m in (_STAMP.match(ln) for ln in lines) if m]
+    driver = next((n for n, ln in enumerate(lines, 1) if _NVIDIA_DRIVER.search(ln)), None)
+    # Firmware-first AER: the platform keeps AER from the OS (errors go to the firmware / BMC, not this log).
+    denied = [n for n, ln in enumerate(lines, 1) if _AER_DENIED.search(ln)]
+    granted = [n for n, ln in enumerate(lines, 1) if _AER_GRANTED.search(ln)]
     return {"records": len(lines), "xids": xids, "aer": aer, "devices": log_devices(lines, xids),
-            "span_s": [float(stamps[0]), float(stamps[-1])] if stamps else None}
+            "span_s": [float(stamps[0]), float(stamps[-1])] if stamps else None, "nvidia_driver_line": driver,
+            "aer_firmware_first_line": denied[0] if denied and not granted else None,
+            "boot_enumeration": _boot_enumeration(lines)}
 
 
+_BOOT = re.compile(r"^\s*\[\s*0\.000000\] Linux version |^\S.{0,40} kernel: Linux version ")
+
+
+def _boot_enumeration(lines: List[str]) -> Optional[int]:
+    """The line the log's boot starts at, where it holds the kernel's PCI enumeration from that boot (then it lists
+    every PCI function of the machine); None otherwise."""
+    start = next((n for n, ln in enumerate(lines[:200], 1) if _BOOT.search(ln)), None)
+    if start is None or not any(_ENUM.search(ln) for ln in lines):
+        return None
+    return start
+
+
+#: The kernel's PCI enumeration at boot: ``pci 0000:e1:00.0: [10de:2321] type 00 class 0x030200 PCIe Endpoint``.
+_ENUM = re.compile(r"\bpci (?P<bdf>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): \[(?P<vid>[0-9a-f]{4}):(?P<did>[0-9a-f]{4})\] "
+                   r"type [0-9a-f]{2} class 0x(?P<cls>[0-9a-f]{6})\b", re.I)
+#: A line of the NVIDIA driver (NVRM, or one of its modules naming itself): the driver ran within the log.
+_NVIDIA_DRIVER = re.compile(r"NVRM: |\bnvidia(?:-modeset|-uvm|-drm|-nvlink|-peermem)?: |\bnvidia [0-9a-f]{4}:[0-9a-f]{2}:")
+_AER_DENIED = re.compile(r"_OSC: platform does not support \[[^\]]{0,200}\bAER\b|HEST: Enabling Firmware First mode")
+_AER_GRANTED = re.compile(r"_OSC: OS now controls \[[^\]]{0,200}\bAER\b")
 _LOG_DEVICE = re.compile(r"\b(?P<drv>nvidia|amdgpu) (?P<bdf>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):.{0,80}?"
                          r"device \[(?P<vid>[0-9a-f]{4}):(?P<did>[0-9a-f]{4})\]", re.I)
 
 
 def log_devices(lines: List[str], xids: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The accelerators a kernel log names: the GPU of each NVRM Xid line (its bus; function 0), and functions of
-    the nvidia or amdgpu driver whose AER detail line gives an accelerator's [vendor:device] ID."""
+    """The accelerators a kernel log names: the GPU of each NVRM Xid line (its bus; function 0), the functions the
+    kernel enumerated at boot with an accelerator's vendor and class (``pci BDF: [vvvv:dddd] type 00 class
+    0x030200``, the sysfs rule), and functions of the nvidia or amdgpu driver whose AER detail line gives an
+    accelerator's [vendor:device] ID."""
     out: Dict[str, Dict[str, Any]] = {}
     for x in xids:
         bdf = f"{x['bdf_prefix']}.0"
         out.setdefault(bdf, {"bdf": bdf, "vendor": "NVIDIA", "pci_id": None, "why": "an NVRM Xid line names it"})
-    for line in lines:
+    from ..sysfs import is_accelerator
+
+    for n, line in enumerate(lines, 1):
+        e = _ENUM.search(line)
+        if e:
+            vid, cls = e.group("vid").lower(), e.group("cls").lower()
+            if is_accelerator({"vendor_id": vid, "class": f"0x{cls}"}):
+                bdf = e.group("bdf").lower()
+                pci_id = f"{vid}:{e.group('did').lower()}"
+                vendor = VENDOR_NAMES.get(vid, vid)
+                out.setdefault(bdf, {"bdf": bdf, "vendor": vendor, "pci_id": pci_id,
+                                     "name": f"{vendor} {ACCEL_IDS[pci_id]}" if pci_id in ACCEL_IDS else None,
+                                     "why": f"the kernel enumerated it (line {n}: {pci_id}, class 0x{cls})"})
+            continue
         m = _LOG_DEVICE.search(line)
         if not m:
             continue
@@ -75,21 +118,32 @@ class KernelLog(Reader):
         driver with an accelerator's [vendor:device] ID names one) when no other text lists the machine's."""
         f, facts = entry, entry["facts"]
         if machine.kernel_log is None:
-            machine.kernel_log = {"files": [], "records": 0, "xids": [], "aer": [], "spans": []}
+            machine.kernel_log = {"files": [], "records": 0, "xids": [], "aer": [], "spans": [], "nvidia_driver": None}
         klog = machine.kernel_log
         klog["files"].append(f["name"])
         klog["records"] += facts["records"]
+        if facts.get("nvidia_driver_line") and not klog.get("nvidia_driver"):
+            klog["nvidia_driver"] = f"{f['name']} line {facts['nvidia_driver_line']}"
+        if facts.get("aer_firmware_first_line"):
+            klog.setdefault("aer_firmware_first", []).append(f"{f['name']} line {facts['aer_firmware_first_line']}")
         klog["xids"].extend(dict(x, file=f["name"]) for x in facts["xids"])
         klog["aer"].extend(dict(x, file=f["name"]) for x in facts["aer"])
         if facts.get("span_s"):
             klog["spans"].append({"file": f["name"], "from_s": facts["span_s"][0], "to_s": facts["span_s"][1]})
+        boot = facts.get("boot_enumeration")
+        lists_all = bool(boot) and not any(machine.complete.get(v) for v in ("nvidia", "amd"))
         for dev in facts.get("devices") or []:
             known = [k for k in machine.order if k.rsplit(".", 1)[0] == dev["bdf"].rsplit(".", 1)[0]]
             if known or (dev["vendor"] == "NVIDIA" and machine.complete.get("nvidia")) or \
                     (dev["vendor"] == "AMD" and machine.complete.get("amd")):
                 continue  # another text lists the machine's GPUs: the log adds events, not devices
-            a = machine.add(dev["bdf"], new_accelerator(dev["bdf"], dev.get("pci_id"), dev["vendor"], None, f["name"]))
+            a = machine.add(dev["bdf"], new_accelerator(dev["bdf"], dev.get("pci_id"), dev["vendor"], dev.get("name"),
+                                                        f["name"]))
             a["note"] = f"named by the kernel log ({dev['why']}); no other text gives its facts"
+        if lists_all:  # after its devices: a listing of every function, from boot, where no other text lists them
+            for vendor in sorted({str(d["vendor"]).lower() for d in facts.get("devices") or []} | {"nvidia"}):
+                machine.complete.setdefault(vendor, []).append(
+                    f"{f['name']} (the kernel's PCI enumeration from boot, line {boot}: every function)")
 
 
 READER = KernelLog()
