@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pytest_sits.cli import main
 from pytest_sits.probes.readers import classify
 from pytest_sits.probes.readers.kernel_log import parse_kernel_log
@@ -83,3 +85,25 @@ def test_with_the_driver_and_os_owned_aer_the_log_decides(tmp_path, capsys):
     assert got[("DEP-XID", GPUS[0])]["status"] == "PASS"
     assert got[("DEP-XID", GPUS[1])]["status"] == "FAIL"
     assert got[("DEP-PCIE-ERRORS", GPUS[0])]["status"] == "PASS"
+
+
+@pytest.mark.parametrize("prefix", [
+    lambda i: f"2026-01-02T10:00:{i:02d},123456+00:00 ",          # dmesg --time-format iso
+    lambda i: f"kern  :info  : [    {i}.000000] ",                 # dmesg -x
+    lambda i: f"[Fri Jan  2 10:00:{i:02d} 2026] ",                 # dmesg -T
+    lambda i: f"Jan 02 10:00:{i:02d}.123456 node7 kernel: ",       # journalctl -k -o short-precise
+])
+def test_a_clean_log_in_each_print_format_is_read(prefix):
+    body = ["Linux version 5.14.0-570.23.1.el9_6.x86_64 (mockbuild@build) #1 SMP",
+            "pci 0000:e1:00.0: [10de:2321] type 00 class 0x030200 PCIe Endpoint",
+            "i40e 0000:21:00.0: NIC Link is Up, 10 Gbps Full Duplex", "EXT4-fs (sda3): mounted filesystem"]
+    text = "\n".join(prefix(i) + ln for i, ln in enumerate(body)) + "\n"
+    assert classify(text)[0] == "kernel-log"
+    facts = parse_kernel_log(text)
+    assert facts["xids"] == [] and [d["bdf"] for d in facts["devices"]] == ["0000:e1:00.0"]
+    assert facts["boot_enumeration"] == 1
+
+
+def test_one_timestamped_line_in_prose_is_not_a_kernel_log():
+    text = "2026-01-02T10:00:00,123456+00:00 the deploy started\nthen we looked at it\nand more\nand more\n"
+    assert classify(text)[0] is None

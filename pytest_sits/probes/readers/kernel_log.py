@@ -16,6 +16,12 @@ VENDOR_NAMES = {"10de": "NVIDIA", "1002": "AMD", "8086": "Intel", "19e5": "Huawe
 _KLOG = re.compile(r"NVRM: Xid|PCIe Bus Error|AER: (?:Multiple )?(?:Corrected|Uncorrected)|"
                    r"^\s*\[\s*\d{1,8}\.\d{3,6}\]|^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel:|^\d{4}-\d\d-\d\dT\S+ \S+ kernel:",
                    re.M)
+#: Line prefixes of the other ways a kernel log is printed, each recognised where a few lines of it agree:
+#: ``dmesg --time-format iso``, ``dmesg -x`` (facility and level), ``dmesg -T``, ``journalctl -k -o short-precise``.
+_KLOG_LINES = re.compile(r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]\d{1,9}[+-]\d\d:?\d\d |"
+                         r"(?:kern|user|daemon|syslog)\s{0,4}:\s{0,2}(?:emerg|alert|crit|err|warn|notice|info|debug)\s{0,2}: |"
+                         r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\] |"
+                         r"\w{3} [ \d]\d \d\d:\d\d:\d\d\.\d{1,9} \S{1,64} kernel: )", re.M)
 _STAMP = re.compile(r"^\s*\[\s*(\d{1,8}\.\d{3,6})\]")
 MAX_LINES = 2_000_000
 
@@ -36,7 +42,7 @@ def parse_kernel_log(text: str) -> Dict[str, Any]:
             "boot_enumeration": _boot_enumeration(lines)}
 
 
-_BOOT = re.compile(r"^\s*\[\s*0\.000000\] Linux version |^\S.{0,40} kernel: Linux version ")
+_BOOT = re.compile(r"\bLinux version \d")
 
 
 def _boot_enumeration(lines: List[str]) -> Optional[int]:
@@ -108,6 +114,10 @@ class KernelLog(Reader):
     def detect(self, head: str) -> Optional[Detection]:
         if _KLOG.search(head):
             return "kernel-log", "kernel log lines"
+        lines = [ln for ln in head[:65536].splitlines() if ln.strip()][:50]
+        hits = sum(1 for ln in lines if _KLOG_LINES.match(ln))
+        if lines and hits >= min(3, len(lines)) and hits * 2 >= len(lines):
+            return "kernel-log", "kernel log lines (dmesg --time-format iso / -x / -T, or journalctl -k)"
         return None
 
     def parse(self, kind: str, text: str, known_ids: Iterable[str] = ()) -> Dict[str, Any]:
