@@ -13,7 +13,8 @@ figure of the "every real capture read right" issue.  Exit 0 when every file agr
 
 The rules are the reading of each fact a hardware engineer would make (``persistence_mode: Disabled (all)`` ->
 DEP-PERSIST FAILs on every GPU; ``pcie: Current 1 of Max 4 ... at idle`` -> TOPO-PCIE-LINK is neither a PASS nor
-a FAIL; ``SW Power Cap : Active`` -> DEP-THROTTLE names it and does not pass; ``gpu_pairs: all 28 pairs NV18``
+a FAIL (the speed), but ``Width Current 8x of Max 16x`` FAILs it, idle or not (idle lowers the speed, not the
+width); ``SW Power Cap : Active`` -> DEP-THROTTLE names it and does not pass; ``gpu_pairs: all 28 pairs NV18``
 -> LINK-NVLINK-MESH passes 28/28; ...); each is a function below.  The MANIFEST is read with YAML's base loader
 (every value a string: a bus ID like ``18:00.0`` is not turned into a number).
 """
@@ -337,8 +338,11 @@ def r_pcie(text: str, run: Run, entry: Dict[str, Any]) -> Result:
     full = (cur is None or ach is None or cur >= ach) and (wcur is None or wmax is None or wcur >= wmax)
     if full:
         return _all(vs, lambda v: v["status"] == "PASS", "PASS (at the achievable link)", "TOPO-PCIE-LINK")
+    if wcur is not None and wmax is not None and wcur < wmax:  # the width: idle does not lower it, a reading decides
+        return _all(vs, lambda v: v["status"] == "FAIL" and f"x{wcur} < x{wmax}" in v["reason"],
+                    f"FAIL (width x{wcur} of x{wmax}: an idle reading decides the width)", "TOPO-PCIE-LINK")
     return _all(vs, lambda v: v["status"] == "INCONCLUSIVE" or (v["status"] == "FAIL" and "under" in v["reason"]),
-                "INCONCLUSIVE (below the maximum in an idle reading)", "TOPO-PCIE-LINK")
+                "INCONCLUSIVE (speed below the maximum in an idle reading)", "TOPO-PCIE-LINK")
 
 
 def r_gpus(text: Any, run: Run, entry: Dict[str, Any]) -> Result:

@@ -768,6 +768,7 @@ SAMPLES = {
         ("sim-full-link", lambda: sim_link("sim:h100", True, PASS), PASS),
         ("sim-degraded", lambda: sim_link("sim:h100+link-degraded", True, FAIL), FAIL),
         ("sim-idle", lambda: sim_link("sim:h100+link-idle", False, INCONCLUSIVE), INCONCLUSIVE),
+        ("sim-idle-half-width", lambda: sim_link("sim:h100+link-degraded", False, FAIL), FAIL),
     ],
     "TOPO-NUMA-BIND": [
         ("bound", lambda: numa({"bdf": "0000:97:00.0", "numa_node": 1}, BOUND), PASS),
@@ -822,6 +823,7 @@ SAMPLES = {
         ("clean-under-load", lambda: throttle([0x0] * 20), PASS),
         ("power-brake", lambda: throttle([0x0] * 10 + [0x80 | 0x8] * 10), FAIL),
         ("idle-only", lambda: throttle([0x1] * 20, under_load=False), INCONCLUSIVE),
+        ("power-brake-idle", lambda: throttle([0x1 | 0x80 | 0x8] * 5, under_load=False), FAIL),
     ],
     "DEP-PERSIST": [
         ("enabled", lambda: persistence(True), PASS),
@@ -980,6 +982,16 @@ LEGACY_SAMPLES = {
         ("p99-200ms", lambda: sla(p99_latency_s=0.2), FAIL),
         ("too-few-queries", lambda: sla(early_stopping={"estimate_s": None, "queries": 50, "queries_needed": 600}),
          INCONCLUSIVE),
+    ],
+    ("TOPO-PCIE-LINK", 1): [
+        ("sim-full-link", lambda: sim_link("sim:h100", True, PASS), PASS),
+        ("sim-degraded", lambda: sim_link("sim:h100+link-degraded", True, FAIL), FAIL),
+        ("sim-idle", lambda: sim_link("sim:h100+link-idle", False, INCONCLUSIVE), INCONCLUSIVE),
+    ],
+    ("DEP-THROTTLE", 1): [
+        ("clean-under-load", lambda: throttle([0x0] * 20), PASS),
+        ("power-brake", lambda: throttle([0x0] * 10 + [0x80 | 0x8] * 10), FAIL),
+        ("power-brake-idle", lambda: throttle([0x1 | 0x80 | 0x8] * 5, under_load=False), INCONCLUSIVE),
     ],
     ("DEP-ECC", 1): [
         ("enabled-clean", lambda: ecc(True, ECC_ZERO), PASS),

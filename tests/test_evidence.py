@@ -418,7 +418,9 @@ def _reading(mask, util, not_shown=()):
     (0x0, 97, (), PASS, "active: none"),
     (0x4, 99, (), PASS, "sw_power_cap 100%"),
     (0x4, 0, (), INCONCLUSIVE, "sw_power_cap"),
-    (0x8 | 0x40, 0, (), INCONCLUSIVE, "hw_thermal_slowdown active even without load"),
+    (0x8 | 0x40, 0, (), FAIL, "hw_thermal_slowdown active without load"),
+    (0x8 | 0x80, 0, (), FAIL, "hw_power_brake_slowdown active without load"),
+    (0x20, 0, (), INCONCLUSIVE, "sw_thermal_slowdown active even without load"),
     (0x0, 97, ("SW Thermal Slowdown",), INCONCLUSIVE, "does not show SW Thermal Slowdown"),
 ])
 def test_dep_throttle_on_one_submitted_reading(mask, util, not_shown, status, words):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sits.exitcodes import NOT_TESTED, OK
+from pytest_sits.exitcodes import NOT_TESTED, OK, UNDECIDED
 from pytest_sits.inference.launch import group_members
 
 from helpers import run_pytest, start_pytest
@@ -173,12 +173,16 @@ def test_a_vllm_server_launched_by_the_suite_is_measured_named_and_stopped(tmp_p
                      cwd=tmp_path, timeout=900)
     report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
     served = report["run"]["serving"]
-    assert out.returncode == OK, out.stdout[-3000:]
+    # Measured and decided where the interval allows: on a loaded 2-core machine a tenant's P99 can sit near its
+    # target (an INCONCLUSIVE naming the queries that would decide); never an ERROR or a FAIL of a healthy server.
+    assert out.returncode in (OK, UNDECIDED), out.stdout[-3000:]
     assert "server under test launched by the suite" in out.stdout and "models tiny" in out.stdout
     assert served["models"] == ["tiny"] and served["version"], served  # vLLM answers GET /version
     assert served["stopped"]["how"].startswith("SIG") and "before_the_end" not in served["stopped"], served
     verdicts = _sla_verdicts(tmp_path / "r")
-    assert verdicts and all(v["status"] == "PASS" for v in verdicts), verdicts
+    assert verdicts and all(v["status"] in ("PASS", "INCONCLUSIVE") for v in verdicts), verdicts
+    assert any(v["status"] == "PASS" for v in verdicts), verdicts
+    assert all(v["measured"] is not None and v["evidence"]["tenant"]["issued"] > 1000 for v in verdicts), verdicts
     assert all(v["evidence"]["server"]["models"] == ["tiny"] for v in verdicts)
     assert served["stopped"]["left"] == 0 and group_members(served["pid"]) == [], "vLLM's group outlived the run"
     assert (tmp_path / "r" / "serving" / "server.log").stat().st_size > 0

@@ -372,13 +372,14 @@ def _links(name, under_load=False):
     return {e["device"]: e for e in link_evidence_vv(parse_lspci_vv(data(name)), under_load)["links"]}
 
 
-def test_lspci_vv_trained_down_link_fails_only_under_a_declared_load():
+def test_lspci_vv_trained_down_link_width_fails_idle_or_under_a_declared_load():
     idle = _links("lspci-vv-hgx-h100-x8.txt")
     assert set(idle) == {"0000:19:00.0", "0000:2a:00.0"}  # not the NVSwitch (class 0680) at Gen4 x2
     ev = idle["0000:19:00.0"]
     assert ev["capability"]["slot"] == "0000:17:01.0" and ev["capability"]["achievable_speed_gts"] == 32.0
     assert ev["capability"]["slot_port_type"] == "switch_downstream" and ev["capability"]["slot_target_speed_gts"] == 32.0
-    assert check_pcie_link(ev, {"require_load": True}).status == INCONCLUSIVE
+    v = check_pcie_link(ev, {"require_load": True})  # x8 of x16: idle lowers the speed, never the width
+    assert v.status == FAIL and "width x8 < x16 (read idle" in v.reason and "speed" not in v.reason.split(":")[1]
     assert check_pcie_link(idle["0000:2a:00.0"], {"require_load": True}).status == PASS
     loaded = _links("lspci-vv-hgx-h100-x8.txt", under_load=True)["0000:19:00.0"]
     v = check_pcie_link(loaded, {"require_load": True})
@@ -439,11 +440,13 @@ def test_cli_applies_the_profile_waiver(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_cli_lspci_vv_under_load(tmp_path, capsys):
+def test_cli_lspci_vv_width_idle_and_under_load(tmp_path, capsys):
     vv = str(DATA / "lspci-vv-hgx-h100-x8.txt")
-    assert main(["audit-text", "--lspci-vv", vv, "--profile", "h100", "--each"]) == 11  # INCONCLUSIVE: undecided, never a silent 0
+    # x8 of x16 read idle: the width FAILs (idle lowers the speed, not the width), the speed is not judged
+    assert main(["audit-text", "--lspci-vv", vv, "--profile", "h100", "--each"]) == 10
     out = capsys.readouterr().out
-    assert "TOPO-PCIE-LINK     0000:19:00.0   INCONCLUSIVE" in out and "0000:de:00.0" not in out
+    assert "TOPO-PCIE-LINK     0000:19:00.0   FAIL" in out and "width x8 < x16 (read idle" in out
+    assert "0000:de:00.0" not in out
     assert main(["audit-text", "--lspci-vv", vv, "--under-load", "--profile", "h100", "--each", "--json",
                  str(tmp_path / "v.json")]) == 10
     out = capsys.readouterr().out

@@ -19,6 +19,9 @@ COUNT_KEYS = ("volatile_uncorrected", "aggregate_uncorrected", "volatile_correct
 
 #: Clock-event reasons that mean the hardware is protecting itself (DEP-THROTTLE fails on them).
 FAULT_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
+#: Fault reasons the board asserts whatever the load (an external power brake, the hardware's thermal alarm): one
+#: active in an idle reading is a fault, not the load's effect.
+IDLE_FAULTS = ("hw_power_brake_slowdown", "hw_thermal_slowdown")
 
 
 def _errors_text(evidence: Dict[str, Any], fields: List[str]) -> str:
@@ -158,12 +161,14 @@ def _fixes(faults: List[str]) -> List[str]:
     return fixes
 
 
-@check("DEP-THROTTLE")
+@check("DEP-THROTTLE", version=2)
 def check_throttle(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """Clock-event reasons sampled while the suite's load runs: the share of loaded samples in which HW
     slowdown, HW thermal, HW power brake or SW thermal slowdown was active stays within ``max_fault_share``
     (default 0); SW power cap is reported, and judged when the profile sets ``max_sw_power_cap_share``.  A
-    sample with the GPU-idle reason set does not count as loaded, and an idle reading never decides.
+    sample with the GPU-idle reason set does not count as loaded, and an idle reading decides only a fault the
+    board asserts whatever the load (IDLE_FAULTS: the power brake, HW thermal slowdown): active idle, it FAILs
+    (version 1: an idle reading never decided).
 
     evidence: ``samples`` [{t, reasons (bitmask or None), under_load}], ``load`` (what the load did)."""
     samples = evidence.get("samples") or []
@@ -187,6 +192,14 @@ def check_throttle(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Find
         why = load.get("reason") or load.get("error") or ("the GPU reported itself idle in every sample"
                                                          if any(s.get("under_load") for s in valid) else "no load")
         faults = [n for n in FAULT_REASONS if n in seen]
+        idle_faults = [n for n in IDLE_FAULTS if n in seen]
+        if idle_faults:
+            lines = [s for s in valid if any(int(s["reasons"]) & CLOCK_EVENT_BITS[n] for n in idle_faults)]
+            also = [n for n in faults if n not in idle_faults]
+            return f(FAIL, f"{', '.join(idle_faults)} active without load ({len(lines)} of {len(valid)} idle "
+                     f"reading(s); {why}): the board asserts it whatever the load, a fault, not the load's effect"
+                     + (f"; also active: {', '.join(also)}" if also else ""),
+                     measured=round(len(lines) / len(valid), 4), remediation="; ".join(_fixes(idle_faults)))
         look = (f"; {', '.join(faults)} active even without load: {'; '.join(_fixes(faults))}" if faults else "")
         return f(INCONCLUSIVE, f"no reading under load ({why}); idle readings showed {', '.join(seen) or 'no reason'}, "
                  f"and an idle reading never decides{look}")

@@ -48,9 +48,12 @@ def _fmt_link(speed: Optional[float], width: Optional[int]) -> str:
     return f"{'Gen' + str(g) if g else (str(speed) + ' GT/s' if speed else '?')} x{width if width else '?'}"
 
 
-@check("TOPO-PCIE-LINK")
+@check("TOPO-PCIE-LINK", version=2)
 def check_pcie_link(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
-    """The link under load reaches the achievable speed and width (min of device and slot maximum)."""
+    """The link under load reaches the achievable speed and width (min of device and slot maximum).  An idle
+    reading decides the width (an accelerator lowers its link speed when idle, not its width): a width below the
+    achievable one FAILs idle too; a speed below it idle is INCONCLUSIVE (version 1: an idle reading never
+    FAILed)."""
     cap = evidence["capability"]
     samples = evidence["samples"]
     device = evidence["device"]
@@ -79,16 +82,21 @@ def check_pcie_link(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Fin
     if ok:
         how = f"{under} ({len(loaded)} samples)" if loaded else "already at the achievable link while idle"
         return f(PASS, f"link at {measured} {how}")
-    if not loaded and thresholds["require_load"]:
+    if not loaded and thresholds["require_load"] and best_w >= want_w:
         return f(INCONCLUSIVE, f"link read {measured} while idle only ({evidence.get('load', {}).get('reason') or 'no load'}); "
-                 "accelerators lower their link (down to 2.5 GT/s) when idle, so an idle reading cannot fail it")
+                 "accelerators lower their link speed (down to 2.5 GT/s) when idle, so an idle reading cannot fail "
+                 "the speed; the width, which idle does not lower, is the achievable one")
     short = []
     if best_s < want_s:
         short.append(f"speed {best_s} GT/s < {want_s} GT/s")
     if best_w < want_w:
         short.append(f"width x{best_w} < x{want_w}")
+    idle_note = ("" if loaded or not thresholds["require_load"] else
+                 " (read idle: an idle accelerator lowers its link speed, not its width; the speed is not judged)")
+    if not loaded and thresholds["require_load"]:
+        short = [x for x in short if x.startswith("width")]
     return f(FAIL, f"link trained at {measured} {under if loaded else 'idle'}, below the achievable "
-             f"{_fmt_link(want_s, want_w)}: {', '.join(short)}",
+             f"{_fmt_link(want_s, want_w)}: {', '.join(short)}{idle_note}",
              remediation="reseat the card and check its riser/retimer and cable; check the BIOS slot speed and "
                          f"bifurcation settings; compare LnkCap and LnkSta in `lspci -vv -s {device}`")
 
