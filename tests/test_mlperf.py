@@ -205,3 +205,20 @@ def test_audit_of_a_submission_tree_decides_and_replays(tmp_path, capsys):
     assert by["PLP-POWER"]["status"] == PASS and by["PLP-PPL"]["status"] == INCONCLUSIVE
     assert "SVC-SLA" in out and rc == 11  # PLP-PPL undecided: the run is not conformant on this evidence alone
     assert main(["replay", str(tmp_path / "rep" / "sits-report.json")]) == 0, capsys.readouterr()
+
+
+@pytest.mark.slow
+def test_texts_without_accelerators_leave_inference_not_measured_not_an_error(tmp_path, capsys):
+    """A profile expecting accelerators and texts that show none and list no machine: the inference requirements
+    are not measured (the texts cannot tell), never an ERROR of the fixture."""
+    (tmp_path / "dmesg.txt").write_text("[    5.000000] EXT4-fs (sda3): mounted filesystem\n"
+                                        "[    6.000000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.133.20\n"
+                                        "[    7.000000] systemd[1]: started\n")
+    rc = main(["audit", str(tmp_path / "dmesg.txt"), "--profile=h100", "--level=standard",
+               f"--json={tmp_path / 'v.json'}"])
+    capsys.readouterr()
+    verdicts = json.loads((tmp_path / "v.json").read_text())
+    assert not [v for v in verdicts if v["status"] == "ERROR"], [v["reason"] for v in verdicts if v["status"] == "ERROR"]
+    sample = [v for v in verdicts if v["requirement"] == "PLP-SAMPLE"]
+    assert sample and all(v["status"] == "SKIP" and "not measured" in v["reason"] for v in sample), sample
+    assert rc == 11

@@ -326,12 +326,14 @@ def sits_inference(sits_accelerator: Optional[Dict[str, Any]], sits_run: SitsRun
     from ..conditions.inference import inference_for
     from ..conditions.inventory import absent_accelerator
 
-    absent = None
+    missing: Dict[str, Any] = {}
     if sits_accelerator is None and sits_run.profile.expected_count:
-        absent = absent_accelerator(sits_run.expected(), sits_run.platform.inventory())["absent"]
-    inference = inference_for(sits_run.platform, sits_run.profile, sits_accelerator, absent,
+        # {"absent": why} where the machine lacks them; {"unavailable": why} where submitted texts cannot tell
+        missing = absent_accelerator(sits_run.expected(), sits_run.platform.inventory())
+    inference = inference_for(sits_run.platform, sits_run.profile, sits_accelerator, missing.get("absent"),
                               sits_run.inference_options(), sits_inference_logs, sits_inference_cache,
-                              run_id=f"{sits_run.started_at!r}" if sits_run.report_dir is not None else None)
+                              run_id=f"{sits_run.started_at!r}" if sits_run.report_dir is not None else None,
+                              unavailable=missing.get("unavailable"))
     inference.progress = sits_progress
     inference.latency_plan = sits_run.plan().trials_for("PLP-LATENCY")
     return inference

@@ -133,8 +133,9 @@ class Inference:
 
 def inference_for(platform: Any, profile: Any, acc: Optional[Dict[str, Any]], expected_absent: Optional[str],
                   options: Dict[str, Any], logdir: Path, cache: Dict[str, Any],
-                  run_id: Optional[str] = None) -> Inference:
-    """The runs for ``acc``; with no accelerator, the CPU when the profile expects none, else absent."""
+                  run_id: Optional[str] = None, unavailable: Optional[str] = None) -> Inference:
+    """The runs for ``acc``; with no accelerator, the CPU when the profile expects none, else absent (or, on
+    submitted texts that cannot tell whether the machine has them, ``unavailable``: not measured)."""
     if getattr(platform, "kind", None) == "evidence":
         from .mlperf import submitted
 
@@ -144,6 +145,8 @@ def inference_for(platform: Any, profile: Any, acc: Optional[Dict[str, Any]], ex
                             unavailable="an MLPerf submission gives LoadGen's figures, not this requirement's run")
             out.inventory = inv
             return out
+    if acc is None and unavailable:
+        return Inference(None, profile, options, logdir, cache, unavailable=unavailable)
     if acc is None and expected_absent:
         return Inference(None, profile, options, logdir, cache, absent=expected_absent)
     try:
