@@ -222,3 +222,12 @@ def test_texts_without_accelerators_leave_inference_not_measured_not_an_error(tm
     sample = [v for v in verdicts if v["requirement"] == "PLP-SAMPLE"]
     assert sample and all(v["status"] == "SKIP" and "not measured" in v["reason"] for v in sample), sample
     assert rc == 11
+
+
+def test_compliance_audit_runs_are_not_judged(tmp_path):
+    root = submission(tmp_path)
+    audit = root / "closed" / "Tests" / "compliance" / "SYS" / "llama2-70b-99" / "Server" / "TEST06"
+    audit.mkdir(parents=True)
+    (audit / "mlperf_log_summary.txt").write_text(summary(p99_ns=10))
+    runs = runs_of(root, "SVC-SLA")
+    assert [s for s, _ in runs] == ["MLPerf Server closed/Tests/results/SYS/llama2-70b-99/Server/performance/run_1"]

@@ -8,11 +8,13 @@
 
 A Server run and an Offline run are of one system and benchmark when they sit in one submission tree under the
 same ``<system>/<benchmark>`` folders (``.../<benchmark>/Server/performance/run_1`` and ``.../Offline/...``), or
-side by side in one folder.  Every evidence dict is self-contained (replay judges it again without the files).
+side by side in one folder.  A compliance audit's runs (``compliance/``, ``TEST01``...) and accuracy runs are not the
+result and are never judged.  Every evidence dict is self-contained (replay judges it again without the files).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePosixPath
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -56,15 +58,26 @@ def _subject(run: Dict[str, Any]) -> str:
     return f"MLPerf {run.get('scenario')} {folder if folder not in ('.', '') and '/' in name else name}"
 
 
+def compliance_run(run: Dict[str, Any]) -> bool:
+    """A run of a submission's compliance audits (``compliance/.../TEST01``, ``TEST04``, ``TEST06``...): LoadGen
+    runs with altered settings that check the result, not the result; never judged here."""
+    name = str(run.get("summary_file") or run.get("detail_file") or "")
+    parts = PurePosixPath(name).parts
+    return "compliance" in parts or any(re.fullmatch(r"TEST\d{2}", p) for p in parts)
+
+
+def _result_runs(m: Dict[str, Any], scenario: str) -> List[Dict[str, Any]]:
+    return [r for r in m.get("runs") or [] if str(r.get("scenario")).lower() == scenario
+            and str(r.get("mode") or "PerformanceOnly").lower() == "performanceonly" and not compliance_run(r)]
+
+
 def _server_runs(m: Dict[str, Any]) -> List[Dict[str, Any]]:
-    return [r for r in m.get("runs") or [] if str(r.get("scenario")).lower() == "server"
-            and str(r.get("mode") or "PerformanceOnly").lower() == "performanceonly"]
+    return _result_runs(m, "server")
 
 
 def _offline_of(m: Dict[str, Any], run: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     key = _bench_key(run)
-    offline = [r for r in m.get("runs") or [] if str(r.get("scenario")).lower() == "offline"
-               and _bench_key(r) == key and r.get("tokens_per_s")]
+    offline = [r for r in _result_runs(m, "offline") if _bench_key(r) == key and r.get("tokens_per_s")]
     return _subset(offline[0]) if len(offline) == 1 else None
 
 
