@@ -713,12 +713,17 @@ def mlperf(req, server=None, with_offline=True, with_power=True, **over):
     return ev, dict(resolve("h100").check_thresholds(req), **over), subject
 
 
+#: SVC-SLA's workload with output lengths covering the sample runs' requests (100 tokens on average).
+MLPERF_WL = {"samples": 1000, "prompt_tokens": [16, 128], "output_tokens": [1, 512]}
+
 MLPERF_SAMPLES = {
     "SVC-SLA/mlperf": [
-        ("within", lambda: mlperf("SVC-SLA", p99_ms=2000, min_rps=40), PASS),
-        ("b-targets", lambda: mlperf("SVC-SLA"), FAIL),
+        ("within", lambda: mlperf("SVC-SLA", p99_ms=2000, min_rps=40, workload=MLPERF_WL), PASS),
+        ("b-targets", lambda: mlperf("SVC-SLA", workload=MLPERF_WL), FAIL),
+        ("ttft-only-other-workload", lambda: mlperf("SVC-SLA", ttft_p99_ms=500), PASS),
+        ("another-workload", lambda: mlperf("SVC-SLA"), INCONCLUSIVE),
         ("invalid-duration", lambda: mlperf("SVC-SLA", server={"min_duration_met": "No", "result": "INVALID"},
-                                            p99_ms=2000, min_rps=40), INCONCLUSIVE),
+                                            p99_ms=2000, min_rps=40, workload=MLPERF_WL), INCONCLUSIVE),
     ],
     "PLP-LATENCY/mlperf": [
         ("within-above-bound", lambda: mlperf("PLP-LATENCY", max_latency_us=50_000), PASS),

@@ -23,6 +23,11 @@ def th(req: str, **over):
     return dict(resolve("h100").thresholds(req), **over)
 
 
+def wl(out=(1, 512)):
+    """SVC-SLA's workload with output lengths that cover the test runs' requests (100 tokens on average)."""
+    return dict(resolve("h100").thresholds("SVC-SLA")["workload"], output_tokens=list(out))
+
+
 def runs_of(root: Path, req: str):
     return evidence(EvidencePlatform(root).inventory(), req)
 
@@ -94,7 +99,7 @@ def test_a_summary_and_a_detail_log_in_one_folder_are_one_run_with_its_power_win
 
 def test_sla_passes_within_the_profiles_targets(tmp_path):
     [(subject, ev)] = runs_of(submission(tmp_path), "SVC-SLA")
-    v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40), subject)
+    v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40, workload=wl()), subject)
     assert v.status == PASS, v.reason
     assert "summary line" in v.reason and "LoadGen: VALID" in v.reason and v.measured == 900.0
     assert subject == "MLPerf Server closed/Tests/results/SYS/llama2-70b-99/Server/performance/run_1"
@@ -102,7 +107,7 @@ def test_sla_passes_within_the_profiles_targets(tmp_path):
 
 def test_sla_fails_beyond_and_names_the_figure(tmp_path):
     [(subject, ev)] = runs_of(submission(tmp_path), "SVC-SLA")
-    v = check_mlperf_sla(ev, th("SVC-SLA"), subject)  # B §3.2's 120 ms and 85 req/s
+    v = check_mlperf_sla(ev, th("SVC-SLA", workload=wl()), subject)  # B §3.2's 120 ms and 85 req/s
     assert v.status == FAIL and "P99" in v.reason and "throughput" in v.reason
     assert "overlatency" not in v.reason.split(" — ")[0]  # LoadGen's odd count is not a failure
 
@@ -110,15 +115,25 @@ def test_sla_fails_beyond_and_names_the_figure(tmp_path):
 def test_sla_is_inconclusive_when_loadgens_run_is_not_a_decision(tmp_path):
     root = submission(tmp_path, server={"min_duration_met": "No", "result": "INVALID"})
     [(subject, ev)] = runs_of(root, "SVC-SLA")
-    v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40), subject)
+    v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40, workload=wl()), subject)
     assert v.status == INCONCLUSIVE and "min duration not satisfied" in v.reason
 
 
 def test_sla_counts_loadgens_errors(tmp_path):
     (tmp_path / "s.txt").write_text(summary(errors=900))
     [(subject, ev)] = runs_of(tmp_path, "SVC-SLA")
-    v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40), subject)
+    v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40), subject)  # the error rate: any workload
     assert v.status == FAIL and "error rate" in v.reason
+
+
+def test_sla_request_figures_of_another_workload_are_reported_not_judged(tmp_path):
+    [(subject, ev)] = runs_of(submission(tmp_path), "SVC-SLA")
+    v = check_mlperf_sla(ev, th("SVC-SLA"), subject)  # B §3.2's 120 ms is for completions of 1-4 tokens
+    assert v.status == INCONCLUSIVE and "average 100 output tokens" in v.reason and "ttft_p99_ms" in v.reason
+    ttft = check_mlperf_sla(ev, th("SVC-SLA", ttft_p99_ms=500), subject)  # TTFT is judged whatever the workload
+    assert ttft.status == PASS and "TTFT P99" in ttft.reason
+    late = check_mlperf_sla(ev, th("SVC-SLA", tpot_p99_ms=20), subject)
+    assert late.status == FAIL and "TPOT P99" in late.reason
 
 
 def test_latency_passes_at_a_load_above_the_bound(tmp_path):
@@ -195,6 +210,7 @@ def test_audit_of_a_submission_tree_decides_and_replays(tmp_path, capsys):
     root = submission(tmp_path / "sub")
     prof = tmp_path / "lab.yaml"
     prof.write_text("name: lab\nextends: host\nthresholds:\n  SVC-SLA:\n    p99_ms: 2000\n    min_rps: 40\n"
+                    "    workload: {samples: 1000, prompt_tokens: [16, 128], output_tokens: [1, 512]}\n"
                     "  PLP-LATENCY:\n    metric: token\n    max_latency_us: 50000\n"
                     "  PLP-POWER:\n    max_node_power_w: 10000\n    at_load_max: 0.8\n")
     rc = main(["audit", str(root), f"--profile={prof}", f"--report-dir={tmp_path / 'rep'}"])
