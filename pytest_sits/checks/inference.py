@@ -736,7 +736,13 @@ def check_mlperf_sla(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verd
         return f(INCONCLUSIVE, f"the run is not a decision: {figures}")
     fails = [x for x in ds if x["outcome"] == FAIL_]
     if fails:
-        return f(FAIL, ", ".join(f"{show(x)} beyond its target" for x in fails) + f" — {figures}",
+        others = "; ".join(show(x) for x in ds if x not in fails and (x.get("estimate") is not None
+                                                                         or x["name"] != "error rate"))
+        rest = (f"{said}; {others + '; ' if others else ''}{n if n is not None else 'unknown'} queries ({n_how}); "
+                f"{rate} samples/s completed of {run.get('target_qps')} targeted"
+                + (f"; {workload_note}: " + "; ".join(show(x) for x in reported) if reported else "")
+                + ("; not used: " + "; ".join(run["odd"]) if run.get("odd") else ""))
+        return f(FAIL, ", ".join(f"{show(x)} beyond its target" for x in fails) + f" — {rest}",
                  remediation="the server does not hold the profile's SLA under MLPerf's Server load: look at the "
                              "failing figure's load and configuration, or correct the profile's SVC-SLA targets for "
                              "this workload")
