@@ -911,6 +911,40 @@ def r_ml_channels(text: str, run: Run, entry: Dict[str, Any]) -> Result:
     return "agree", f"channel maxima {got} W"
 
 
+def r_nvb(test: str) -> Callable[..., Result]:
+    """An nvbandwidth test case's matrix: its count of figures, their range and its SUM, as the fact states them."""
+    def rule(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+        runs = run.sub.get("nvbandwidth") or []
+        t = (runs[0]["tests"].get(test) if runs else None) or None
+        if t is None:
+            return "DISAGREE", f"no {test} matrix read"
+        vals = [v for row in t["matrix"].values() for v in row.values() if v is not None]
+        m = re.search(r"(\d+) pairs ([\d.]+)-([\d.]+)", text)
+        r = re.match(r"\s*([\d.]+)-([\d.]+)", text)
+        one = re.match(r"\s*([\d.]+) GB/s", text)
+        if m and (len(vals) != int(m.group(1)) or min(vals) != float(m.group(2)) or max(vals) != float(m.group(3))):
+            return "DISAGREE", f"{len(vals)} figures {min(vals)}-{max(vals)} read; the fact says {text}"
+        if r and not m and (min(vals) != float(r.group(1)) or max(vals) != float(r.group(2))):
+            return "DISAGREE", f"figures {min(vals)}-{max(vals)} read; the fact says {text}"
+        if one and not m and not r and vals != [float(one.group(1))]:
+            return "DISAGREE", f"figures {vals} read; the fact says {text}"
+        sm = re.search(r"SUM ([\d.]+)", text)
+        if sm and t["sum"] != float(sm.group(1)):
+            return "DISAGREE", f"SUM {t['sum']} read; the fact says {sm.group(1)}"
+        if "SUM not shown" in text and t["sum"] is not None:
+            return "DISAGREE", f"SUM {t['sum']} read; the fact says it is not shown"
+        if not (m or r or one or sm):
+            return "unchecked", "no figure in the fact"
+        return "agree", f"{test}: {len(vals)} figures {min(vals)}-{max(vals)} GB/s, SUM {t['sum']}"
+    return rule
+
+
+NVB_RULES: Dict[str, Callable[..., Result]] = {
+    name: r_nvb(name) for name in ("device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce",
+                                   "host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
+                                   "host_to_device_bidirectional_memcpy_ce", "device_to_host_bidirectional_memcpy_ce")}
+
+
 MLPERF_RULES: Dict[str, Callable[..., Result]] = {
     "scenario": r_ml_field("scenario", numeric=False), "sut_name": r_ml_field("sut_name", numeric=False),
     "result": r_ml_result, "result_validity": r_ml_result,
@@ -999,7 +1033,8 @@ def judge(entry: Dict[str, Any], run: Run) -> List[Tuple[str, str, str]]:
                 st, why = "DISAGREE", f"rule failed: {type(exc).__name__}: {exc}"
             rows.append((key, st, why))
     facts = entry.get("facts") or {}
-    table = MLPERF_RULES if str(entry.get("file", "")).startswith("mlperf/") else RULES
+    name = str(entry.get("file", ""))
+    table = MLPERF_RULES if name.startswith("mlperf/") else dict(RULES, **NVB_RULES) if "nvbandwidth" in name else RULES
     for key, value in (facts.items() if isinstance(facts, dict) else []):
         rule = table.get(key)
         if rule is None:

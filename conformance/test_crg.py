@@ -1,9 +1,10 @@
 """The compute-ready graph of document B §2.5: CRG-NODE (GEMM TFLOPS per device), CRG-EDGE (copy bandwidth of
-every device pair), CRG-SYNC (all-reduce bus bandwidth), CRG-JITTER (node latency jitter against the timer)."""
+every device pair; on submitted evidence, a submitted nvbandwidth text's), CRG-SYNC (all-reduce bus bandwidth),
+CRG-JITTER (node latency jitter against the timer)."""
 
 import pytest
 
-from pytest_sits.checks.crg import check_edge, check_jitter, check_node, check_sync
+from pytest_sits.checks.crg import check_edge, check_edge_nvbandwidth, check_jitter, check_node, check_sync
 from pytest_sits.conditions.inventory import accelerators_absent
 
 
@@ -16,6 +17,9 @@ def test_node_gemm(sits_device, sits_thresholds, sits_trials, sits_crg, sits_rec
 @pytest.mark.sits_requirement("CRG-EDGE")
 def test_edge_bandwidth(sits_accelerators, sits_inventory, sits_expected, sits_thresholds, sits_trials, sits_crg,
                         sits_record):
+    submitted = sits_crg.submitted_edges(sits_expected["count"])  # a submitted nvbandwidth text
+    if submitted is not None:
+        return sits_record(*[check_edge_nvbandwidth(ev, sits_thresholds, subject) for ev, subject in submitted])
     absent = accelerators_absent(sits_expected, sits_inventory)
     sits_record(*[check_edge(ev, sits_thresholds, subject)
                   for ev, subject in sits_crg.edges(sits_accelerators, sits_thresholds, absent, sits_trials)])

@@ -716,7 +716,21 @@ def mlperf(req, server=None, with_offline=True, with_power=True, **over):
 #: SVC-SLA's workload with output lengths covering the sample runs' requests (100 tokens on average).
 MLPERF_WL = {"samples": 1000, "prompt_tokens": [16, 128], "output_tokens": [1, 512]}
 
+def nvb_edge(fwd, rev):
+    """One GPU pair of a submitted nvbandwidth text, as conditions/crg.py submitted_edges() gives it."""
+    ev = {"source": "nvbandwidth", "file": "nvbandwidth.txt", "test": "device_to_device_memcpy_read_ce",
+          "label": "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)", "line": 20, "version": "v0.4",
+          "pair": ["0000:18:00.0", "0000:2a:00.0"], "indices": [0, 1], "forward_gbps": fwd, "reverse_gbps": rev,
+          "match_rule": "its CUDA index in bus order (the counts agree)", "cut": False}
+    return ev, dict(resolve("h100").check_thresholds("CRG-EDGE")), "0000:18:00.0<->0000:2a:00.0"
+
+
 MLPERF_SAMPLES = {
+    "CRG-EDGE/nvbandwidth": [
+        ("nvlink4-pair", lambda: nvb_edge(370.9, 371.7), PASS),
+        ("one-direction-over-pcie", lambda: nvb_edge(370.9, 22.1), FAIL),
+        ("cut", lambda: nvb_edge(370.9, None), INCONCLUSIVE),
+    ],
     "SVC-SLA/mlperf": [
         ("within", lambda: mlperf("SVC-SLA", p99_ms=2000, min_rps=40, workload=MLPERF_WL), PASS),
         ("b-targets", lambda: mlperf("SVC-SLA", workload=MLPERF_WL), FAIL),

@@ -39,7 +39,7 @@ declare(
               apart="peer copies share the devices' links and switches: one pair at a time, or each pair would "
                     "measure a share"),
     trials=Trials("one copy each way of a pair", initial=7, step=7, cap=21, minimum=3),
-    platforms=("live", "sim"), faults=("crg-slow",))
+    platforms=("live", "sim", "evidence"), faults=("crg-slow",))
 
 declare(
     "CRG-SYNC", "Cross-GPU memory synchronisation throughput (all-reduce bus bandwidth)", "B §2.5",

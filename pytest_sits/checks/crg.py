@@ -288,3 +288,33 @@ def check_sync(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding)
     if d["outcome"] == PASS_:
         return f(PASS, text)
     return f(INCONCLUSIVE, f"{text}; {undecided_text(d, _g, 'all-reduces')}")
+
+
+@check("CRG-EDGE/nvbandwidth", requirement="CRG-EDGE", version=1, default_subject="accelerators")
+def check_edge_nvbandwidth(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
+    """One device pair of a submitted ``nvbandwidth`` text: each direction's figure as nvbandwidth printed it
+    (its mean over its own iterations; the text gives no spread, so the figure is taken as exact) against
+    ``min_gbps``: PASS when both directions reach it, FAIL when one is below, INCONCLUSIVE when a direction is not
+    in the text (cut, or N/A)."""
+    floor = thresholds["min_gbps"]
+    fwd, rev = evidence.get("forward_gbps"), evidence.get("reverse_gbps")
+    a, b = evidence["pair"]
+    where = f"{evidence['file']} line {evidence['line']} ({evidence['test']}, nvbandwidth {evidence.get('version') or '?'})"
+    f.set(threshold=f">= {floor:g} GB/s" if floor is not None else "no floor in the profile", unit="GB/s",
+          evidence=evidence, method=f"nvbandwidth's figure of each direction ({where}); one figure each, no interval"
+                                    + (f"; devices matched by {evidence['match_rule']}" if evidence.get("match_rule")
+                                       else "; devices named by their CUDA index (no text gives their PCI address)"))
+    if fwd is None or rev is None:
+        return f(INCONCLUSIVE, f"{a}->{b} {fwd} GB/s, {b}->{a} {rev} GB/s: a direction is not in the text ({where})",
+                 measured=fwd if rev is None else rev)
+    low = min(fwd, rev)
+    f.set(measured=low)
+    text = f"{a}->{b} {fwd:g} GB/s, {b}->{a} {rev:g} GB/s ({where})"
+    if floor is None:
+        return f(WARN, f"{text}; the profile sets no floor")
+    if low < float(floor):
+        return f(FAIL, f"{text}: {'forward' if fwd < rev else 'reverse'} is below {float(floor):g} GB/s",
+                 remediation="check `nvidia-smi topo -m` and `nvidia-smi nvlink --status` (inactive links, a pair "
+                             "routed over PCIe), that peer access is enabled (IOMMU/ACS), and LINK-NVLINK-MESH")
+    return f(PASS, text)
+

@@ -543,12 +543,53 @@ def _latencies(acc: Optional[Dict[str, Any]], n: int, f: Any) -> Tuple[Any, Any,
     return lat, f"a 1024-element add on {device} with synchronize (torch)", acc["bdf"]
 
 
+#: nvbandwidth's device-to-device test cases CRG-EDGE is judged on, in order of preference (copy engine first: what
+#: a peer copy uses).
+NVBANDWIDTH_EDGE_TESTS = ("device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce",
+                          "device_to_device_memcpy_read_sm", "device_to_device_memcpy_write_sm")
+
+
+def submitted_edges(inventory: Dict[str, Any], expected_count: int) -> Optional[List[Tuple[Dict[str, Any], str]]]:
+    """CRG-EDGE evidence of a submitted ``nvbandwidth`` text: (evidence, subject) for each device pair of its
+    first device-to-device test case (both directions, as printed); None where no such text was submitted."""
+    runs = (inventory.get("submitted") or {}).get("nvbandwidth") or []
+    for nb in runs:
+        name = next((t for t in NVBANDWIDTH_EDGE_TESTS if (nb["tests"].get(t) or {}).get("matrix")), None)
+        if name is None:
+            continue
+        if not expected_count:
+            return [({"absent": f"the profile expects no accelerator: the devices of {nb['file']} are not judged "
+                                "against it (give the profile of these GPUs)"}, "accelerators")]
+        t = nb["tests"][name]
+        m = t["matrix"]
+        idx = sorted({int(k) for k in m} | {int(c) for row in m.values() for c in row})
+        key = {i: nb["index_to_key"].get(str(i), f"GPU{i}") for i in idx}
+        out = []
+        for x, i in enumerate(idx):
+            for j in idx[x + 1:]:
+                fwd, rev = (m.get(i) or {}).get(j), (m.get(j) or {}).get(i)
+                ev = {"source": "nvbandwidth", "file": nb["file"], "test": name, "label": t.get("label"),
+                      "line": t["line"], "version": nb.get("version"), "pair": [key[i], key[j]],
+                      "indices": [i, j], "forward_gbps": fwd, "reverse_gbps": rev, "match_rule": nb.get("match_rule"),
+                      "cut": bool(nb.get("cuts"))}
+                out.append((ev, f"{key[i]}<->{key[j]}"))
+        return out or [({"unavailable": f"{nb['file']}: the {name} matrix holds fewer than 2 devices"},
+                        "accelerators")]
+    return None
+
+
 class Crg:
     """The compute-ready graph's acquire functions on the platform's machine (a snapshot has none to measure;
     the simulated platform brings its own figures)."""
 
     def __init__(self, platform: Any):
         self.platform = platform
+
+    def submitted_edges(self, expected_count: int) -> Optional[List[Tuple[Dict[str, Any], str]]]:
+        """CRG-EDGE evidence of a submitted nvbandwidth text (evidence platform), else None."""
+        if getattr(self.platform, "kind", None) != "evidence":
+            return None
+        return submitted_edges(self.platform.inventory(), expected_count)
 
     def _absent(self) -> Optional[str]:
         why = self.platform.host_measurement_reason()
