@@ -939,6 +939,59 @@ def r_nvb(test: str) -> Callable[..., Result]:
     return rule
 
 
+def _dcgmi(run: Run) -> Optional[Dict[str, Any]]:
+    runs = run.sub.get("dcgmi") or []
+    return runs[0] if runs else None
+
+
+def r_dcgm_version(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    d = _dcgmi(run)
+    return ("agree", f"DCGM {d['version']}") if d and d.get("version") == text.strip() else (
+        "DISAGREE", f"DCGM version read {d.get('version') if d else None!r}; the fact says {text!r}")
+
+
+def r_dcgm_ids(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    want = sorted(f"10de:{x.strip().lower()}" for x in text.split(","))
+    got = sorted(str(a.get("pci_id")) for a in run.accs)
+    return ("agree", f"{len(got)} × {got[0]}") if got == want else ("DISAGREE", f"PCI IDs read {got}; the fact says {want}")
+
+
+def r_dcgm_gpu_fail(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    """'GPU 3 FAIL ...' / 'Fail - GPU: 0 ... GPU 0 FAIL': that GPU fails a health requirement, no other GPU does."""
+    m = re.search(r"GPU:? (\d+)\)?\s*(?:FAIL|'?\s*<--\s*GPU \d+ FAIL)", text) or re.search(r"GPU (\d+) FAIL", text)
+    if m is None:
+        return "unchecked", "no failing GPU in the fact"
+    key = f"GPU{m.group(1)}"
+    health = [v for v in run.verdicts if v["requirement"] in ("DEP-ECC", "DEP-ROWREMAP", "DEP-PERSIST")]
+    bad = sorted({v["subject"] for v in health if v["status"] == "FAIL"})
+    if bad != [key]:
+        return "DISAGREE", f"health FAILs on {bad}; the fact says {key}"
+    return "agree", f"{key} FAILs ({', '.join(sorted({v['requirement'] for v in health if v['status'] == 'FAIL'}))})"
+
+
+def r_dcgm_not_pass(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    """Tests DCGM skipped (or a memory test that passed) never make DEP-ECC pass."""
+    vs = run.of("DEP-ECC")
+    if any(v["status"] == "PASS" for v in vs):
+        return "DISAGREE", "DEP-ECC passes on DCGM's skipped or passed memory test"
+    return "agree", f"DEP-ECC: {statuses(vs)} (not a pass)"
+
+
+def r_dcgm_deployment(text: str, run: Run, entry: Dict[str, Any]) -> Result:
+    if not text.strip().endswith("Pass") and "Pass (no gpu_ids)" not in text:
+        return "unchecked", "the fact names other results"
+    vs = run.of("DEP-PERSIST") + run.of("DEP-ROWREMAP")
+    if not vs or any(v["status"] != "PASS" for v in vs):
+        return "DISAGREE", f"DEP-PERSIST / DEP-ROWREMAP: {statuses(vs)}; DCGM's deployment checks passed"
+    return "agree", f"DEP-PERSIST / DEP-ROWREMAP: {statuses(vs)}"
+
+
+DCGMI_RULES: Dict[str, Callable[..., Result]] = {
+    "dcgm_version": r_dcgm_version, "gpu_device_ids": r_dcgm_ids, "gpu": r_dcgm_gpu_fail, "gpu_memory": r_dcgm_gpu_fail,
+    "integration_hardware_stress": r_dcgm_not_pass, "hardware": r_dcgm_not_pass, "deployment": r_dcgm_deployment,
+}
+
+
 NVB_RULES: Dict[str, Callable[..., Result]] = {
     name: r_nvb(name) for name in ("device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce",
                                    "host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
@@ -1034,7 +1087,8 @@ def judge(entry: Dict[str, Any], run: Run) -> List[Tuple[str, str, str]]:
             rows.append((key, st, why))
     facts = entry.get("facts") or {}
     name = str(entry.get("file", ""))
-    table = MLPERF_RULES if name.startswith("mlperf/") else dict(RULES, **NVB_RULES) if "nvbandwidth" in name else RULES
+    table = (MLPERF_RULES if name.startswith("mlperf/") else dict(RULES, **NVB_RULES) if "nvbandwidth" in name
+             else dict(RULES, **DCGMI_RULES) if "dcgmi" in name else RULES)
     for key, value in (facts.items() if isinstance(facts, dict) else []):
         rule = table.get(key)
         if rule is None:

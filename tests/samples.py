@@ -725,7 +725,32 @@ def nvb_edge(fwd, rev):
     return ev, dict(resolve("h100").check_thresholds("CRG-EDGE")), "0000:18:00.0<->0000:2a:00.0"
 
 
+def dcgmi(tests=(), messages=(), gpu=0):
+    """One GPU's results of a submitted dcgmi diag, as conditions/health.py submitted_dcgmi() gives them."""
+    return {"source": "dcgmi diag", "file": "dcgmi.txt", "version": "3.3.9", "gpu": gpu, "device": f"GPU{gpu}",
+            "tests": [{"name": n, "line": 10 + i, "category": c, "status": [st]} for i, (n, c, st) in enumerate(tests)],
+            "messages": [{"text": t, "line": 30, "kind": k, "gpu": gpu} for t, k in messages],
+            "match_rule": None, "cut": False}
+
+
 MLPERF_SAMPLES = {
+    "DEP-PERSIST/dcgmi": [
+        ("pass", lambda: (dcgmi([("Persistence Mode", "Deployment", "pass")]), th("DEP-PERSIST"), "GPU0"), PASS),
+        ("fail", lambda: (dcgmi([("Persistence Mode", "Deployment", "fail")]), th("DEP-PERSIST"), "GPU0"), FAIL),
+    ],
+    "DEP-ROWREMAP/dcgmi": [
+        ("pass", lambda: (dcgmi([("Page Retirement/Row Remap", "Deployment", "pass")]), th("DEP-ROWREMAP"), "GPU3"),
+         PASS),
+        ("error-pending", lambda: (dcgmi(messages=[("GPU 3 has uncorrectable memory errors and row remappings are "
+                                                    "pending", "errors")], gpu=3), th("DEP-ROWREMAP"), "GPU3"), FAIL),
+        ("pass-with-limits", lambda: (dcgmi([("Page Retirement/Row Remap", "Deployment", "pass")]),
+                                      th("DEP-ROWREMAP", max_uncorrectable_remaps=0), "GPU0"), INCONCLUSIVE),
+    ],
+    "DEP-ECC/dcgmi": [
+        ("memory-fail", lambda: (dcgmi([("GPU Memory", "Hardware", "fail")]), th("DEP-ECC"), "GPU0"), FAIL),
+        ("memory-pass", lambda: (dcgmi([("GPU Memory", "Hardware", "pass")]), th("DEP-ECC"), "GPU0"), INCONCLUSIVE),
+        ("memory-skip", lambda: (dcgmi([("GPU Memory", "Hardware", "skip")]), th("DEP-ECC"), "GPU0"), INCONCLUSIVE),
+    ],
     "CRG-EDGE/nvbandwidth": [
         ("nvlink4-pair", lambda: nvb_edge(370.9, 371.7), PASS),
         ("one-direction-over-pcie", lambda: nvb_edge(370.9, 22.1), FAIL),
@@ -776,6 +801,8 @@ SAMPLES = {
         ("535", lambda: driver({"nvml": NVML_OLD}), FAIL),
         ("unreadable", lambda: driver({"nvml": {"available": False, "reason": "x"}}), INCONCLUSIVE),
         ("no-nvidia", lambda: driver({"absent": "no NVIDIA device: the NVIDIA driver floor does not apply"}), SKIP),
+        ("cuda-not-in-evidence", lambda: driver({"nvml": dict(NVML_OK, cuda_driver_version=None)}), INCONCLUSIVE),
+        ("old-driver-cuda-unknown", lambda: driver({"nvml": dict(NVML_OLD, cuda_driver_version=None)}), FAIL),
     ],
     "TOPO-PCIE-DIRECT": [
         ("lspci-direct", lambda: lspci_path("0000:01:00.0"), PASS),
@@ -1002,6 +1029,11 @@ LEGACY_SAMPLES = {
         ("too-few-queries", lambda: sla(early_stopping={"estimate_s": None, "queries": 50, "queries_needed": 600}),
          INCONCLUSIVE),
     ],
+    ("DEP-DRIVER", 1): [
+        ("560", lambda: driver({"nvml": NVML_OK}), PASS),
+        ("535", lambda: driver({"nvml": NVML_OLD}), FAIL),
+        ("cuda-not-in-evidence", lambda: driver({"nvml": dict(NVML_OK, cuda_driver_version=None)}), FAIL),
+    ],
     ("TOPO-PCIE-LINK", 1): [
         ("sim-full-link", lambda: sim_link("sim:h100", True, PASS), PASS),
         ("sim-degraded", lambda: sim_link("sim:h100+link-degraded", True, FAIL), FAIL),
@@ -1035,6 +1067,8 @@ LEGACY_SAMPLES = {
 
 #: Checks whose best decision on good evidence is not PASS, and why; their good sample decides that status instead.
 NO_PASS = {
+    "DEP-ECC/dcgmi": (INCONCLUSIVE, "DCGM's memory test reads no ECC mode nor error count: a pass of it is not "
+                                    "DEP-ECC's, a fail of it is"),
     "PLP-PPL/mlperf": (INCONCLUSIVE, "PLP-PPL asks ρ over sliding 10 ms windows and LoadGen's logs give whole-run "
                                      "rates: on them the check can show a Server run above the system's maximum "
                                      "(FAIL), never that no 10 ms window was"),

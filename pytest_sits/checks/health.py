@@ -516,3 +516,75 @@ def check_nvlink_errors(evidence: Dict[str, Any], thresholds: Dict[str, Any], f:
         return f(INCONCLUSIVE, f"{', '.join(unread)} counters not readable on this device ({why})")
     return f(PASS, f"{len(new)} active link(s): no judged counter grew "
              f"(new: {', '.join(f'{n} {v}' for n, v in totals.items())})")
+
+
+# --------------------------------------------------------------------------
+# A submitted ``dcgmi diag`` (conditions/health.py submitted_dcgmi): DCGM's own result of the diagnostic that reads
+# the requirement's subject, for one GPU.  A Fail (or an Error message naming the GPU) is a FAIL; a Skip is not a
+# pass; a Pass decides only where DCGM checks what the requirement asks.
+
+def _dcgmi(ev: Dict[str, Any], f: Finding, pass_means: Optional[str], why_not: str, fix: str) -> Verdict:
+    where = f"{ev['file']} (dcgmi diag{' ' + ev['version'] if ev.get('version') else ''}, GPU {ev['gpu']})"
+    shown = "; ".join(f"{t['name']}: {'/'.join(t['status'])} (line {t['line']})" for t in ev["tests"])
+    msgs = [m for m in ev["messages"] if m["kind"] == "errors"]
+    warns = [m for m in ev["messages"] if m["kind"] == "warnings"]
+    f.set(evidence=ev, method="DCGM's own diagnostic result for the GPU, as dcgmi diag printed it"
+                              + (f"; GPU matched by {ev['match_rule']}" if ev.get("match_rule") else ""))
+    statuses = {s for t in ev["tests"] for s in t["status"]}
+    if msgs or "fail" in statuses:
+        text = "; ".join([f"{m['text']} (line {m['line']})" for m in msgs] + ([shown] if shown else []))
+        return f(FAIL, f"DCGM reports {text} — {where}", measured="fail", remediation=fix)
+    if "warn" in statuses or warns:
+        return f(INCONCLUSIVE, f"DCGM warns: {'; '.join(m['text'] for m in warns) or shown} — {where}",
+                 measured="warn")
+    if statuses and statuses <= {"skip"}:
+        return f(INCONCLUSIVE, f"DCGM skipped it ({shown}): a skip is not a pass — {where}", measured="skip")
+    if "pass" in statuses:
+        if pass_means is None:
+            return f(INCONCLUSIVE, f"DCGM's {shown} — {where}; {why_not}", measured="pass")
+        return f(PASS, f"{pass_means} ({shown}) — {where}", measured="pass")
+    return f(INCONCLUSIVE, f"no result of DCGM for this GPU ({shown or 'none'}) — {where}")
+
+
+@check("DEP-PERSIST/dcgmi", requirement="DEP-PERSIST", version=1)
+def check_persistence_dcgmi(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
+    """DCGM's "Persistence Mode" check passes when persistence mode is enabled: a PASS where the profile expects it
+    enabled, a FAIL where it expects it disabled; a Fail is a FAIL where the profile expects it enabled."""
+    want = bool(thresholds["expected"])
+    f.set(threshold="enabled" if want else "disabled")
+    if not want:
+        statuses = {s for t in evidence["tests"] for s in t["status"]}
+        if "pass" in statuses and "fail" not in statuses:
+            return f(FAIL, f"DCGM's Persistence Mode check passed (persistence enabled) on {evidence['file']}; the "
+                     "profile expects it disabled", evidence=evidence, measured="enabled",
+                     remediation=f"stop nvidia-persistenced, or set {f.requirement} expected: true in the profile")
+        return f(INCONCLUSIVE, "DCGM's Persistence Mode check did not pass: the profile expects it disabled, and "
+                 "DCGM fails it for other reasons too", evidence=evidence)
+    return _dcgmi(evidence, f, "persistence mode enabled", "",
+                  "run the persistence daemon: `systemctl enable --now nvidia-persistenced`")
+
+
+@check("DEP-ROWREMAP/dcgmi", requirement="DEP-ROWREMAP", version=1)
+def check_rowremap_dcgmi(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
+    """DCGM's "Page Retirement/Row Remap" check (pending remaps or retirements, remap failures) and its Error
+    messages naming them: a FAIL on either; a Pass is a PASS only where the profile sets no count limit (DCGM's
+    result gives no counts)."""
+    limits = [k for k in ("max_uncorrectable_remaps", "max_correctable_remaps", "max_retired_pages")
+              if thresholds.get(k) is not None]
+    f.set(threshold="no pending remap or retirement, no remap failure" + (f"; {', '.join(limits)}" if limits else ""))
+    return _dcgmi(evidence, f, None if limits else "no pending row remap or page retirement, no remap failure",
+                  f"DCGM's result gives no counts to hold against the profile's {', '.join(limits)}",
+                  "reset the GPU (`nvidia-smi -r`, or reboot) so that the pending remap/retirement takes effect; "
+                  "drain the node and RMA the GPU if a remap failed")
+
+
+@check("DEP-ECC/dcgmi", requirement="DEP-ECC", version=1)
+def check_ecc_dcgmi(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
+    """DCGM's memory test ("GPU Memory", "Memtest") and Error messages naming uncorrectable memory errors: a FAIL
+    on either; a Pass never passes DEP-ECC (the ECC mode and counts are not in DCGM's result)."""
+    f.set(threshold="ECC enabled, error counts within the profile's limits")
+    return _dcgmi(evidence, f, None, "the ECC mode and error counts are not in DCGM's result (submit "
+                                     "`nvidia-smi -q -d ECC`)",
+                  "drain the node; read `nvidia-smi -q -d ECC,ROW_REMAPPER` and RMA the GPU if uncorrectable errors "
+                  "recur")
+

@@ -239,26 +239,35 @@ def _version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
     return tuple(int(n) for n in nums) if nums else None
 
 
-@check("DEP-DRIVER", default_subject="driver")
+@check("DEP-DRIVER", version=2, default_subject="driver")
 def check_driver(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
-    """DEP-DRIVER: NVIDIA driver and CUDA driver API at or above the floor.  evidence: ``nvml`` (facts)."""
+    """DEP-DRIVER: NVIDIA driver and CUDA driver API at or above the floor.  evidence: ``nvml`` (facts).  A version
+    the evidence does not give (a dcgmi diag names no CUDA version) leaves the verdict INCONCLUSIVE unless the
+    other is below its floor (version 1 failed it)."""
     nvml = evidence["nvml"]
     min_drv, min_cuda = thresholds["min_nvidia_driver"], thresholds["min_cuda"]
     threshold = f"driver >= {min_drv}, CUDA >= {min_cuda}"
     f.set(threshold=threshold, evidence={k: nvml.get(k) for k in ("available", "reason", "driver_version",
-                                                                  "cuda_driver_version")})
+                                                                  "cuda_driver_version", "source")})
     if not nvml.get("available"):
         return f(INCONCLUSIVE, f"NVIDIA devices present but the driver version cannot be read: {nvml.get('reason')}")
     drv, cuda = nvml.get("driver_version"), nvml.get("cuda_driver_version")
     measured = f"driver {drv}, CUDA {cuda}"
-    low = []
+    low, unknown = [], []
     # The floors are version texts (the profile's schema): compared as the tuples of their numbers.
     have_drv, have_cuda = _version_tuple(drv), _version_tuple(cuda)
-    if have_drv is None or (min_drv and have_drv < cast(Tuple[int, ...], _version_tuple(min_drv))):
+    if have_drv is None:
+        unknown.append("the driver version")
+    elif min_drv and have_drv < cast(Tuple[int, ...], _version_tuple(min_drv)):
         low.append(f"driver {drv} < {min_drv}")
-    if have_cuda is None or (min_cuda and have_cuda < cast(Tuple[int, ...], _version_tuple(min_cuda))):
+    if have_cuda is None:
+        unknown.append("the CUDA driver API version")
+    elif min_cuda and have_cuda < cast(Tuple[int, ...], _version_tuple(min_cuda)):
         low.append(f"CUDA {cuda} < {min_cuda}")
     if low:
         return f(FAIL, "; ".join(low), measured=measured,
                  remediation=f"install NVIDIA driver {min_drv} or newer (it carries the CUDA {min_cuda} driver API)")
+    if unknown:
+        return f(INCONCLUSIVE, f"{measured}: {' and '.join(unknown)} not in the evidence"
+                 + (f" ({nvml['source']})" if nvml.get("source") else ""), measured=measured)
     return f(PASS, f"{measured} meets the floor", measured=measured)

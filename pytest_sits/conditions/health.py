@@ -13,6 +13,8 @@ loading one device twice) and serves DEP-THROTTLE, DEP-PCIE-ERRORS and DEP-XID.
 
 from __future__ import annotations
 
+import re
+
 import threading
 import time
 from contextlib import contextmanager, nullcontext
@@ -631,4 +633,49 @@ def submitted_window(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str
     return {"device": acc["bdf"], "submitted": True, "throttle": submitted_throttle(inventory, acc),
             "pcie_errors": submitted_pcie_errors(inventory, acc), "xid": submitted_xid(inventory, acc),
             "nvlink_errors": submitted_nvlink_errors(inventory, acc)}
+
+
+#: The DCGM diagnostics (``dcgmi diag``) each requirement reads, and the Error/Warning messages that speak of it.
+DCGMI_TESTS = {
+    "DEP-PERSIST": (("Persistence Mode",), None),
+    "DEP-ROWREMAP": (("Page Retirement/Row Remap",), re.compile(r"remap|retire", re.I)),
+    "DEP-ECC": (("GPU Memory", "Memtest"), re.compile(r"uncorrectable|\bECC\b|memory error", re.I)),
+}
+
+
+def submitted_dcgmi(inventory: Dict[str, Any], acc: Dict[str, Any], req: str) -> Optional[Dict[str, Any]]:
+    """The results of a submitted ``dcgmi diag`` for ``acc`` and ``req`` (its tests' results for the GPU, the
+    Error and Warning messages naming it), where no ``nvidia-smi -q`` text gives the device's own facts; None
+    where there is no such text or nothing in it for ``req``."""
+    runs = (submitted(inventory) or {}).get("dcgmi") or []
+    if not runs or acc.get("management"):
+        return None
+    names, rx = DCGMI_TESTS[req]
+    for d in runs:
+        ids = [int(i) for i, k in d["index_to_key"].items() if k == acc["bdf"]]
+        if not ids:
+            continue
+        gpu = ids[0]
+        tests = [{"name": t["name"], "line": t["line"], "category": t.get("category"),
+                  "status": [r["status"] for r in t["results"] if r["gpus"] is None or gpu in r["gpus"]]}
+                 for t in d["tests"] if t["name"] in names]
+        tests = [t for t in tests if t["status"]]
+        msgs = [dict(m, kind=kind) for kind in ("errors", "warnings") for m in d[kind]
+                if rx is not None and rx.search(m["text"]) and m.get("gpu") in (gpu, None)]
+        if not tests and not msgs:
+            continue
+        return {"source": "dcgmi diag", "file": d["file"], "version": d.get("version"), "gpu": gpu,
+                "device": acc["bdf"], "tests": tests, "messages": msgs, "match_rule": d.get("match_rule"),
+                "cut": bool(d.get("cuts"))}
+    return None
+
+
+def dcgmi_verdict(inventory: Dict[str, Any], acc: Dict[str, Any], check: Any, thresholds: Dict[str, Any]) -> Any:
+    """The verdict of ``check`` (one of the ``.../dcgmi`` checks of :mod:`pytest_sits.checks.health`) on a
+    submitted dcgmi diag's result for ``acc``; None where :func:`submitted_dcgmi` has none."""
+    from ..checks import REGISTRY
+
+    req = next(c.requirement for c in REGISTRY.values() if c.fn is check)
+    ev = submitted_dcgmi(inventory, acc, req)
+    return None if ev is None else check(ev, thresholds, acc["bdf"])
 

@@ -96,7 +96,7 @@ class EvidencePlatform(RecordedPlatform):
             raise EvidenceError(f"{where}: no submitted file could be read" + (":\n  " + "\n  ".join(lines[:40])
                                                                              if lines else " (the folder is empty)")
                                 + "\nfix: submit the unedited output of nvidia-smi -q (or -q -x), nvidia-smi topo "
-                                  "-m, nvidia-smi nvlink -e / -s, nvbandwidth, lspci -tv / -vv / -PP, rocm-smi, amd-smi, the "
+                                  "-m, nvidia-smi nvlink -e / -s, nvbandwidth, dcgmi diag, lspci -tv / -vv / -PP, rocm-smi, amd-smi, the "
                                   "kernel log, or an MLPerf Inference submission's LoadGen logs, systems JSON and "
                                   "spl.txt")
         kinds: Dict[str, int] = {}
@@ -276,6 +276,7 @@ def build(evidence: Dict[str, Any], label: str, under_load: bool,
             "links": machine.links, "mesh": machine.mesh, "mesh_file": machine.mesh_file,
             "declared": machine.declared, "complete": machine.complete, "kernel_log": machine.kernel_log,
             "mlperf": machine.scratch.get("mlperf_out"), "nvbandwidth": machine.scratch.get("nvbandwidth"),
+            "dcgmi": machine.scratch.get("dcgmi"),
             "under_load_declared": under_load, "unidentified": machine.unidentified, "notes": machine.notes,
             "numa_source": ("nvidia-smi topo -m / rocm-smi / amd-smi / lspci -vv NUMA fields" if machine.numa_cpus
                             else None),

@@ -50,7 +50,6 @@ OTHER_TOOLS: List[Tuple[str, re.Pattern[str]]] = [
     ("the nvidia-smi summary table (plain `nvidia-smi`; submit `nvidia-smi -q` instead)",
      re.compile(r"^\|\s*NVIDIA-SMI \d", re.M)),
     ("`nvidia-smi nvlink` output", re.compile(r"^\s*Link \d{1,2}: .*(?:GB/s|Inactive|<inactive>)", re.M)),
-    ("`dcgmi diag` output", re.compile(r"Diagnostic\s*\|\s*Result|dcgmi", re.I)),
     ("`lscpu` output", re.compile(r"^Architecture:\s+\S+.*\n(?:.*\n){0,4}\s*CPU op-mode", re.M)),
     ("`numactl -H` output", re.compile(r"^available: \d+ nodes?", re.M)),
     ("`dmidecode` output", re.compile(r"^# dmidecode|^SMBIOS \d", re.M)),
