@@ -69,6 +69,10 @@ class SimCrg:
                                       int(self.profile.hardware.get("pcie_width", 16))) * 0.8
         return g * (0.02 if self.slow else 1.0)
 
+    def submitted_edges(self, expected_count: int) -> None:
+        """A simulated machine has no submitted nvbandwidth text: its edges are simulated (:meth:`edges`)."""
+        return None
+
     def edges(self, accs: List[Dict[str, Any]], th: Dict[str, Any], absent: Optional[str] = None,
               plan: Optional[TrialPlan] = None) -> List[Tuple[Dict[str, Any], str]]:
         if absent:
