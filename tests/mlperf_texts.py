@@ -60,7 +60,8 @@ def _mllog(key: str, value: Any, error: bool = False) -> str:
 
 def detail(scenario: str = "Server", samples_per_s: float = 50.0, tokens_per_s: float = 5000.0,
            queries: int = 30_000, p99_ns: int = 900_000_000, tpot_p99_ns: int = 40_000_000,
-           begin: str = "01-02-2026 10:00:00.000", end: str = "01-02-2026 10:10:00.000") -> str:
+           begin: str = "01-02-2026 10:00:00.000", end: str = "01-02-2026 10:10:00.000", result: str = "VALID",
+           min_duration_met: str = "Yes") -> str:
     """A LoadGen ``mlperf_log_detail.txt`` (``:::MLLOG`` lines, one of them 200 KB long as the QSL set is)."""
     lines = [_mllog("loadgen_version", "5.1.0 @ 0123456789"), _mllog("test_datetime", "2026-01-02T10:00:00Z"),
              _mllog("sut_name", "TestSUT"), _mllog("effective_scenario", scenario),
@@ -68,8 +69,8 @@ def detail(scenario: str = "Server", samples_per_s: float = 50.0, tokens_per_s: 
              _mllog("effective_min_duration_ms", 600000), _mllog("effective_min_query_count", 100),
              _mllog("requested_server_ttft_latency", 2000000000), _mllog("requested_server_tpot_latency", 200000000),
              _mllog("loaded_qsl_set", list(range(40000))), _mllog("generated_query_count", queries),
-             _mllog("power_begin", begin), _mllog("power_end", end), _mllog("result_validity", "VALID"),
-             _mllog("result_perf_constraints_met", True), _mllog("result_min_duration_met", True),
+             _mllog("power_begin", begin), _mllog("power_end", end), _mllog("result_validity", result),
+             _mllog("result_perf_constraints_met", True), _mllog("result_min_duration_met", min_duration_met == "Yes"),
              _mllog("result_min_queries_met", True), _mllog("early_stopping_met", True),
              _mllog("result_query_count", queries), _mllog("result_overlatency_query_count", queries),
              _mllog("result_completed_samples_per_sec", samples_per_s),
@@ -111,7 +112,7 @@ def submission(root: Path, server: Optional[Dict[str, Any]] = None, offline: Opt
     base = root / "closed" / "Tests" / "results" / "SYS" / "llama2-70b-99"
     s = base / "Server" / "performance" / "run_1"
     s.mkdir(parents=True)
-    dkeys = ("samples_per_s", "tokens_per_s", "p99_ns", "tpot_p99_ns")
+    dkeys = ("samples_per_s", "tokens_per_s", "p99_ns", "tpot_p99_ns", "result", "min_duration_met")
     (s / "mlperf_log_summary.txt").write_text(summary("Server", **server))
     (s / "mlperf_log_detail.txt").write_text(detail("Server", **{k: v for k, v in server.items() if k in dkeys}))
     if with_power:

@@ -26,7 +26,12 @@ def boot_log(gpus=GPUS, aer="platform does not support [AER LTR DPC]", driver=Fa
     for i, bdf in enumerate(gpus):
         lines += [f"[    1.29{i}998] pci {bdf}: [10de:2321] type 00 class 0x030200 PCIe Endpoint",
                   f"[    1.29{i}999] pci {bdf}: BAR 0 [mem 0x68042000000-0x68042ffffff 64bit pref]"]
-    lines += ["[    9.100000] i40e 0000:21:00.0: NIC Link is Up, 10 Gbps Full Duplex"]
+    lines += ["[    9.100000] i40e 0000:21:00.0: NIC Link is Up, 10 Gbps Full Duplex",
+              "[    9.200000] EXT4-fs (sda3): mounted filesystem with ordered data mode",
+              "[    9.300000] systemd[1]: Detected architecture x86-64.",
+              "[    9.400000] systemd[1]: Hostname set to <node7>.",
+              "[    9.500000] audit: type=1400 audit(1700000000.000:2): apparmor=\"STATUS\"",
+              "[    9.600000] bond0: (slave eno1): Enslaving as a backup interface"]
     if driver:
         lines += ["[   12.000000] nvidia: loading out-of-tree module taints kernel.",
                   "[   12.400000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.133.20  Release Build"]
@@ -96,7 +101,9 @@ def test_with_the_driver_and_os_owned_aer_the_log_decides(tmp_path, capsys):
 def test_a_clean_log_in_each_print_format_is_read(prefix):
     body = ["Linux version 5.14.0-570.23.1.el9_6.x86_64 (mockbuild@build) #1 SMP",
             "pci 0000:e1:00.0: [10de:2321] type 00 class 0x030200 PCIe Endpoint",
-            "i40e 0000:21:00.0: NIC Link is Up, 10 Gbps Full Duplex", "EXT4-fs (sda3): mounted filesystem"]
+            "i40e 0000:21:00.0: NIC Link is Up, 10 Gbps Full Duplex", "EXT4-fs (sda3): mounted filesystem",
+            "systemd[1]: Detected architecture x86-64.", "systemd[1]: Hostname set to <node7>.",
+            "bond0: (slave eno1): Enslaving as a backup interface", "random: crng init done"]
     text = "\n".join(prefix(i) + ln for i, ln in enumerate(body)) + "\n"
     assert classify(text)[0] == "kernel-log"
     facts = parse_kernel_log(text)
@@ -107,3 +114,19 @@ def test_a_clean_log_in_each_print_format_is_read(prefix):
 def test_one_timestamped_line_in_prose_is_not_a_kernel_log():
     text = "2026-01-02T10:00:00,123456+00:00 the deploy started\nthen we looked at it\nand more\nand more\n"
     assert classify(text)[0] is None
+
+
+def test_a_log_cut_inside_the_enumeration_is_no_listing_and_only_the_last_boot_counts():
+    whole = boot_log()
+    cut = "\n".join(whole.splitlines()[:9]) + "\n"  # ends inside the PCI enumeration
+    assert parse_kernel_log(cut)["boot_enumeration"] is None
+    two = boot_log() + boot_log(gpus=GPUS[:1])  # a second boot that no longer enumerates the other GPU
+    facts = parse_kernel_log(two)
+    assert facts["boots"] == 2 and [d["bdf"] for d in facts["devices"]] == [GPUS[0]]
+
+
+def test_firmware_first_on_any_bridge_leaves_aer_undecided():
+    text = boot_log().replace("[    1.263004] acpi PNP0A08:00: _OSC: OS now controls [PCIeHotplug SHPCHotplug PME "
+                              "PCIeCapability]", "[    1.263004] acpi PNP0A08:01: _OSC: OS now controls [PCIeHotplug "
+                              "PME AER PCIeCapability]")
+    assert parse_kernel_log(text)["aer_firmware_first_line"] == 3

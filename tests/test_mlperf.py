@@ -247,3 +247,57 @@ def test_compliance_audit_runs_are_not_judged(tmp_path):
     (audit / "mlperf_log_summary.txt").write_text(summary(p99_ns=10))
     runs = runs_of(root, "SVC-SLA")
     assert [s for s, _ in runs] == ["MLPerf Server closed/Tests/results/SYS/llama2-70b-99/Server/performance/run_1"]
+
+
+def test_percentiles_out_of_order_decide_nothing(tmp_path):
+    text = summary().replace("99.90 percentile latency (ns)   : 945000000", "99.90 percentile latency (ns)   : 800000000")
+    assert "800000000" in text
+    (tmp_path / "s.txt").write_text(text)
+    [(subject, ev)] = runs_of(tmp_path, "SVC-SLA")
+    v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40, workload=wl()), subject)
+    assert v.status == INCONCLUSIVE and "out of order" in v.reason
+
+
+def test_failed_power_readings_are_dropped_and_a_cut_log_decides_nothing(tmp_path):
+    root = submission(tmp_path)
+    spl = root / "closed" / "Tests" / "results" / "SYS" / "llama2-70b-99" / "Server" / "performance" / "run_1" / "spl.txt"
+    lines = [ln for ln in spl.read_text().splitlines() if ln]
+
+    def fail(ln: str) -> str:
+        parts = ln.split(",")
+        parts[3] = "-1.000000"
+        return ",".join(parts)
+    failed = [fail(ln) if i % 3 == 0 else ln for i, ln in enumerate(lines)]
+    spl.write_text("\n".join(failed) + "\n")
+    [(subject, ev)] = runs_of(root, "PLP-POWER")
+    assert ev["power"]["dropped"] > 100 and ev["power"]["min_w"] > 0  # -1 W is a failed reading, not a figure
+    v = check_mlperf_power(ev, th("PLP-POWER", max_node_power_w=10_000, at_load_max=0.8), subject)
+    assert v.status == INCONCLUSIVE and "cover" in v.reason  # a third of the window's readings failed
+    spl.write_text("\n".join(lines[:300]) + "\n")  # cut 3 minutes into the 10-minute window
+    [(subject, ev)] = runs_of(root, "PLP-POWER")
+    v = check_mlperf_power(ev, th("PLP-POWER", max_node_power_w=10_000, at_load_max=0.8), subject)
+    assert v.status == INCONCLUSIVE and "cover" in v.reason
+
+
+def test_an_invalid_offline_run_gives_no_load(tmp_path):
+    root = submission(tmp_path, offline={"result": "INVALID", "min_duration_met": "No"})
+    [(subject, ev)] = runs_of(root, "PLP-LATENCY")
+    v = check_mlperf_latency(ev, th("PLP-LATENCY", max_latency_us=50_000), subject)
+    assert v.status == INCONCLUSIVE and "not VALID" in v.reason
+
+
+def test_a_power_submissions_ranging_run_is_not_judged(tmp_path):
+    root = submission(tmp_path)
+    run = root / "closed" / "Tests" / "results" / "SYS" / "llama2-70b-99" / "Server" / "performance"
+    (run / "ranging").mkdir()
+    for f in (run / "run_1").iterdir():
+        (run / "ranging" / f.name).write_bytes(f.read_bytes())
+    assert len(runs_of(root, "SVC-SLA")) == 1 and len(runs_of(root, "PLP-POWER")) == 1
+
+
+def test_a_summary_and_a_detail_log_of_different_runs_decide_nothing(tmp_path):
+    (tmp_path / "mlperf_log_summary.txt").write_text(summary())
+    (tmp_path / "mlperf_log_detail.txt").write_text(detail(samples_per_s=80.0))  # another run's rate
+    [(subject, ev)] = runs_of(tmp_path, "SVC-SLA")
+    v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40, workload=wl()), subject)
+    assert v.status == INCONCLUSIVE and "not one run's" in v.reason

@@ -99,3 +99,13 @@ def test_profile_init_refuses_what_it_cannot_write_one_profile_from(tmp_path, ca
     assert main(args) == 4
     err = capsys.readouterr().err
     assert says in err, err
+
+
+def test_the_profile_init_writes_is_taken_by_a_relative_path(tmp_path, capsys, monkeypatch):
+    d = a10_texts(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["profile", "init", f"--from={d}", "--out=a10.yaml"]) == 0
+    rc = main(["audit", str(d), "--profile=a10.yaml", "--json", str(tmp_path / "v.json")])
+    err = capsys.readouterr().err
+    assert rc in (0, 10, 11, 13), err
+    assert "unknown profile" not in err

@@ -616,6 +616,11 @@ def mlperf_p99(pcts: Dict[str, Any], n: Optional[int], scale: float) -> Dict[str
                            "estimate": p99 / scale if p99 is not None else None, "low": None, "high": None}
     if p99 is None or not n:
         return out
+    order = [float(pcts[q]) for q in ("97.00", "99.00", "99.90") if pcts.get(q) is not None]
+    if order != sorted(order):  # LoadGen prints them in order: a text that does not is not its own
+        out["why"] = (f"the printed percentiles are out of order (P97 {pcts.get('97.00')}, P99 {p99}, P99.9 "
+                      f"{pcts.get('99.90')} ns): not as LoadGen writes them")
+        return out
     b = _rank_bounds(n, 0.99, CONFIDENCE)
     lo_ok = b["lower"] is not None and b["lower"] / n >= 0.97 and pcts.get("97.00") is not None
     hi_ok = b["upper"] is not None and b["upper"] / n <= 0.999 and pcts.get("99.90") is not None
@@ -626,6 +631,17 @@ def mlperf_p99(pcts: Dict[str, Any], n: Optional[int], scale: float) -> Dict[str
 
 
 def _mlperf_load(ev: Dict[str, Any]) -> Tuple[Optional[float], str]:
+    rho, text = _mlperf_ratio(ev)
+    off = ev.get("offline") or {}
+    if rho is not None and off.get("result") != "VALID":
+        return None, (f"ρ unknown: the Offline run ({off.get('summary_file') or off.get('detail_file')}) is "
+                      f"{off.get('result') or 'of no stated result'}, not VALID: not the system's maximum")
+    if rho is not None and rho > 1 + RHO_TOLERANCE:
+        return None, f"ρ unknown: {text}, above 1: the Offline run is not the system's maximum (see PLP-PPL)"
+    return rho, text
+
+
+def _mlperf_ratio(ev: Dict[str, Any]) -> Tuple[Optional[float], str]:
     run, off = ev.get("run") or {}, ev.get("offline") or {}
     if not off or not off.get("tokens_per_s") or not run.get("tokens_per_s"):
         if off and off.get("samples_per_s") and run.get("samples_per_s"):
@@ -647,6 +663,8 @@ def _loadgen_state(run: Dict[str, Any]) -> Tuple[bool, str]:
     """Whether LoadGen's run is a measurement to decide on (VALID, or INVALID only for its own latency limits), and
     what LoadGen said."""
     said = f"LoadGen: {run.get('result') or 'no result line'}"
+    if run.get("conflicts"):
+        return False, f"{said}; its summary and detail log are not one run's ({'; '.join(run['conflicts'])})"
     unmet = [name for key, name in (("min_duration_met", "min duration"), ("min_queries_met", "min queries"),
                                     ("early_stopping_met", "early stopping")) if run.get(key) is False]
     if unmet:
@@ -820,7 +838,7 @@ def check_mlperf_ppl(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verd
     otherwise INCONCLUSIVE: the requirement asks ρ over sliding ``window_ms`` windows, which LoadGen's whole-run
     rates cannot give (the ratio is reported)."""
     want = float(th["window_ms"])
-    rho, rho_text = _mlperf_load(ev)
+    rho, rho_text = _mlperf_ratio(ev)
     run = ev["run"]
     f.set(threshold=f"ρ over sliding {want:g} ms windows, against the peak", evidence=dict(ev, rho=rho),
           measured=round(rho, 4) if rho is not None else None,
@@ -861,11 +879,18 @@ def check_mlperf_power(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Ve
                  f"{whole.get('n')} samples from {log.get('start')} to {log.get('end')}",
                  measured=whole.get("mean_w"), unit="W")
     blocks = pw.get("block_means_w") or []
-    stat = exact(pw.get("mean_w"))
-    if len(blocks) >= 2:  # the mean of every sample, its interval's half-width from the one-minute block means
-        by_blocks = mean_interval(blocks)
-        half = (by_blocks["high"] - by_blocks["low"]) / 2
-        stat = dict(by_blocks, estimate=pw["mean_w"], low=pw["mean_w"] - half, high=pw["mean_w"] + half)
+    window_s, n = pw.get("window_s"), int(pw.get("n") or 0)
+    if not n or len(blocks) < 2 or (window_s and n < 0.95 * window_s):
+        why = ("no valid sample of the log lies in the run's window" if not n else
+               f"{n} valid samples cover {n / window_s:.0%} of the {window_s:.0f} s window (the log is cut, or "
+               f"{pw.get('dropped', 0)} readings failed)" if window_s and n < 0.95 * window_s else
+               f"{len(blocks)} full one-minute block(s): too few for an interval of the mean")
+        return f(INCONCLUSIVE, f"node wall power not decided: {why} ({pw.get('file')}, {pw.get('begin')} .. "
+                 f"{pw.get('end')}; mean {pw.get('mean_w')} W of what there is)", measured=pw.get("mean_w"), unit="W")
+    # the mean of every sample, its interval's half-width from the one-minute block means
+    by_blocks = mean_interval(blocks)
+    half = (by_blocks["high"] - by_blocks["low"]) / 2
+    stat = dict(by_blocks, estimate=pw["mean_w"], low=pw["mean_w"] - half, high=pw["mean_w"] + half)
     rho, rho_text = _mlperf_load(ev)
     ok, said = _loadgen_state(run)
     toks = run.get("tokens_per_s")

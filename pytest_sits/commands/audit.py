@@ -191,6 +191,8 @@ def audit(spec: str, args: argparse.Namespace) -> int:
     from ..files import atomic_write
 
     if args.profile:
+        if os.path.isfile(args.profile):  # the suite runs in a folder of its own: a path given here is made absolute
+            args.profile = os.path.abspath(args.profile)
         try:
             profiles.resolve(args.profile)
         except profiles.ProfileError as exc:  # the whole message, with its fix, before anything runs

@@ -320,8 +320,8 @@ class SitsRun:
                     raise SitsUsageError(
                         f"the {'texts show' if platform.kind == 'evidence' else 'machine has'} "
                         f"{'; '.join(unknown)}, and no bundled profile is for that model (they would be judged "
-                        "against the host profile, which expects no accelerator); fix: --sits-profile=FILE with a "
-                        "profile for it that extends base"
+                        "against the host profile, which expects no accelerator); fix: --sits-profile=FILE (`sits audit "
+                        "--profile=FILE`) with a profile for it that extends base"
                         + (f" (`sits profile init --from={texts}` writes one from these texts)"
                            if platform.kind == "evidence" and texts else
                            " (`sits profile init --from=FILE` writes one from this machine's `nvidia-smi -q`, "

@@ -24,7 +24,7 @@ RUN_FIELDS = ("id", "scenario", "mode", "sut_name", "result", "perf_constraints_
               "tokens_per_s", "scheduled_samples_per_s", "target_qps", "samples_per_query", "query_count",
               "min_duration_ms", "min_query_count", "ttft_limit_ns", "tpot_limit_ns", "latency", "ttft", "tpot",
               "errors", "warnings", "loadgen_version", "test_datetime", "power_begin", "power_end", "summary_file",
-              "detail_file", "lines", "odd")
+              "detail_file", "lines", "odd", "conflicts")
 REQUIREMENTS = ("SVC-SLA", "PLP-LATENCY", "PLP-PPL", "PLP-POWER")
 
 
@@ -59,11 +59,11 @@ def _subject(run: Dict[str, Any]) -> str:
 
 
 def compliance_run(run: Dict[str, Any]) -> bool:
-    """A run of a submission's compliance audits (``compliance/.../TEST01``, ``TEST04``, ``TEST06``...): LoadGen
-    runs with altered settings that check the result, not the result; never judged here."""
+    """A run of a submission's compliance audits (``compliance/.../TEST01``, ``TEST04``, ``TEST06``...) or a power
+    submission's ``ranging`` run (it sets the analyser's range): not the result; never judged here."""
     name = str(run.get("summary_file") or run.get("detail_file") or "")
     parts = PurePosixPath(name).parts
-    return "compliance" in parts or any(re.fullmatch(r"TEST\d{2}", p) for p in parts)
+    return "compliance" in parts or "ranging" in parts or any(re.fullmatch(r"TEST\d{2}", p) for p in parts)
 
 
 def _result_runs(m: Dict[str, Any], scenario: str) -> List[Dict[str, Any]]:
@@ -108,7 +108,7 @@ def evidence(inventory: Dict[str, Any], req: str) -> List[Tuple[str, Dict[str, A
             out.append((_subject(r), {"source": "mlperf", "run": _subset(r), "offline": _offline_of(m, r),
                                       "power": pw, "systems": _systems(m)}))
         for p in m.get("power") or []:
-            if p["file"] not in matched:
+            if p["file"] not in matched and not compliance_run({"summary_file": p["file"]}):
                 out.append((f"MLPerf power log {p['file']}", {"source": "mlperf", "run": None, "offline": None,
                                                               "power_log": p, "systems": _systems(m)}))
         return out or [("MLPerf", {"unavailable": none})]

@@ -36,9 +36,14 @@ def parse_kernel_log(text: str) -> Dict[str, Any]:
     # Firmware-first AER: the platform keeps AER from the OS (errors go to the firmware / BMC, not this log).
     denied = [n for n, ln in enumerate(lines, 1) if _AER_DENIED.search(ln)]
     granted = [n for n, ln in enumerate(lines, 1) if _AER_GRANTED.search(ln)]
-    return {"records": len(lines), "xids": xids, "aer": aer, "devices": log_devices(lines, xids),
+    # A log of several boots: the devices are the last boot's (an earlier boot's enumeration is another state)
+    boots = [n for n, ln in enumerate(lines) if _BOOT.search(ln)]
+    last = boots[-1] if boots else 0
+    return {"records": len(lines), "xids": xids, "aer": aer, "devices": log_devices(lines, xids, last),
+            "boots": len(boots),
             "span_s": [float(stamps[0]), float(stamps[-1])] if stamps else None, "nvidia_driver_line": driver,
-            "aer_firmware_first_line": denied[0] if denied and not granted else None,
+            # any host bridge kept from the OS: a log without AER lines cannot show that a device had none
+            "aer_firmware_first_line": denied[0] if denied else None, "aer_os_owned_lines": granted[:4],
             "boot_enumeration": _boot_enumeration(lines)}
 
 
@@ -46,12 +51,19 @@ _BOOT = re.compile(r"\bLinux version \d")
 
 
 def _boot_enumeration(lines: List[str]) -> Optional[int]:
-    """The line the log's boot starts at, where it holds the kernel's PCI enumeration from that boot (then it lists
-    every PCI function of the machine); None otherwise."""
-    start = next((n for n, ln in enumerate(lines[:200], 1) if _BOOT.search(ln)), None)
-    if start is None or not any(_ENUM.search(ln) for ln in lines):
+    """The line the log's (last) boot starts at, where it holds the kernel's PCI enumeration from that boot and
+    goes on past it (then it lists every PCI function of the machine); None otherwise: a log cut inside the
+    enumeration lists only part of it."""
+    starts = [n for n, ln in enumerate(lines, 1) if _BOOT.search(ln)]
+    if not starts:
         return None
-    return start
+    start = starts[-1]
+    enum = [n for n, ln in enumerate(lines[start - 1:], start) if _ENUM.search(ln)]
+    if not enum:
+        return None
+    # the enumeration ended: a later line of the boot that is not PCI set-up (pci/pci_bus/acpi lines)
+    after = [ln for ln in lines[enum[-1]:] if ln.strip() and not re.search(r"\bpci(?:_bus|eport)? |\bacpi\b|PCI:", ln)]
+    return start if len(after) >= 5 else None
 
 
 #: The kernel's PCI enumeration at boot: ``pci 0000:e1:00.0: [10de:2321] type 00 class 0x030200 PCIe Endpoint``.
@@ -65,7 +77,7 @@ _LOG_DEVICE = re.compile(r"\b(?P<drv>nvidia|amdgpu) (?P<bdf>[0-9a-f]{4}:[0-9a-f]
                          r"device \[(?P<vid>[0-9a-f]{4}):(?P<did>[0-9a-f]{4})\]", re.I)
 
 
-def log_devices(lines: List[str], xids: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def log_devices(lines: List[str], xids: List[Dict[str, Any]], boot_index: int = 0) -> List[Dict[str, Any]]:
     """The accelerators a kernel log names: the GPU of each NVRM Xid line (its bus; function 0), the functions the
     kernel enumerated at boot with an accelerator's vendor and class (``pci BDF: [vvvv:dddd] type 00 class
     0x030200``, the sysfs rule), and functions of the nvidia or amdgpu driver whose AER detail line gives an
@@ -77,7 +89,7 @@ def log_devices(lines: List[str], xids: List[Dict[str, Any]]) -> List[Dict[str, 
     from ..sysfs import is_accelerator
 
     for n, line in enumerate(lines, 1):
-        e = _ENUM.search(line)
+        e = _ENUM.search(line) if n > boot_index else None
         if e:
             vid, cls = e.group("vid").lower(), e.group("cls").lower()
             if is_accelerator({"vendor_id": vid, "class": f"0x{cls}"}):

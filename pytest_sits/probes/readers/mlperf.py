@@ -331,17 +331,21 @@ def parse_power(text: str) -> Dict[str, Any]:
 def power_stats(samples: List[List[float]], lo: Optional[float] = None, hi: Optional[float] = None) -> Dict[str, Any]:
     """Mean, max, min and the count of the samples within [lo, hi] seconds (all when None), with the means of
     :data:`POWER_BLOCK_S` blocks (for the mean's interval)."""
-    sel = [(t, w) for t, w in samples if (lo is None or t >= lo) and (hi is None or t <= hi)]
+    inside = [(t, w) for t, w in samples if (lo is None or t >= lo) and (hi is None or t <= hi)]
+    # PTDaemon writes -1 (or 0) for a reading that failed: dropped, counted (as MLPerf's checker drops them)
+    sel = [(t, w) for t, w in inside if w > 0]
+    dropped = len(inside) - len(sel)
+    window = round(hi - lo, 3) if lo is not None and hi is not None else None
     if not sel:
-        return {"n": 0}
+        return {"n": 0, "dropped": dropped, "window_s": window}
     ws = [w for _, w in sel]
     blocks: Dict[int, List[float]] = {}
     for t, w in sel:
         blocks.setdefault(int((t - sel[0][0]) // POWER_BLOCK_S), []).append(w)
     full = [sum(b) / len(b) for b in blocks.values() if len(b) >= POWER_BLOCK_S * 0.9]
     return {"n": len(ws), "mean_w": round(sum(ws) / len(ws), 3), "max_w": max(ws), "min_w": min(ws),
-            "span_s": round(sel[-1][0] - sel[0][0], 3), "block_s": POWER_BLOCK_S,
-            "block_means_w": [round(b, 3) for b in full]}
+            "span_s": round(sel[-1][0] - sel[0][0], 3), "block_s": POWER_BLOCK_S, "dropped": dropped,
+            "window_s": window, "block_means_w": [round(b, 3) for b in full]}
 
 
 class MLPerf(Reader):
@@ -455,6 +459,21 @@ def _one(a: Dict[str, Any], d: Optional[Dict[str, Any]], index: int, machine: Op
     a_what = "summary" if a["source"] == "summary" else "detail log"
     run["lines"] = {k: f"{a_what} line {v}" for k, v in (a.get("lines") or {}).items()}
     if d is not None:
+        conflicts = []
+        for k in ("scenario", "sut_name", "result", "early_stopping_met", "min_duration_met", "samples_per_s",
+                  "target_qps"):
+            a_v, d_v = a.get(k), d.get(k)
+            if a_v is None or d_v is None:
+                continue
+            same = (abs(float(a_v) - float(d_v)) <= 0.01 * abs(float(a_v)) if isinstance(a_v, (int, float))
+                    and not isinstance(a_v, bool) and isinstance(d_v, (int, float)) else
+                    str(a_v).lower() == str(d_v).lower())
+            if not same:
+                conflicts.append(f"{k}: {a_v!r} in {a['file']}, {d_v!r} in {d['file']}")
+        if conflicts:
+            run["conflicts"] = conflicts
+            if machine is not None:
+                machine.notes.append(f"{a['file']} and {d['file']} are not one run's: " + "; ".join(conflicts))
         for k, v in d.items():
             if k in ("source", "file", "folder", "lines", "odd"):
                 continue
