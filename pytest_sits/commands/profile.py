@@ -96,7 +96,8 @@ def _init(args: argparse.Namespace) -> int:
     except OSError as exc:
         return err(f"{args.out}: cannot write ({exc.strerror}); fix: give a writable path to --out")
     print(f"{args.out}: profile {yaml_name(text)} written from {args.source}; check every value against the "
-          f"datasheet, then run `sits audit {args.source} --profile={args.out}`")
+          f"datasheet and set identity.count to the number of accelerators the machine must have (it is the texts' "
+          f"count now), then run `sits audit {args.source} --profile={args.out}`")
     return 0
 
 
@@ -141,7 +142,8 @@ def init_text(inv: dict, source: str) -> str:
         f"  model: {q(name)}  # {where(first)}",
         "  kind: gpu",
         f"  pci_ids: [{q(ids[0])}]  # {where(first)}",
-        f"  count: {len(accs)}  # {len(accs)} of them in the texts",
+        f"  count: {len(accs)}  # {len(accs)} in the texts: INV-DEVICES holds the machine to this count, so a "
+        "count copied from texts that lack a GPU passes them; set the count the machine must have",
     ]
     hw: list = []
     mem = first.get("memory_total_bytes")
