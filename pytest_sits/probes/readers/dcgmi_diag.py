@@ -200,7 +200,7 @@ class DcgmiDiag(Reader):
         """The GPUs it names onto the machine's (bus order, the counts agreeing), new ones where no text lists
         them; the driver version into the management facts; the results kept for the health requirements."""
         f, facts = entry, entry["facts"]
-        ids = set(facts["device_ids"] and range(len(facts["device_ids"])) or [])
+        ids = set(range(len(facts["device_ids"])))
         for t in facts["tests"]:
             for r in t["results"]:
                 ids |= set(r["gpus"] or [])

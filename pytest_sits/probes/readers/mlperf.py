@@ -26,7 +26,7 @@ from pathlib import PurePosixPath
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .base import Detection, Entry, Machine, Reader
-from .text import MAX_BYTES, TextEvidenceError
+from .text import TextEvidenceError, text_lines
 
 #: After every device, topology and event step: nothing here names a device.
 MLPERF_STEP = 60
@@ -63,7 +63,6 @@ _SUMMARY_KEYS = {
     "min first token latency (ns)": "ttft_min_ns", "max first token latency (ns)": "ttft_max_ns",
     "mean first token latency (ns)": "ttft_mean_ns", "min time to output token (ns)": "tpot_min_ns",
     "max time to output token (ns)": "tpot_max_ns", "mean time to output token (ns)": "tpot_mean_ns",
-    "90.00 percentile latency (ns)": None,  # percentiles: read by _PERCENTILE
 }
 _PCT_FIELD = {"latency": "latency", "first token latency": "ttft", "time to output token": "tpot"}
 #: The detail log's keys and the field each is read into (percentiles by pattern below).
@@ -115,19 +114,6 @@ def _num(v: Any) -> Optional[float]:
         return None
 
 
-def _lines(text: str, what: str, max_lines: int, max_line: int) -> List[str]:
-    if len(text) > MAX_BYTES:
-        raise TextEvidenceError(f"{len(text)} characters, over the {MAX_BYTES >> 20} MiB limit for {what}; fix: "
-                                "submit one run's file")
-    lines = text.splitlines()
-    if len(lines) > max_lines:
-        raise TextEvidenceError(f"{len(lines)} lines, over the {max_lines}-line limit for {what}")
-    for n, ln in enumerate(lines, 1):
-        if len(ln) > max_line:
-            raise TextEvidenceError(f"line {n}: {len(ln)} characters, over the {max_line}-character limit for {what}")
-    return lines
-
-
 def _note_odd(run: Dict[str, Any]) -> None:
     """LoadGen figures that read oddly: kept as printed, named, not used."""
     odd = run.setdefault("odd", [])
@@ -143,7 +129,7 @@ def _note_odd(run: Dict[str, Any]) -> None:
 
 def parse_summary(text: str) -> Dict[str, Any]:
     """A LoadGen ``mlperf_log_summary.txt``: {"run": {...fields, "lines": {field: line}}}."""
-    lines = _lines(text, "an MLPerf LoadGen summary", 5000, MAX_LINE)
+    lines = text_lines(text, "MLPerf LoadGen summary", 5000, MAX_LINE)
     run: Dict[str, Any] = {"source": "summary", "lines": {}, "latency": {}, "ttft": {}, "tpot": {}, "errors": None,
                            "warnings": None}
     for n, raw in enumerate(lines, 1):
@@ -177,10 +163,8 @@ def parse_summary(text: str) -> Dict[str, Any]:
         if found is None:
             continue
         field = found
-        if (field in run and field not in ("samples_per_s", "tokens_per_s")):
-            continue
-        if field in ("samples_per_s", "tokens_per_s") and field in run:
-            continue  # "Completed tokens per second" appears twice (results and stats): the first is kept
+        if field in run:
+            continue  # the first reading is kept ("Completed tokens per second" appears in results and stats)
         if field in ("sut_name", "scenario", "mode"):
             run[field] = value
         elif field == "result":
@@ -204,7 +188,7 @@ def parse_summary(text: str) -> Dict[str, Any]:
 def parse_detail(text: str) -> Dict[str, Any]:
     """A LoadGen ``mlperf_log_detail.txt`` (``:::MLLOG`` JSON lines): {"run": {...}}.  Only the keys read here
     are decoded; every line's error and warning flags are counted."""
-    lines = _lines(text, "an MLPerf LoadGen detail log", MAX_DETAIL_LINES, MAX_DETAIL_LINE)
+    lines = text_lines(text, "MLPerf LoadGen detail log", MAX_DETAIL_LINES, MAX_DETAIL_LINE)
     run: Dict[str, Any] = {"source": "detail", "lines": {}, "latency": {}, "ttft": {}, "tpot": {}, "errors": 0,
                            "warnings": 0, "error_lines": []}
     seen = 0
@@ -292,7 +276,7 @@ def _ts(text: str) -> datetime:
 def parse_power(text: str) -> Dict[str, Any]:
     """PTDaemon's ``spl.txt``: one line per second, ``Time,<MM-DD-YYYY HH:MM:SS.mmm>,Watts,<W>,...,Mark,<mark>``,
     then per-channel blocks.  {"samples": [[seconds since the first, watts]], "start", "mark", "channels_max"}."""
-    lines = _lines(text, "a PTDaemon power log", MAX_POWER_LINES, MAX_LINE)
+    lines = text_lines(text, "PTDaemon power log", MAX_POWER_LINES, MAX_LINE)
     samples: List[List[float]] = []
     start: Optional[datetime] = None
     mark = None

@@ -17,17 +17,18 @@ class TextEvidenceError(ValueError):
     """The text is not the output it claims to be; the message names the line."""
 
 
-def text_lines(text: str, what: str) -> List[str]:
-    """The lines of a ``what`` text, refused (:class:`TextEvidenceError`) past the bounds."""
+def text_lines(text: str, what: str, max_lines: int = MAX_LINES, max_line: int = MAX_LINE) -> List[str]:
+    """The lines of a ``what`` text, refused (:class:`TextEvidenceError`) past the bounds (a reader whose tool
+    writes longer lines, or more of them, gives its own ``max_lines`` / ``max_line``)."""
     if len(text) > MAX_BYTES:
         raise TextEvidenceError(f"{len(text)} characters, over the {MAX_BYTES >> 20} MiB limit for {what} text; "
                                 "fix: submit the output of one run")
     lines = text.splitlines()
-    if len(lines) > MAX_LINES:
-        raise TextEvidenceError(f"{len(lines)} lines, over the {MAX_LINES}-line limit for {what} text")
+    if len(lines) > max_lines:
+        raise TextEvidenceError(f"{len(lines)} lines, over the {max_lines}-line limit for {what} text")
     for n, ln in enumerate(lines, 1):
-        if len(ln) > MAX_LINE:
-            raise TextEvidenceError(f"line {n}: {len(ln)} characters, over the {MAX_LINE}-character limit; "
+        if len(ln) > max_line:
+            raise TextEvidenceError(f"line {n}: {len(ln)} characters, over the {max_line}-character limit; "
                                     f"no {what} line is that long")
     return lines
 
