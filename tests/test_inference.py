@@ -561,7 +561,7 @@ def test_session_rejects_a_bad_endpoint_with_the_fix(monkeypatch):
     run.set_inference("http://127.0.0.1:8000", "https://bmc.example")
     assert run.inference_options() == {"endpoint": "http://127.0.0.1:8000", "redfish": {
         "url": "https://bmc.example", "user": "admin", "password": None}, "endpoint_key": None, "served": None,
-        "serve_error": None}
+        "serve_error": None, "deployment_accelerators": []}
     monkeypatch.setenv("OPENAI_API_KEY", "from-env")
     run.set_inference("http://127.0.0.1:8000", None)
     assert run.inference_options()["endpoint_key"] == "from-env"
@@ -596,15 +596,15 @@ def test_an_endpoint_the_run_would_not_measure_is_refused_with_the_reason():
                       level_how="option", report_dir=None, platform_spec=f"{kind}:h100")
         with pytest.raises(SitsUsageError, match=f"platform {kind}:h100 is {said}.*fix: run on the live host"):
             run.set_inference(url, None)
-    for level in ("quick", "standard"):
-        run = SitsRun(profile=resolve("host"), platform=None, level=level, level_how="option", report_dir=None)
-        with pytest.raises(SitsUsageError, match=f"runs at level full and this run is level {level}.*"
-                                                 "fix: add --sits-level=full"):
-            run.set_inference(url, None)
-    run = SitsRun(profile=resolve("host"), platform=SimpleNamespace(kind="live", simulated=False), level="full",
-                  level_how="option", report_dir=None)
-    run.set_inference(url, None)  # the live host at level full measures it
-    assert run.endpoint == url
+    run = SitsRun(profile=resolve("host"), platform=None, level="quick", level_how="option", report_dir=None)
+    with pytest.raises(SitsUsageError, match="run at level standard and above .* this run is level quick.*"
+                                             "fix: add --sits-level=standard"):
+        run.set_inference(url, None)
+    for level in ("standard", "full"):  # the PLP-* sweep measures it at standard, SVC-SLA too at full
+        run = SitsRun(profile=resolve("host"), platform=SimpleNamespace(kind="live", simulated=False), level=level,
+                      level_how="option", report_dir=None)
+        run.set_inference(url, None)
+        assert run.endpoint == url
 
 
 @pytest.mark.slow

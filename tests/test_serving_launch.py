@@ -68,12 +68,12 @@ def test_a_serve_option_the_run_cannot_honour_is_a_usage_error():
     with pytest.raises(SitsUsageError, match="exclusive"):
         run.set_serve(SIM, None, None, None, None, None, endpoint="http://127.0.0.1:9")
     for run, said in ((_run(kind="sim", simulated=True), "never sends a request"),
-                      (_run(level="standard"), "this run is level standard")):
+                      (_run(level="quick"), "this run is level quick")):
         run.set_serve(SIM, None, None, None, None, None)
         with pytest.raises(SitsUsageError, match=said) as err:
             run.set_inference(run.serve.url, None)
         assert str(err.value).startswith("--sits-serve=") and "drop --sits-serve" in str(err.value) or \
-            "--sits-level=full" in str(err.value)
+            "--sits-level=standard" in str(err.value)
     run = _run()
     run.set_serve(SIM, None, None, None, None, None)
     run.set_inference(run.serve.url, None)

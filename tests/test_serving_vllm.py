@@ -186,3 +186,41 @@ def test_a_vllm_server_launched_by_the_suite_is_measured_named_and_stopped(tmp_p
     assert all(v["evidence"]["server"]["models"] == ["tiny"] for v in verdicts)
     assert served["stopped"]["left"] == 0 and group_members(served["pid"]) == [], "vLLM's group outlived the run"
     assert (tmp_path / "r" / "serving" / "server.log").stat().st_size > 0
+
+
+def test_vllm_launched_by_the_suite_is_swept_its_kv_pool_and_cold_start_measured(tmp_path):
+    """Level standard with --sits-serve on the real vLLM: the PLP-* sweep runs against it (ρ as a share of its
+    saturation), SVC-FRAG from its /metrics (vllm:kv_cache_usage_perc, vllm:cache_config_info), SVC-COLDSTART from
+    three or more launches with the phases vLLM printed; every verdict names the server and nothing is left."""
+    Vllm.require()
+    command = (f"{PYTHON} -m vllm.entrypoints.openai.api_server --model={MODEL} --host=127.0.0.1 --port={{port}} "
+               "--dtype=float32 --max-model-len=1024 --served-model-name=tiny")
+    out = run_pytest("--sits", "--sits-profile=host", "--sits-level=standard", f"--sits-serve={command}",
+                     "--sits-serve-env=VLLM_CPU_KVCACHE_SPACE=1", "--sits-serve-env=HF_HUB_OFFLINE=1",
+                     "--sits-serve-env=TRANSFORMERS_OFFLINE=1", "--sits-serve-model=tiny",
+                     f"--sits-serve-timeout={READY_S:g}", "-k", "peak or latency or sampled or fragmentation or cold",
+                     f"--sits-report-dir={tmp_path / 'r'}", cwd=tmp_path, timeout=1500)
+    report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
+    by = {}
+    for v in report["verdicts"]:
+        by.setdefault(v["requirement"], []).append(v)
+    assert "measure the server under test" in out.stdout, out.stdout[-3000:]
+    for req in ("PLP-PPL", "PLP-LATENCY", "PLP-SAMPLE", "SVC-FRAG", "SVC-COLDSTART"):
+        assert len(by[req]) == 1 and by[req][0]["nodeid"].endswith("[endpoint]"), by[req]
+        assert by[req][0]["status"] != "ERROR", by[req][0]["reason"]
+    sweep = by["PLP-LATENCY"][0]["evidence"]
+    assert sweep["served"] and sweep["server"]["models"] == ["tiny"] and sweep["runner"]["model_name"] == "tiny"
+    assert all(p["queries"] > 50 and p["errors"] == 0 for p in sweep["sweep"]), sweep["sweep"]
+    assert sweep["prompt_tokens_counted"]["requests_with_usage"] > 1000  # prompt lengths as vLLM counted them
+    frag = by["SVC-FRAG"][0]
+    assert frag["status"] in ("PASS", "FAIL", "INCONCLUSIVE") and frag["evidence"]["metrics"]["stack"] == "vllm"
+    assert frag["evidence"]["block_tokens"] > 0 and frag["evidence"]["steps"] >= 3, frag["evidence"].get("dropped")
+    cold = by["SVC-COLDSTART"][0]
+    assert cold["status"] == "WARN" and len(cold["evidence"]["samples_s"]) >= 3, cold["reason"]
+    printed = {p["phase"] for p in cold["evidence"]["phases"]["printed"]}
+    assert "engine initialised (memory profile, KV cache allocated, warm-up)" in printed, cold["evidence"]["phases"]
+    served = report["run"]["serving"]
+    assert served["stopped"]["left"] == 0 and group_members(served["pid"]) == [], "vLLM's group outlived the run"
+    for trial in cold["evidence"]["trials"]:
+        assert trial["total_s"] > 0
+    assert all(p.is_file() for p in (tmp_path / "r" / "serving").glob("coldstart-*/server.log"))

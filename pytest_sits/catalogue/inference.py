@@ -213,3 +213,8 @@ declare(
     cost=Cost("acc", trial=10.0),
     trials=Trials("one cold start", initial=3, step=2, cap=5, minimum=2),
     platforms=("live", "sim"), faults=("coldstart-slow",), fault_thresholds={"max_s": 60})
+
+
+#: What is measured on the server under test when one is given (--sits-serve, --sits-endpoint): once per run, on the
+#: deployment, instead of the suite's built-in model on each accelerator.
+SERVED_REQUIREMENTS = ("PLP-SAMPLE", "PLP-PPL", "PLP-POWER", "PLP-LATENCY", "SVC-SLA", "SVC-COLDSTART", "SVC-FRAG")

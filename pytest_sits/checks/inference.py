@@ -213,6 +213,10 @@ def check_ppl(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     if steps and steps[len(steps) // 2] > got:
         return f(INCONCLUSIVE, f"the engine's steps last {steps[len(steps) // 2]:.3g} ms (median), longer than the "
                  f"{got:g} ms window: the window cannot resolve the load")
+    if peak.get("unit") == "output tokens/s":  # a served deployment: its FLOPs are not counted
+        return f(WARN, f"ρ measured over {got:g} ms windows as the share of the server's saturated output rate "
+                 f"({peak['flops_per_s']:.4g} tokens/s) ({summary}; {shown}): a remote server's FLOPs are not "
+                 f"counted, so ρ against the theoretical peak is not decided{_sim(ev)}")
     if not peak.get("theoretical"):
         return f(WARN, f"ρ measured over {got:g} ms windows ({summary}; {shown}), but against the measured maximum "
                  f"({peak['flops_per_s'] / 1e9:.4g} GFLOP/s): the profile states no theoretical peak for this device; "
@@ -513,9 +517,14 @@ def check_coldstart(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdi
                float(ceiling) if ceiling is not None else None, AT_MOST, samples=samples, show=lambda x: f"{number(x)} s",
                what="seconds to the first token")
     ev = dict(ev, decision=d)
-    method = (f"fresh interpreter; stages stamped with perf_counter_ns from the parent's spawn to the first token; "
-              f"{len(samples)} cold start(s); decided: {d['rule']}")
+    how = ev.get("method") or ("fresh interpreter; stages stamped with perf_counter_ns from the parent's spawn to "
+                               "the first token")
+    method = f"{how}; {len(samples)} cold start(s); decided: {d['rule']}"
     stages = ", ".join(f"{s['stage']} {s['seconds']:.3g} s" for s in ev["stages"])
+    phases = ev.get("phases")
+    if isinstance(phases, dict):  # a launched server: the phases it printed, or that it printed none
+        stages += "; the server printed " + (", ".join(f"{p['phase']} {p['seconds']:.3g} s" for p in
+                                                       phases.get("printed") or []) or "no start-up phase")
     cache = (ev.get("page_cache") or {}).get("state", "unknown")
     text = (f"{describe(d, lambda x: f'{number(x)} s')} to the first token (the median trial: {stages}); page cache "
             f"{cache}{_sim(ev)}")
@@ -546,6 +555,9 @@ def frag_decision(ev: Dict[str, Any], th: Dict[str, Any]) -> Dict[str, Any]:
     series = ev.get("step_fractions")
     if ev.get("view") == "kv-pool" and series and len(series) >= 2 * FRAG_BATCHES:
         stat = mean_interval(batch_means(series, FRAG_BATCHES), method="t-interval over batch means")
+    elif ev.get("source") == "server" and series and len(series) >= 3:
+        # a served deployment's metrics samples, too few for batch means: the t-interval over the samples
+        stat = mean_interval([float(x) for x in series], method="t-interval over the metrics samples")
     else:
         stat = exact(float(ev["fraction"]))
     return decide(stat, limit, AT_MOST, show=lambda x: f"{x:.2%}", what=f"{ev.get('view')} fragmentation")

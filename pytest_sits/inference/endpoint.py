@@ -363,6 +363,7 @@ class EndpointClient:
                 return _fail("http", f"HTTP {resp.status}: {_printable(data) or resp.reason}", rec)
             if stream:
                 self._read_stream(resp, handle, rec)
+                _drain(conn, resp)
             else:
                 self._read_whole(resp, handle, rec)
             if not resp.isclosed():  # not read to its end: never reuse the connection
@@ -395,6 +396,7 @@ class EndpointClient:
                 raise _Failure("server", doc_error) from None
             raise _Failure("protocol", f"not an OpenAI {self.api} answer ({type(exc).__name__}: {exc})") from None
         usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
+        _prompt_tokens(usage, rec)
         tokens = usage.get("completion_tokens")
         if isinstance(tokens, int) and tokens >= 0:
             rec["token_count"] = "usage.completion_tokens"
@@ -445,6 +447,8 @@ class EndpointClient:
             if doc.get("error") is not None:
                 raise _Failure("server", f"the server reported an error in the stream: {_printable(payload, 300)}")
             usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else None
+            if usage:
+                _prompt_tokens(usage, rec)
             cum = usage.get("completion_tokens") if usage else None
             cum = cum if isinstance(cum, int) and cum >= 0 else None
             choices = doc.get("choices")
@@ -494,6 +498,34 @@ class EndpointClient:
 
 #: The name the client had before it streamed.
 CompletionsClient = EndpointClient
+
+
+#: After ``data: [DONE]``, the end of the body (the chunked encoding's last chunk) is waited for this long, so the
+#: connection is kept for the next request instead of a new one (a TCP, perhaps TLS, handshake in the next TTFT).
+DRAIN_S = 0.2
+
+
+def _drain(conn: Any, resp: Any) -> None:
+    """Read what follows ``[DONE]`` in a stream (nothing but the body's end, from a server that ends it); a server
+    that sends more, or keeps the body open, leaves the response unclosed: the connection is then not reused."""
+    if resp.isclosed():
+        return
+    try:
+        if conn.sock is not None:
+            conn.sock.settimeout(DRAIN_S)
+        rest = resp.read(256)
+        if rest:
+            resp.close()  # data after [DONE]: this connection's state is not trusted for another request
+            conn.close()
+    except Exception:  # a slow end: the connection is dropped by the caller
+        return
+
+
+def _prompt_tokens(usage: Dict[str, Any], rec: Dict[str, Any]) -> None:
+    """The prompt's length as the server counted it (``usage.prompt_tokens``), where it says."""
+    n = usage.get("prompt_tokens")
+    if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 31:
+        rec["prompt_tokens"] = n
 
 
 def _count_tokens(chunks: List[List[Any]], final_usage: Optional[int]) -> Tuple[List[List[int]], int, str]:

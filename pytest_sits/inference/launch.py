@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -123,6 +124,9 @@ def port_in_use(port: int) -> bool:
         if s.connect_ex(("127.0.0.1", port)) == 0:
             return True
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # as servers bind (uvicorn, llama.cpp): a connection of a server stopped a moment ago, left in TIME_WAIT,
+        # does not hold the port
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -167,6 +171,8 @@ class LaunchedServer:
         self.models: List[str] = []
         self.version: Optional[str] = None
         self.stopped: Optional[Dict[str, Any]] = None
+        #: Seconds from the start to the first HTTP answer of any kind (the server listening), once seen.
+        self.first_answer_s: Optional[float] = None
         self._log: Any = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
@@ -210,6 +216,8 @@ class LaunchedServer:
                 self.stop()
                 raise ServeError(f"{reason} while the server was starting; it was stopped")
             status, doc = _get(f"{self.spec.url}/v1/models", 2.0)
+            if status is not None and self.first_answer_s is None:
+                self.first_answer_s = round(time.monotonic() - self.started_at, 3)
             if status == 200 and isinstance(doc, dict) and isinstance(doc.get("data"), list):
                 models = [str(m["id"]) for m in doc["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
                 if models and (self.spec.model is None or self.spec.model in models):
@@ -334,3 +342,89 @@ def group_members(pgid: int) -> List[int]:
         if len(fields) > 2 and fields[0] != "Z" and fields[2] == str(pgid):
             out.append(int(name))
     return out
+
+
+#: Phases serving stacks print while they start (name, pattern whose group is the seconds), read from the log where
+#: printed: vLLM's weight loading, model loading, engine initialisation (memory profiling, KV cache allocation,
+#: warm-up) and CUDA graph capture; llama.cpp's model load.
+PHASES = (
+    ("weights loaded", re.compile(r"Loading weights took ([0-9]+(?:\.[0-9]+)?) ?s"), 1.0),
+    ("model loaded", re.compile(r"Model loading took [0-9.]+ ?GiB(?: memory)? and ([0-9]+(?:\.[0-9]+)?) ?s"), 1.0),
+    ("engine initialised (memory profile, KV cache allocated, warm-up)",
+     re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([0-9]+(?:\.[0-9]+)?) ?s"), 1.0),
+    ("graphs captured", re.compile(r"Graph capturing finished in ([0-9]+(?:\.[0-9]+)?) ?sec"), 1.0),
+    ("model loaded (llama.cpp)", re.compile(r"llama_model_load: .*?([0-9]+(?:\.[0-9]+)?) ms"), 1e-3),
+)
+#: At most this many bytes of a server's log are read for its phases.
+MAX_LOG_READ = 8 << 20
+
+
+def log_phases(path: Any) -> Dict[str, Any]:
+    """The start-up phases the server printed in its log (the last of each), and those it did not print."""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(MAX_LOG_READ).decode("utf-8", "replace")
+    except OSError as exc:
+        return {"printed": [], "not_printed": [p[0] for p in PHASES], "error": str(exc)}
+    printed, missing = [], []
+    for name, rx, scale in PHASES:
+        found = None
+        for m in rx.finditer(text):
+            found = m
+        if found is None:
+            missing.append(name)
+            continue
+        end = text.find("\n", found.end())
+        line = text[text.rfind("\n", 0, found.start()) + 1: end if end >= 0 else len(text)]
+        printed.append({"phase": name, "seconds": round(float(found.group(1)) * scale, 6), "line": line.strip()[:240]})
+    return {"printed": printed, "not_printed": missing,
+            "note": "as the server printed them (its own clocks; phases may overlap the suite's stages)"}
+
+
+def first_token(url: str, model: Optional[str], timeout_s: float) -> Dict[str, Any]:
+    """One streamed request of one token: seconds to its first token, or the error."""
+    from .endpoint import EndpointClient
+
+    with EndpointClient(url, model, stream=True, deadline_s=timeout_s, max_inflight=1) as client:
+        t0 = time.monotonic_ns()
+        r = client.request("Hello", 4, t_issue_ns=t0)
+    if not r["ok"]:
+        return {"error": f"the first request failed ({r['error_kind']}: {r['error']})"}
+    # an answer whose text is empty (no chunk with text) has its first token when it is done
+    first = int(r.get("t_first_ns") or r.get("t_done_ns") or time.monotonic_ns())
+    return {"seconds": (first - t0) / 1e9, "t_ns": first}
+
+
+def cold_start(spec: ServeSpec, logdir: Path, should_stop: Optional[Callable[[], Optional[str]]] = None,
+               evict: Optional[Callable[[], Dict[str, Any]]] = None) -> Dict[str, Any]:
+    """One cold start of the server: launch, ready (``/v1/models`` lists the model), first token of a first request,
+    then stop.  Stages from the suite's clock (the start of the process to its first HTTP answer, to ready, to the
+    first token) and the phases the server printed; ``{"error": ...}`` when it could not start."""
+    eviction = evict() if evict else {"requested": "none", "applied": False}
+    server = LaunchedServer(spec, logdir)
+    try:
+        server.start()
+        assert server.started_at is not None
+        t_start = time.monotonic()
+        server.wait_ready(should_stop)
+        ready = time.monotonic()
+        tok = first_token(spec.url, spec.model or (server.models[0] if server.models else None),
+                          max(5.0, spec.ready_timeout_s))
+        if tok.get("error"):
+            return {"error": f"{tok['error']}; last lines of {server.log_path}:\n{server.tail()}",
+                    "log": str(server.log_path)}
+        total = tok["t_ns"] / 1e9 - server.started_at
+    except ServeError as exc:
+        return {"error": str(exc), "log": str(server.log_path)}
+    finally:
+        stopped = server.stop()
+    listening = server.first_answer_s if server.first_answer_s is not None else ready - server.started_at
+    stages = [{"stage": "start_to_listening", "seconds": round(listening, 4)},
+              {"stage": "listening_to_ready", "seconds": round(ready - server.started_at - listening, 4)},
+              {"stage": "ready_to_first_token", "seconds": round(total - (ready - server.started_at), 4)}]
+    return {"total_s": round(total, 4), "stages": stages, "phases": log_phases(server.log_path),
+            "log": str(server.log_path), "stopped": stopped, "spawn_s": round(t_start - server.started_at, 4),
+            "page_cache": {"state": "evicted" if eviction.get("applied") else "as found (not evicted)",
+                           "eviction": eviction},
+            "clock": "time.monotonic in the suite's process; ready polled every 0.25 s (the ready stamp is up to "
+                     "0.25 s late)"}

@@ -20,6 +20,7 @@ request asks), 404 elsewhere, 405 for a GET on a POST path, and 401 without the 
 from __future__ import annotations
 
 import json
+import math
 import queue
 import threading
 import time
@@ -87,6 +88,8 @@ class _Base(BaseHTTPRequestHandler):
                 time.sleep(0.1)
         if path == "/v1/models" and getattr(s, "fault", None) == "not-ready":  # up, model never loaded
             return self.send_json(503, {"detail": "model is loading"})
+        if path == "/metrics" and getattr(s, "kv_block_tokens", None):
+            return self.send_json(200, s.metrics_text().encode(), "text/plain; version=0.0.4")
         if path == "/version" and getattr(s, "version", None):
             return self.send_json(200, {"version": s.version})
         if path == "/v1/models":
@@ -183,7 +186,8 @@ class ScriptedServer(_Serving):
     def __init__(self, ttft_s: float = 0.05, itl_s: float = 0.01, tokens_per_chunk: int = 1,
                  usage: str = "requested", model_name: str = "scripted", require_key: Optional[str] = None,
                  fault: Optional[str] = None, capacity: Optional[int] = None, reject_stream_options: bool = False,
-                 fault_first: int = 0, reject_ignore_eos: bool = False, port: int = 0):
+                 fault_first: int = 0, reject_ignore_eos: bool = False, port: int = 0,
+                 kv_block_tokens: Optional[int] = None, kv_blocks: int = 4096):
         self.ttft_s, self.itl_s, self.k = float(ttft_s), float(itl_s), max(1, int(tokens_per_chunk))
         self.usage, self.model_name, self.require_key, self.fault = usage, model_name, require_key, fault
         self.reject_stream_options = reject_stream_options
@@ -194,7 +198,28 @@ class ScriptedServer(_Serving):
         self.lock = threading.Lock()
         self.count = 0
         self.records: List[Dict[str, Any]] = []
+        #: With ``kv_block_tokens``: a paged KV cache of ``kv_blocks`` blocks, each request holding its prompt and
+        #: the tokens sent so far, published at GET /metrics as vLLM names it (kv_cache_usage_perc,
+        #: num_requests_running/waiting, cache_config_info); its chunks then leave at step boundaries (multiples of
+        #: ``itl_s``), every running request's together, as a batching engine's do.
+        self.kv_block_tokens, self.kv_blocks = kv_block_tokens, int(kv_blocks)
+        self.held: Dict[int, List[int]] = {}
+        self.waiting = 0
         self._serve(_ScriptedHandler, port)
+
+    def metrics_text(self) -> str:
+        bt = int(self.kv_block_tokens or 1)
+        with self.lock:
+            used = sum(-(-(p + g) // bt) for p, g in self.held.values())
+            running, waiting = len(self.held), self.waiting
+        lab = f'engine="0",model_name="{self.model_name}"'
+        return (f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{{lab}}} {running:.1f}\n"
+                f"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{{lab}}} {waiting:.1f}\n"
+                f"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{{lab}}} "
+                f"{min(1.0, used / self.kv_blocks)!r}\n"
+                f"# TYPE vllm:num_preemptions_total counter\nvllm:num_preemptions_total{{{lab}}} 0.0\n"
+                f"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size=\"{bt}\",engine=\"0\","
+                f"num_gpu_blocks=\"{self.kv_blocks}\"}} 1.0\n")
 
 
 class _ScriptedHandler(_Base):
@@ -225,11 +250,18 @@ class _ScriptedHandler(_Base):
             s.count += 1
             n = s.count
         self.fault = s.fault if not s.fault_first or n <= s.fault_first else None
+        with s.lock:
+            s.waiting += 1
         if s.slots:
             s.slots.acquire()
+        with s.lock:
+            s.waiting -= 1
+            s.held[n] = [len(req["_prompt"].split()), 0]
         try:
             self._generate(s, req, chat, n, t_arrive)
         finally:
+            with s.lock:
+                s.held.pop(n, None)
             if s.slots:
                 s.slots.release()
 
@@ -240,7 +272,10 @@ class _ScriptedHandler(_Base):
         prompt_tokens = len(req["_prompt"].split())
 
         def at(seconds: float) -> None:
-            delay = t0 / 1e9 + seconds - time.monotonic()
+            target = t0 / 1e9 + seconds
+            if s.kv_block_tokens and s.itl_s > 0:  # a stepped engine: every request's chunk leaves at a step boundary
+                target = math.ceil(target / s.itl_s) * s.itl_s
+            delay = target - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
 
@@ -278,6 +313,9 @@ class _ScriptedHandler(_Base):
                 self.event(b"{not json")
             else:
                 self.event(self.chunk_doc(chat, n, " tok" * k, None, usage))
+            with s.lock:
+                if n in s.held:
+                    s.held[n][1] = sent
             rec["chunks"].append([time.monotonic_ns(), k])
             j += 1
             if self.fault == "truncate" and j == 2:

@@ -8,7 +8,10 @@ Faults (``--fault``, repeatable):
 * ``never-ready``: listens, but ``/v1/models`` answers 503 (a model that never loads);
 * ``dies-after=S``: the process ends (SIGKILL of itself) S seconds after it became ready;
 * ``slow-start=S``: waits S seconds before it listens (a slow cold start);
-* ``ttft-high``: the first token comes 2 s after each request.
+* ``ttft-high``: the first token comes 2 s after each request;
+* ``frag-high``: KV blocks of 512 tokens (most of each block a short request holds stays empty).
+
+It publishes vLLM's KV-cache metrics at ``/metrics`` (blocks of ``--kv-block-tokens``, 1 token by default: a token-granular pool).
 """
 
 from __future__ import annotations
@@ -35,10 +38,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--model", default="sim-model")
     ap.add_argument("--ttft", type=float, default=0.02, help="seconds to the first token")
     ap.add_argument("--itl", type=float, default=0.002, help="seconds between tokens")
+    ap.add_argument("--kv-block-tokens", type=int, default=1, help="tokens per KV block (/metrics; 1: token-granular)")
     ap.add_argument("--fault", action="append", default=[])
     args = ap.parse_args(argv)
     faults = {f.split("=", 1)[0]: (f.split("=", 1)[1] if "=" in f else "") for f in args.fault}
-    unknown = set(faults) - {"start-fails", "never-ready", "dies-after", "slow-start", "ttft-high"}
+    unknown = set(faults) - {"start-fails", "never-ready", "dies-after", "slow-start", "ttft-high", "frag-high"}
     if unknown:
         ap.error(f"unknown fault {sorted(unknown)[0]!r}")
     _log(f"starting (pid {os.getpid()}, model {args.model}, port {args.port})")
@@ -50,7 +54,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         time.sleep(float(faults["slow-start"] or 5))
     ttft = 2.0 if "ttft-high" in faults else args.ttft
     server = ScriptedServer(ttft_s=ttft, itl_s=args.itl, model_name=args.model, port=args.port,
-                            fault="not-ready" if "never-ready" in faults else None)
+                            fault="not-ready" if "never-ready" in faults else None,
+                            kv_block_tokens=512 if "frag-high" in faults else max(1, args.kv_block_tokens))
     server.version = "sim-0"  # type: ignore[attr-defined]
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())

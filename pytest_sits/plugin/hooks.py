@@ -371,14 +371,15 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
                          f"{_printable(', '.join(served.get('models') or []))}"
                          f"{', version ' + _printable(served['version']) if served.get('version') else ''}; ready after "
                          f"{served.get('ready_s')} s; log {served.get('log')}")
-        lines.append("sits: SVC-SLA measures the server under test (the PLP-* sweep, cold start and fragmentation "
-                     "measure the suite's built-in model, not your serving stack)")
+        lines.append("sits: the PLP-* sweep, SVC-SLA, SVC-FRAG (from the server's /metrics) and SVC-COLDSTART (the "
+                     "launches) measure the server under test")
     elif run.profile.serving.get("command"):
         lines.append("sits: the profile's serving section is NOT used: the suite runs no command from a profile "
                      "unless asked; add --sits-serve=profile to launch it")
     if run.serve is None and run.endpoint:
-        lines.append(f"sits: serving endpoint {_printable(run.endpoint)}: SVC-SLA measures it (the PLP-* sweep, cold "
-                     "start and fragmentation measure the suite's built-in model, not your serving stack)")
+        lines.append(f"sits: serving endpoint {_printable(run.endpoint)}: the PLP-* sweep, SVC-SLA and SVC-FRAG (from "
+                     "its /metrics) measure it; its cold start is not measured (the suite does not start it: "
+                     "--sits-serve would)")
     suite = config.stash.get(_BUNDLED, None)
     if suite:
         lines.append(f"sits: running the bundled conformance suite ({suite}); give test paths to run your own")
@@ -543,8 +544,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from ..conditions.inference.mlperf import REQUIREMENTS as MLPERF_REQUIREMENTS, submitted as mlperf_submitted
 
     req = marker.args[0] if marker is not None and marker.args else None
-    if run is not None and run.endpoint and req == "SVC-SLA":
-        # The endpoint is one deployment: its SLA is measured and judged once, not once per accelerator.
+    from ..catalogue.inference import SERVED_REQUIREMENTS
+
+    if run is not None and run.endpoint and req in SERVED_REQUIREMENTS:
+        # The endpoint is one deployment: what is measured on it is measured and judged once, not once per
+        # accelerator.
         metafunc.parametrize("sits_accelerator", accs[:1] or [None], ids=["endpoint"])
     elif run is not None and req in MLPERF_REQUIREMENTS and run.platform.kind == "evidence" and \
             mlperf_submitted(run.platform.inventory()) is not None:

@@ -251,7 +251,7 @@ class SitsRun:
 
     def _endpoint_used(self, endpoint: str) -> None:
         """An endpoint the run would send no request to is refused, never ignored: a platform that is not the live
-        host does not talk to servers, and below SVC-SLA's level nothing measures it."""
+        host does not talk to servers, and below the level of the requirements that measure it nothing does."""
         from ..catalogue import CATALOGUE
 
         flag = f"--sits-serve={' '.join(self.serve.command)}" if self.serve else f"--sits-endpoint={endpoint}"
@@ -262,15 +262,35 @@ class SitsRun:
                                  "to a server, so your endpoint would not be measured; fix: run on the live host "
                                  "(drop --sits-platform) to measure the server, or drop "
                                  f"{flag.split('=')[0]}")
-        need = CATALOGUE["SVC-SLA"].level
+        from ..catalogue.inference import SERVED_REQUIREMENTS
+
+        first = min(SERVED_REQUIREMENTS, key=lambda r: LEVELS.index(CATALOGUE[r].level))
+        need = CATALOGUE[first].level
         if LEVELS.index(self.level) < LEVELS.index(need):
-            raise SitsUsageError(f"{flag}: SVC-SLA, the requirement that measures the endpoint, runs at level "
-                                 f"{need} and this run is level {self.level}, so the endpoint would get no "
-                                 f"request; fix: add --sits-level={need}")
+            raise SitsUsageError(f"{flag}: the requirements that measure the server ({', '.join(SERVED_REQUIREMENTS)}) "
+                                 f"run at level {need} and above ({first} first), and this run is level "
+                                 f"{self.level}, so the server would get no request; fix: add --sits-level={need}")
 
     def inference_options(self) -> Dict[str, Any]:
         return {"endpoint": self.endpoint, "redfish": self.redfish, "endpoint_key": self.endpoint_key,
-                "served": self.served, "serve_error": self.serve_error}
+                "served": self.served, "serve_error": self.serve_error,
+                "deployment_accelerators": self.deployment_accelerators()}
+
+    def deployment_accelerators(self) -> list:
+        """The accelerators the server under test uses, whose power is sampled under its load: those named by
+        --sits-serve-accelerators (PCI addresses or NVML/amdsmi indices), else every one the profile expects."""
+        named = list((self.serve.accelerators if self.serve is not None else None) or [])
+        if not self.endpoint or not hasattr(self.platform, "inventory"):
+            return []
+        accs = self.platform.inventory()["accelerators"]
+        if not named:
+            return self.expected_accelerators()
+        out = []
+        for a in accs:
+            idx = (a.get("management") or {}).get("index")
+            if a.get("bdf") in named or (idx is not None and str(idx) in named):
+                out.append(a)
+        return out
 
     def set_golden(self, record: Optional[str], golden: Optional[str]) -> None:
         if record and golden:

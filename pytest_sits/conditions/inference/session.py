@@ -24,6 +24,9 @@ class Inference:
         self.unavailable = unavailable
         self.subject = rig.subject if rig is not None else "accelerators"
         self.logdir = Path(logdir) / self.subject.replace(":", "-").replace("/", "-")
+        if options.get("endpoint"):
+            # The server under test is one deployment: what is measured on it is judged once, under its name.
+            self.subject = f"endpoint {options['endpoint']}"
         self.run_id = run_id
         #: Called with a line of progress during the runs (``sits_progress``); None: silent.
         self.progress: Optional[Any] = None
@@ -51,8 +54,9 @@ class Inference:
         runs (``--sits-endpoint``), not this device: once per run, whatever the accelerator, under a lock of the
         run's own (no machine-wide device lock: the run never touches the device)."""
         if remote:
+            # One lock for everything measured on the deployment: the sweep and the SLA run never load it at once.
             k, shared = f"endpoint/{key}", self.logdir.parent / f"endpoint-{key}.evidence.json"
-            lock, run_scoped = f"endpoint-{key}", True
+            lock, run_scoped = "endpoint-deployment", True
         else:
             if self.absent:
                 return {"absent": self.absent}
@@ -86,8 +90,23 @@ class Inference:
 
     def sweep(self) -> Dict[str, Any]:
         cfg = sweep_config({r: self.th(r) for r in ("PLP-PPL", "PLP-LATENCY", "PLP-SAMPLE")})
+        if self.options.get("endpoint"):
+            return self._served_sweep(cfg)
         return self._once("sweep", lambda: acquire_sweep(self.rig, cfg, self.logdir / "sweep", self.progress,
                                                          self.latency_plan))
+
+    def _served_sweep(self, cfg: Dict[str, Any]) -> Dict[str, Any]:
+        """The sweep on the server under test: once per run, whatever the accelerator."""
+        from .served import acquire_served_sweep, served_target
+
+        if self.options.get("serve_error"):
+            return self._once("sweep", lambda: {"error": self.options["serve_error"]}, remote=True)
+        sla = self.th("SVC-SLA")
+        target = served_target(self.options, sla.get("model_name"), sla.get("api") or "completions",
+                               sla.get("timeout_s"))
+        logdir = self.logdir.parent / "endpoint" / "sweep"
+        return self._once("sweep", lambda: self._served(acquire_served_sweep(target, cfg, logdir, self.progress,
+                                                                             self.latency_plan)), remote=True)
 
     @property
     def sla_subject(self) -> str:
@@ -111,7 +130,7 @@ class Inference:
         served = self.options.get("served")
         if not served:
             return ev
-        ev = dict(ev, server={k: served.get(k) for k in ("command", "url", "models", "version", "log")})
+        ev = dict(ev, server={k: served.get(k) for k in ("command", "url", "models", "version", "log", "launched")})
         if ev.get("error") and ev.get("stopped") and served.get("log"):
             from ...inference.launch import log_tail
 
@@ -120,10 +139,29 @@ class Inference:
 
     def coldstart(self, plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
         cfg = dict(self.th("SVC-COLDSTART"), model=self.th("PLP-PPL")["model"])
+        if self.options.get("endpoint"):
+            return self._served_coldstart()
         return self._once("coldstart", lambda: acquire_coldstart(self.rig, cfg, plan))
+
+    def _served_coldstart(self) -> Dict[str, Any]:
+        """The launches of the server under test (measured when the suite started it), or why not measured."""
+        served = self.options.get("served") or {}
+        if not served.get("launched"):
+            return {"unavailable": f"the server at {self.options['endpoint']} is run by someone else "
+                                   "(--sits-endpoint), so the suite cannot start it cold; --sits-serve=COMMAND "
+                                   "launches it and measures its cold start"}
+        ev = served.get("coldstart")
+        if not ev:
+            return {"error": self.options.get("serve_error") or "the server was launched without cold-start trials"}
+        return self._served(dict(ev))
 
     def frag(self) -> Dict[str, Dict[str, Any]]:
         cfg = dict(self.th("SVC-FRAG"), model=self.th("PLP-PPL")["model"])
+        if self.options.get("endpoint"):
+            sweep = self.sweep()
+            if sweep.get("error") or sweep.get("unavailable"):
+                return {"kv-pool": {k: v for k, v in sweep.items() if k in ("error", "unavailable", "server")}}
+            return {"kv-pool": dict(sweep["frag"], server=sweep.get("server"))}
         if self.absent:
             return {"kv-pool": {"absent": self.absent}}
         if self.unavailable:

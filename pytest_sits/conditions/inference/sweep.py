@@ -118,7 +118,9 @@ def _sweep(rig: Any, c: Dict[str, Any], logdir: Path, found: Tuple[List[Any], Li
     t_lo = min((q[0] for q in off["queries"]), default=off["t0_ns"])
     rates = rho_series(off["work"], t_lo, t_lo + int(span * 1e9), int(c["period_ms"] * 1e6), c["window_ms"], 1.0)
     measured_flops = max(rates) if rates else mean_flops
-    peak = peak_of(c, getattr(rig, "hardware", {}), measured_flops, getattr(rig, "device", "cpu"))
+    peak_for = getattr(rig, "peak_for", None)  # a served deployment: ρ against its measured saturation
+    peak = peak_for(mean_flops, measured_flops) if peak_for else \
+        peak_of(c, getattr(rig, "hardware", {}), measured_flops, getattr(rig, "device", "cpu"))
     ss = runner.run("SingleStream", "singlestream", duration_s=max(1.0, c["point_s"] / 2),
                     expected_latency_s=span / max(1, len(ok)))
     ss_lat = [(q[1] - q[0]) / 1e9 for q in ss["queries"] if q[4] is None]

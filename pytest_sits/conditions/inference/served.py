@@ -1,0 +1,321 @@
+"""The PLP-* sweep, SVC-FRAG and SVC-COLDSTART measured on the serving stack under test (``--sits-serve`` or
+``--sits-endpoint``) instead of the suite's built-in model.
+
+One lifecycle per deployment: the sweep runs LoadGen against the server (Offline for its saturation throughput at
+the client's concurrency, SingleStream, then Server-scenario Poisson load at fractions of that saturation), with the
+power of every accelerator the deployment uses and of the host sampled by Sample3D, and the server's own
+``/metrics`` polled beside.  From that one run:
+
+* ρ (PLP-PPL, and the load PLP-POWER and PLP-LATENCY are judged at) is the output token rate over sliding
+  windows divided by the highest window rate the server reached at saturation (``peak.theoretical`` is false: a
+  remote server's FLOPs are not counted, so ρ is a share of the measured saturation, said so);
+* SVC-FRAG compares the KV capacity the server says it holds (``kv_cache_usage`` x blocks x block size) with what
+  the client knows is held (each open request's prompt tokens, as the server counted them, plus the tokens
+  streamed so far), at every metrics sample where client and server agree on the open requests;
+* SVC-COLDSTART is measured by the launch (``plugin/serving.py``): launch, ready, first token, repeated.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from ...checks.inference import FRAG_LOADED_SHARE
+from ...inference import loadgen_missing
+from ..sampler import Sample3D
+from .records import MAX_STEP_FRACTIONS
+
+#: Requests the client keeps in flight against the server when no other figure is given: saturation is measured at
+#: this concurrency (stated in the evidence).
+DEFAULT_CONCURRENCY = 64
+#: The server's /metrics is polled this often during the sweep.
+METRICS_PERIOD_S = 0.2
+
+
+def deployment_power(accelerators: List[Dict[str, Any]], redfish: Optional[Dict[str, Any]],
+                     root: Path = Path("/")) -> Tuple[List[Any], List[str], List[str]]:
+    """The power sources of every accelerator the deployment uses and of its host: (sources, why others are
+    missing, the primary sources whose sum is the deployment's power P: the accelerators' own sensors, else the
+    CPU packages and DRAM from RAPL)."""
+    from ...probes.power import discover
+
+    sources: List[Any] = []
+    missing: List[str] = []
+    wanted = [({"NVIDIA": "nvidia", "AMD": "amd"}.get(str(a.get("vendor"))), (a.get("management") or {}).get("index"))
+              for a in accelerators] or [(None, None)]
+    names = set()
+    for kind, index in wanted:
+        found, why = discover(root, kind, index, redfish)
+        for s in found:
+            if s.name in names:
+                s.close()
+                continue
+            names.add(s.name)
+            sources.append(s)
+        missing.extend(w for w in why if w not in missing)
+    dev = [s.name for s in sources if s.name.startswith(("nvml:", "amdsmi:"))]
+    if dev:
+        return sources, missing, dev
+    rapl = [s.name for s in sources if s.kind == "rapl" and "psys" not in s.name
+            and (s.name.count(":") == 2 or s.name.endswith(":dram"))]
+    return sources, missing, rapl
+
+
+class ServedRunner:
+    """LoadGen scenarios against the server under test (what :class:`~.sweep.LiveRunner` does against the built-in
+    model): each request's streamed chunks are its work (output tokens), the sampler and the metrics poller run
+    beside each scenario."""
+
+    def __init__(self, client: Any, config: Dict[str, Any], logdir: Path, sources: List[Any], workload: Any,
+                 prompts: List[str], metrics: Optional[Any], progress: Optional[Any] = None):
+        self.client, self.c, self.logdir, self.sources = client, config, logdir, sources
+        self.workload, self.prompts, self.metrics, self.progress = workload, prompts, metrics, progress
+        self.records: List[Dict[str, Any]] = []
+
+    def _issue(self, idx: int, complete: Any) -> None:
+        def done(r: Dict[str, Any]) -> None:
+            self.records.append(r)
+            complete(r["tokens"] if r["ok"] else 0, None if r["ok"] else f"{r['error_kind']}: {r['error']}")
+        self.client.submit(self.prompts[idx], self.workload.out_tokens[idx], done)
+
+    def calibrate(self) -> float:
+        """A rough maximum (queries/s) for LoadGen's Offline expectation: the client's concurrency, twice, at once."""
+        import threading
+
+        n = 2 * self.client.capacity
+        left = threading.Semaphore(0)
+        t = time.perf_counter()
+        for i in range(n):
+            self.client.submit(self.prompts[i % len(self.prompts)], self.workload.out_tokens[i % len(self.prompts)],
+                               lambda r: left.release())
+        for _ in range(n):
+            left.acquire(timeout=max(60.0, self.client.deadline_s))
+        return n / max(1e-6, time.perf_counter() - t)
+
+    def run(self, scenario: str, name: str, **kw: Any) -> Dict[str, Any]:
+        from ...inference.sut import run_loadgen
+
+        mark = len(self.records)
+        n_metrics = len(self.metrics.samples) if self.metrics is not None else 0
+        with Sample3D(self.sources, self.c["period_ms"] / 1e3) as s:
+            r = run_loadgen(self._issue, self.workload, self.logdir / name, scenario=scenario,
+                            seed=self.c.get("seed", 0), progress=self.progress, label=f"PLP sweep, {name}",
+                            deadline_s=kw.pop("deadline_s", None) or self.client.deadline_s + 5.0, **kw)
+        mine = self.records[mark:]
+        r["work"] = work_of(mine)
+        r["samples"] = s.evidence()
+        r["server_metrics"] = self.metrics.samples[n_metrics:] if self.metrics is not None else []
+        r["records"] = mine
+        return r
+
+    def describe(self) -> Dict[str, Any]:
+        return {"server": self.c.get("server"), "model_name": self.client.model, "api": self.client.api,
+                "workload": self.workload.describe(), "device": "the server under test",
+                "concurrency": self.client.capacity, "load_generator": "MLPerf LoadGen",
+                "work": "output tokens as the server streamed them (a remote server's FLOPs are not counted)"}
+
+
+def work_of(records: List[Dict[str, Any]]) -> List[Tuple[int, int, int, float, str]]:
+    """Work entries ``(t0, t1, tokens, work, kind)`` from the client's records: each streamed chunk's tokens spread
+    over the time since the request's previous chunk (its send, for the first)."""
+    out: List[Tuple[int, int, int, float, str]] = []
+    for r in records:
+        if not r.get("ok"):
+            continue
+        prev = r.get("t_send_ns") or r.get("t_issue_ns")
+        for t, k in r.get("chunks") or []:
+            if k > 0 and prev is not None and t >= prev:
+                out.append((int(prev), int(max(t, prev + 1)), int(k), float(k), "tokens"))
+            prev = t
+    out.sort()
+    return out
+
+
+def held_at(records: List[Dict[str, Any]], t: int) -> Tuple[int, Optional[int], int]:
+    """At ``t``: the requests the client had open, the KV tokens they held (prompt tokens as the server counted them
+    plus the tokens streamed by ``t``; None when one open request's prompt count is unknown), and how many of them
+    had failed."""
+    n, held, failed = 0, 0, 0
+    known = True
+    for r in records:
+        s, d = r.get("t_send_ns"), r.get("t_done_ns")
+        if s is None or d is None or not s <= t < d:
+            continue
+        n += 1
+        if not r.get("ok"):
+            failed += 1
+            continue
+        if r.get("prompt_tokens") is None:
+            known = False
+            continue
+        held += int(r["prompt_tokens"]) + sum(k for c, k in r.get("chunks") or [] if c <= t)
+    return n, (held if known else None), failed
+
+
+def served_frag(records: List[Dict[str, Any]], samples: List[Dict[str, Any]], poller: Dict[str, Any]) -> Dict[str, Any]:
+    """SVC-FRAG's KV-pool evidence from the server's metrics against what the client held (module docstring)."""
+    bt, blocks = poller.get("block_tokens"), poller.get("pool_blocks")
+    base = {"view": "kv-pool", "source": "server", "metrics": {k: poller.get(k) for k in
+                                                             ("url", "stack", "period_s", "samples", "failed",
+                                                              "last_error", "source")}}
+    if not bt or not blocks:
+        return dict(base, unavailable=f"the server states no KV block layout ({poller.get('source')}): the "
+                                      "capacity its usage share refers to is unknown")
+    if not samples:
+        return dict(base, error=f"no sample of the server's metrics was read during the load "
+                                f"({poller.get('failed', 0)} fetches failed: {poller.get('last_error')})")
+    by_t = sorted(records, key=lambda r: r.get("t_send_ns") or 0)
+    kept: List[Dict[str, Any]] = []
+    dropped = {"idle": 0, "queued": 0, "disagree": 0, "unknown_prompt": 0, "failed_open": 0, "moving": 0}
+    for s in samples:
+        n, held, failed = held_at(by_t, s["t_ns"])
+        # the server answered of some instant of its fetch: a sample during which the client's view moved (a chunk
+        # arrived, a request opened or ended) cannot be set beside one figure of the client's
+        edges = [held_at(by_t, s[k]) for k in ("t0_ns", "t1_ns") if s.get(k) is not None]
+        running = s.get("running")
+        if s["usage"] <= 0 or n == 0:
+            dropped["idle"] += 1
+        elif any(e != (n, held, failed) for e in edges):
+            dropped["moving"] += 1
+        elif (s.get("waiting") or 0) > 0:
+            dropped["queued"] += 1
+        elif failed:
+            dropped["failed_open"] += 1
+        elif running is None or int(round(running)) != n:
+            dropped["disagree"] += 1
+        elif held is None:
+            dropped["unknown_prompt"] += 1
+        else:
+            slots = s["usage"] * blocks * bt
+            kept.append({"t_ns": s["t_ns"], "usage": s["usage"], "open": n, "held_tokens": held,
+                         "allocated_slots": round(slots, 1), "fraction": round(1 - held / slots, 6),
+                         "min_blocks": None})
+    if not kept:
+        return dict(base, block_tokens=bt, pool_blocks=blocks, dropped=dropped,
+                    unavailable=f"none of {len(samples)} metrics samples had the server running exactly the "
+                                f"requests the client had open with none queued ({dropped}): nothing to compare")
+    peak = max(kept, key=lambda k: k["usage"])
+    loaded = [k["fraction"] for k in kept if k["usage"] >= FRAG_LOADED_SHARE * peak["usage"]]
+    if len(loaded) > MAX_STEP_FRACTIONS:
+        loaded = [loaded[int(i * len(loaded) / MAX_STEP_FRACTIONS)] for i in range(MAX_STEP_FRACTIONS)]
+    peak_blocks = int(round(peak["usage"] * blocks))
+    return dict(base, block_tokens=bt, pool_blocks=blocks, step_fractions=loaded, loaded_share=FRAG_LOADED_SHARE,
+                peak_blocks_used=peak_blocks, peak_tokens_stored=peak["held_tokens"], peak_sequences=peak["open"],
+                fraction=peak["fraction"], peak_occupancy=round(peak["usage"], 6),
+                fraction_time_weighted=round(sum(k["fraction"] for k in kept) / len(kept), 6),
+                steps=len(kept), samples_read=len(samples), dropped=dropped,
+                below_zero=sum(1 for k in kept if k["fraction"] < 0),
+                method=("per sample of the server's /metrics: 1 - (tokens the client's open requests held: prompt "
+                        "tokens as the server counted them + tokens streamed by then) / (the server's KV usage share x "
+                        f"{blocks} blocks x {bt} tokens); kept only where the server ran exactly the client's open "
+                        "requests and queued none, and the client's view did not move during the fetch; judged: the "
+                        "mean over the samples at or above half of the peak's usage (step_fractions), with fraction "
+                        "the sample of peak usage; a value below zero is the "
+                        "client's view ahead of the server's (a metric updated a step late), kept as measured"))
+
+
+def frag_unavailable(why: str) -> Dict[str, Dict[str, Any]]:
+    return {"kv-pool": {"unavailable": why}}
+
+
+def acquire_served_sweep(target: Dict[str, Any], config: Dict[str, Any], logdir: Path,
+                         progress: Optional[Any] = None, plan: Optional[Any] = None) -> Dict[str, Any]:
+    """The sweep against the server under test (``target``: url, model, api, stream, key, accelerators, redfish,
+    server), with its metrics; ``{"error": ...}`` when the server cannot be used."""
+    from ...inference.endpoint import EndpointClient, EndpointError, preflight
+    from ...inference.metrics import MetricsPoller
+    from ...inference.model import decode_tokens
+    from ...inference.sut import Workload
+    from .sweep import _clamp_config, _sweep
+
+    why = loadgen_missing()
+    if why:
+        return {"unavailable": why}
+    c = _clamp_config(config)
+    c["server"] = target.get("server")
+    c["peak_tflops"] = None  # a remote server's FLOPs are not counted: ρ is a share of its measured saturation
+    logdir = Path(logdir)
+    logdir.mkdir(parents=True, exist_ok=True)
+    wl = Workload.build(c["workload"], 95, seed=int(c.get("seed", 2026) or 2026))
+    prompts = [decode_tokens(p) for p in wl.prompts]
+    timeout = min(600.0, max(1.0, float(target.get("timeout_s") or 60.0)))
+    concurrency = int(target.get("concurrency") or DEFAULT_CONCURRENCY)
+    sources, missing, primary = deployment_power(target.get("accelerators") or [], target.get("redfish"))
+    try:
+        with EndpointClient(target["url"], target.get("model"), api=target.get("api", "completions"),
+                            stream=True, deadline_s=timeout, max_inflight=concurrency,
+                            api_key=target.get("key")) as client:
+            pf = preflight(client, deadline_s=min(5.0, timeout))
+            if not pf["ok"]:
+                return {"error": f"pre-flight of {target['url']}: {pf['error']}", "preflight": pf}
+            poller = MetricsPoller(target["url"], METRICS_PERIOD_S, target.get("key"))
+            metrics_why = poller.probe()
+            if progress:
+                progress(f"PLP sweep: pre-flight of {target['url']} passed (model {pf['model']}); "
+                         f"{concurrency} requests in flight at most; server metrics: "
+                         f"{metrics_why or f'{poller.stack} at {poller.url}'}")
+            runner = ServedRunner(client, c, logdir, sources, wl, prompts, None if metrics_why else poller, progress)
+            rig = _ServedRig(target)
+            if metrics_why:
+                ev = _sweep(rig, c, logdir, (sources, missing), primary, runner, plan)
+            else:
+                with poller:
+                    ev = _sweep(rig, c, logdir, (sources, missing), primary, runner, plan)
+    except EndpointError as exc:
+        return {"error": str(exc)}
+    finally:
+        for s in sources:
+            s.close()
+    ev["peak"] = dict(ev["peak"], unit="output tokens/s")
+    ev["rho_rule"] = ("ρ of a window = output tokens streamed in it / (the saturated server's output token rate x "
+                      "window); a point's ρ is the mean over its sliding windows: its share of the saturation")
+    ev["served"] = True
+    ev["preflight"] = pf
+    ev["prompt_tokens_counted"] = _prompt_stats(runner.records, wl)
+    ev["frag"] = frag_unavailable(metrics_why)["kv-pool"] if metrics_why else \
+        served_frag(runner.records, poller.samples, poller.describe())
+    ev["server_metrics"] = poller.describe() if not metrics_why else {"unavailable": metrics_why}
+    return ev
+
+
+class _ServedRig:
+    """What :func:`~.sweep._sweep` asks of its rig, for a served deployment."""
+
+    simulated = False
+    hardware: Dict[str, Any] = {}
+    device = "server"
+
+    def __init__(self, target: Dict[str, Any]):
+        self.subject = f"endpoint {target['url']}"
+
+    @staticmethod
+    def peak_for(mean_rate: Optional[float], highest_window: Optional[float]) -> Dict[str, Any]:
+        """ρ's reference: the saturated server's output token rate over the whole Offline run (its throughput), so
+        that a point's ρ is its share of the saturation; the highest window rate is kept beside it."""
+        return {"flops_per_s": mean_rate, "theoretical": False, "highest_window_per_s": highest_window,
+                "source": "measured: the server's output token rate while saturated (LoadGen Offline at the "
+                          "client's concurrency)"}
+
+
+def _prompt_stats(records: List[Dict[str, Any]], wl: Any) -> Dict[str, Any]:
+    counted = [int(r["prompt_tokens"]) for r in records if r.get("ok") and r.get("prompt_tokens") is not None]
+    out: Dict[str, Any] = {"planned": {k: v for k, v in wl.describe().items() if k.startswith("prompt")},
+                           "requests_with_usage": len(counted), "requests": sum(1 for r in records if r.get("ok"))}
+    if counted:
+        out.update(mean=round(sum(counted) / len(counted), 2), min=min(counted), max=max(counted),
+                   source="usage.prompt_tokens: the prompt's length as the server's tokenizer counted it")
+    else:
+        out["source"] = "the server reported no usage.prompt_tokens"
+    return out
+
+
+def served_target(options: Dict[str, Any], model_name: Optional[str], api: str = "completions",
+                  timeout_s: Optional[float] = None) -> Dict[str, Any]:
+    """What the served measurements need from the run's options."""
+    served = options.get("served") or {}
+    return {"url": options["endpoint"], "model": model_name or served.get("model"), "api": api,
+            "key": options.get("endpoint_key"), "accelerators": options.get("deployment_accelerators") or [],
+            "redfish": options.get("redfish"), "timeout_s": timeout_s,
+            "server": {k: served.get(k) for k in ("command", "url", "models", "version", "log")} if served
+            else {"url": options["endpoint"], "launched": False}}

@@ -1,0 +1,238 @@
+"""The PLP-* sweep, SVC-FRAG and SVC-COLDSTART measured on the server under test (--sits-serve, --sits-endpoint):
+the server's /metrics read as vLLM publishes it, fragmentation from its KV usage against what the client held,
+the phases a server prints while it starts, and whole runs against the simulated serving stack."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from pytest_sits.checks.inference import check_coldstart, check_frag
+from pytest_sits.conditions.inference.served import held_at, served_frag, work_of
+from pytest_sits.inference.launch import log_phases
+from pytest_sits.inference.metrics import MetricsPoller, MetricsUnavailable, cache_layout, parse, stack_of
+from pytest_sits.inference.servers import ScriptedServer
+
+from helpers import run_pytest
+
+# one engine step every 20 ms: the client's view holds still between steps, as a batching engine's does
+SIM = f"{sys.executable} -m pytest_sits.inference.simserve --port={{port}} --model=sim-model --itl=0.02"
+
+# A /metrics answer in the layout vLLM's OpenAI server writes (histograms and other families around the gauges).
+VLLM_METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 0.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.0029296875
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{engine="0",model_name="m"} 2.0
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="m"} 0.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 10.0
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True",engine="0",\
+kv_cache_dtype_skip_layers="[]",num_cpu_blocks="None",num_gpu_blocks="4096"} 1.0
+"""
+
+
+def test_vllm_metrics_are_read_with_the_block_layout():
+    s = parse(VLLM_METRICS)
+    assert stack_of(s) == "vllm"
+    assert s["vllm:kv_cache_usage_perc"][0][1] == pytest.approx(0.0029296875)
+    assert s["vllm:num_requests_running"][0][1] == 3.0 and s["vllm:num_preemptions_total"][0][1] == 2.0
+    assert cache_layout(s, "vllm")["block_tokens"] == 128 and cache_layout(s, "vllm")["pool_blocks"] == 4096
+
+
+@pytest.mark.parametrize("text, said", [
+    (VLLM_METRICS.replace('num_gpu_blocks="4096"', 'num_gpu_blocks="lots"'), "are not integers"),
+    ("\n".join(line for line in VLLM_METRICS.splitlines() if "cache_config" not in line), "publishes no block layout"),
+])
+def test_a_block_layout_that_is_not_stated_is_never_guessed(text, said):
+    layout = cache_layout(parse(text), "vllm")
+    assert layout["block_tokens"] is None and said in layout["source"]
+
+
+def test_metrics_that_are_not_prometheus_text_are_a_clear_error():
+    with pytest.raises(MetricsUnavailable, match="not Prometheus text"):
+        parse("vllm:kv_cache_usage_perc{engine=\"0\" 0.5\n")
+    assert parse("<html>It works!</html>") == {}
+
+
+def test_a_server_without_kv_metrics_names_the_metrics_it_would_need():
+    with ScriptedServer() as url:  # no /metrics: 404
+        why = MetricsPoller(url).probe()
+    assert "could not be read" in why and "/metrics" in why
+    with ScriptedServer(kv_block_tokens=16) as url:
+        poller = MetricsPoller(url + "/v1")
+        assert poller.probe() is None and poller.stack == "vllm" and poller.layout["block_tokens"] == 16
+        poller.sample_once()
+    assert poller.samples[0]["usage"] == 0.0 and poller.samples[0]["running"] == 0.0
+
+
+def _record(send, done, prompt, chunks, ok=True):
+    return {"ok": ok, "t_send_ns": send, "t_issue_ns": send, "t_done_ns": done, "prompt_tokens": prompt,
+            "chunks": chunks, "tokens": sum(k for _, k in chunks)}
+
+
+def test_held_tokens_are_the_prompt_plus_what_was_streamed_by_then():
+    recs = [_record(0, 100, 10, [[20, 1], [40, 1], [60, 2]]), _record(50, 200, 5, [[70, 1]])]
+    assert held_at(recs, 45) == (1, 12, 0)
+    assert held_at(recs, 65) == (2, 10 + 4 + 5, 0)
+    assert held_at(recs, 150) == (1, 6, 0)
+    assert held_at(recs + [_record(10, 300, None, [], ok=False)], 150) == (2, 6, 1)
+    assert work_of(recs)[0] == (0, 20, 1, 1.0, "tokens") and sum(w[2] for w in work_of(recs)) == 5
+
+
+def _frag(block_tokens, n=30):
+    """n requests held one at a time, each of 20 prompt tokens + 10 streamed; the server's usage in blocks."""
+    recs, samples = [], []
+    for i in range(n):
+        t = i * 1000
+        recs.append(_record(t, t + 900, 20, [[t + 100 + 10 * j, 1] for j in range(10)]))
+        blocks = -(-30 // block_tokens)
+        samples.append({"t_ns": t + 500, "usage": blocks / 1000, "running": 1.0, "waiting": 0.0})
+    return served_frag(recs, samples, {"block_tokens": block_tokens, "pool_blocks": 1000, "url": "u",
+                                       "stack": "vllm", "samples": n, "failed": 0})
+
+
+def test_served_fragmentation_passes_a_token_granular_pool_and_fails_large_blocks():
+    good = _frag(1)
+    assert good["fraction"] == 0.0 and good["steps"] == 30
+    assert check_frag(good, {"max_fraction": 0.03}, "endpoint").status == "PASS"
+    bad = _frag(128)  # 30 tokens in a 128-token block: 77% of it empty
+    assert bad["fraction"] == pytest.approx(1 - 30 / 128, abs=1e-6)
+    v = check_frag(bad, {"max_fraction": 0.03}, "endpoint")
+    assert v.status == "FAIL" and "76.56%" in v.reason
+
+
+def test_a_sample_during_which_the_client_view_moved_is_left_out():
+    recs = [_record(0, 900, 20, [[100, 1], [505, 1]])]
+    moving = {"t_ns": 500, "t0_ns": 495, "t1_ns": 510, "usage": 0.5, "running": 1.0, "waiting": 0.0}
+    still = dict(moving, t_ns=300, t0_ns=290, t1_ns=310)
+    out = served_frag(recs, [moving, still], {"block_tokens": 1, "pool_blocks": 42})
+    assert out["dropped"]["moving"] == 1 and out["steps"] == 1 and out["peak_tokens_stored"] == 21
+
+
+def test_samples_where_server_and_client_disagree_are_left_out_and_counted():
+    ev = _frag(1)
+    recs = [_record(0, 900, 20, [[100, 1]])]
+    samples = [{"t_ns": 500, "usage": 0.5, "running": 3.0, "waiting": 0.0},   # the server runs others too
+               {"t_ns": 600, "usage": 0.5, "running": 1.0, "waiting": 2.0},   # some queued: not held yet
+               {"t_ns": 5000, "usage": 0.0, "running": 0.0, "waiting": 0.0}]  # idle
+    out = served_frag(recs, samples, {"block_tokens": 16, "pool_blocks": 10})
+    assert "unavailable" in out and out["dropped"] == {"idle": 1, "queued": 1, "disagree": 1, "unknown_prompt": 0,
+                                                       "failed_open": 0, "moving": 0}
+    assert ev["dropped"]["disagree"] == 0
+    assert "states no KV block layout" in served_frag(recs, samples, {"source": "x"})["unavailable"]
+
+
+VLLM_LOG = """(APIServer pid=1) INFO 12-04 05:11:19 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config
+(Worker pid=3) INFO 12-04 05:11:23 [default_loader.py:501] Loading weights took 12.25 seconds
+(Worker pid=3) INFO 12-04 05:11:24 [gpu_model_runner.py:2000] Model loading took 131.5 GiB and 14.02 seconds
+(EngineCore pid=2) INFO 12-04 05:11:40 [gpu_model_runner.py:3000] Graph capturing finished in 21 secs, took 1.2 GiB
+(EngineCore pid=2) INFO 12-04 05:11:41 [core.py:402] init engine (profile, create kv cache, warmup model) took 35.10 s
+"""
+
+
+def test_start_up_phases_are_read_where_the_server_prints_them(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(VLLM_LOG)
+    ph = log_phases(log)
+    got = {p["phase"]: p["seconds"] for p in ph["printed"]}
+    assert got["weights loaded"] == 12.25 and got["model loaded"] == 14.02 and got["graphs captured"] == 21.0
+    assert got["engine initialised (memory profile, KV cache allocated, warm-up)"] == 35.1
+    assert ph["not_printed"] == ["model loaded (llama.cpp)"]
+    log.write_text("simserve: ready\n")
+    assert log_phases(log)["printed"] == []
+
+
+def _coldstart(totals):
+    return {"total_s": sorted(totals)[len(totals) // 2], "samples_s": totals, "phases": {"printed": []},
+            "stages": [{"stage": "start_to_listening", "seconds": 1.0}, {"stage": "listening_to_ready", "seconds": 0.5},
+                       {"stage": "ready_to_first_token", "seconds": 0.1}],
+            "method": "each trial launches the server's command afresh"}
+
+
+def test_served_cold_start_is_judged_on_its_launches():
+    assert check_coldstart(_coldstart([30.0, 31.0, 29.5]), {"max_s": 60}, "endpoint").status == "PASS"
+    v = check_coldstart(_coldstart([90.0, 92.0, 91.0]), {"max_s": 60}, "endpoint")
+    assert v.status == "FAIL" and "the server printed no start-up phase" in v.reason
+    assert "launches the server's command afresh" in v.method
+
+
+PROFILE = """
+name: tiny-served
+extends: host
+thresholds:
+  PLP-LATENCY: {{point_s: 2, sweep_fractions: [0.3, 0.6]}}
+  PLP-PPL: {{window_ms: 100}}  # windows longer than the simulated engine's 20 ms steps
+  SVC-FRAG: {{max_fraction: 0.05}}
+  SVC-COLDSTART: {{max_s: {max_s}}}
+"""
+
+
+def _served_run(tmp_path, *opts, max_s=30):
+    (tmp_path / "p.yaml").write_text(PROFILE.format(max_s=max_s))
+    out = run_pytest("--sits", "--sits-profile=p.yaml", "--sits-level=standard", "-p", "no:randomly",
+                     "-k", "peak or latency or fragmentation or cold_start", f"--sits-report-dir={tmp_path / 'r'}",
+                     *opts, cwd=tmp_path, timeout=400)
+    report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
+    by = {}
+    for v in report["verdicts"]:
+        by.setdefault(v["requirement"], []).append(v)
+    return out, report, by
+
+
+@pytest.mark.slow
+def test_a_launched_server_is_swept_its_kv_pool_judged_and_its_cold_start_measured(tmp_path):
+    out, report, by = _served_run(tmp_path, f"--sits-serve={SIM}")
+    assert "measure the server under test" in out.stdout
+    for req in ("PLP-PPL", "PLP-LATENCY", "SVC-FRAG", "SVC-COLDSTART"):
+        assert len(by[req]) == 1 and by[req][0]["subject"].startswith("endpoint http://127.0.0.1:"), by[req]
+    assert by["SVC-FRAG"][0]["status"] == "PASS", by["SVC-FRAG"][0]["reason"]
+    cold = by["SVC-COLDSTART"][0]
+    assert cold["status"] == "PASS" and len(cold["evidence"]["samples_s"]) >= 3, cold["reason"]
+    assert cold["evidence"]["server"]["models"] == ["sim-model"]
+    ppl = by["PLP-PPL"][0]
+    assert ppl["status"] == "WARN" and "share of the server's saturated output rate" in ppl["reason"]
+    sweep = by["PLP-LATENCY"][0]["evidence"]
+    assert sweep["served"] and sweep["runner"]["model_name"] == "sim-model"
+    assert [round(p["fraction_of_max"], 1) for p in sweep["sweep"]] == [0.3, 0.6]
+    assert sweep["server_metrics"]["stack"] == "vllm" and sweep["server_metrics"]["samples"] > 10
+    assert (tmp_path / "r" / "serving" / "coldstart-1" / "server.log").is_file()
+
+
+@pytest.mark.slow
+def test_high_fragmentation_and_a_slow_cold_start_fail(tmp_path):
+    out, report, by = _served_run(tmp_path, f"--sits-serve={SIM} --fault=frag-high --fault=slow-start=1.5",
+                                  max_s=1.0)
+    frag = by["SVC-FRAG"][0]
+    assert frag["status"] == "FAIL" and "512 tokens" in frag["reason"], frag["reason"]
+    assert by["SVC-COLDSTART"][0]["status"] == "FAIL", by["SVC-COLDSTART"][0]["reason"]
+
+
+@pytest.mark.slow
+def test_an_endpoint_run_by_someone_else_is_swept_and_its_cold_start_not_measured(tmp_path):
+    with ScriptedServer(ttft_s=0.01, itl_s=0.002, model_name="m") as url:  # no /metrics
+        out, report, by = _served_run(tmp_path, f"--sits-endpoint={url}")
+    cold, frag = by["SVC-COLDSTART"][0], by["SVC-FRAG"][0]
+    assert cold["status"] == "SKIP" and "--sits-serve=COMMAND" in cold["reason"]
+    assert frag["status"] == "SKIP" and "vllm:kv_cache_usage_perc" in frag["reason"], frag["reason"]
+    assert by["PLP-LATENCY"][0]["status"] == "WARN" and by["PLP-LATENCY"][0]["evidence"]["served"]
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_under_the_sweep_is_an_error_and_nothing_is_left(tmp_path):
+    from pytest_sits.inference.launch import group_members
+
+    out, report, by = _served_run(tmp_path, f"--sits-serve={SIM} --fault=dies-after=3", "-k", "not cold_start")
+    assert all(v["status"] == "ERROR" for r in ("PLP-PPL", "PLP-LATENCY", "SVC-FRAG") for v in by[r]), \
+        {r: [(v["status"], v["reason"][:200]) for v in by[r]] for r in by}
+    served = report["run"]["serving"]
+    assert served["stopped"]["before_the_end"] and group_members(served["pid"]) == []
