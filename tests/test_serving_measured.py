@@ -117,6 +117,9 @@ def test_a_sample_during_which_the_client_view_moved_is_left_out():
     still = dict(moving, t_ns=300, t0_ns=290, t1_ns=310)
     out = served_frag(recs, [moving, still], {"block_tokens": 1, "pool_blocks": 42})
     assert out["dropped"]["moving"] == 1 and out["steps"] == 1 and out["peak_tokens_stored"] == 21
+    # the same movement in a large allocation is within its spread: kept at the middle of what the client held
+    big = served_frag(recs, [moving], {"block_tokens": 1, "pool_blocks": 10_000})
+    assert big["dropped"]["moving"] == 0 and big["peak_tokens_stored"] == 21.5 and big["largest_spread"] == 0.0002
 
 
 def test_samples_where_server_and_client_disagree_are_left_out_and_counted():

@@ -30,7 +30,10 @@ from .records import MAX_STEP_FRACTIONS
 #: this concurrency (stated in the evidence).
 DEFAULT_CONCURRENCY = 64
 #: The server's /metrics is polled this often during the sweep.
-METRICS_PERIOD_S = 0.2
+METRICS_PERIOD_S = 0.1
+#: A sample during whose fetch the client's held tokens moved by more than this share of the allocated slots is
+#: left out (the server's figure is of an unknown instant of the fetch).
+MOVING_SHARE = 0.01
 
 
 def deployment_power(accelerators: List[Dict[str, Any]], redfish: Optional[Dict[str, Any]],
@@ -170,13 +173,18 @@ def served_frag(records: List[Dict[str, Any]], samples: List[Dict[str, Any]], po
     dropped = {"idle": 0, "queued": 0, "disagree": 0, "unknown_prompt": 0, "failed_open": 0, "moving": 0}
     for s in samples:
         n, held, failed = held_at(by_t, s["t_ns"])
-        # the server answered of some instant of its fetch: a sample during which the client's view moved (a chunk
-        # arrived, a request opened or ended) cannot be set beside one figure of the client's
+        # the server answered of some instant of its fetch: where the client's view moved during it (a chunk arrived,
+        # a request opened or ended), the held tokens lie between those at its start and end: kept (at the middle)
+        # only when the same requests were open throughout and the two differ by at most MOVING_SHARE of the slots
         edges = [held_at(by_t, s[k]) for k in ("t0_ns", "t1_ns") if s.get(k) is not None]
         running = s.get("running")
+        slots = s["usage"] * blocks * bt
+        same_open = all(e[0] == n and e[2] == failed for e in edges)
+        range_held = [int(e[1]) for e in edges if e[1] is not None] + ([held] if held is not None else [])
+        spread = (max(range_held) - min(range_held)) / slots if same_open and range_held and slots else None
         if s["usage"] <= 0 or n == 0:
             dropped["idle"] += 1
-        elif any(e != (n, held, failed) for e in edges):
+        elif edges and (spread is None or spread > MOVING_SHARE) and any(e != (n, held, failed) for e in edges):
             dropped["moving"] += 1
         elif (s.get("waiting") or 0) > 0:
             dropped["queued"] += 1
@@ -184,13 +192,13 @@ def served_frag(records: List[Dict[str, Any]], samples: List[Dict[str, Any]], po
             dropped["failed_open"] += 1
         elif running is None or int(round(running)) != n:
             dropped["disagree"] += 1
-        elif held is None:
+        elif held is None or len(range_held) != len(edges) + 1:
             dropped["unknown_prompt"] += 1
         else:
-            slots = s["usage"] * blocks * bt
-            kept.append({"t_ns": s["t_ns"], "usage": s["usage"], "open": n, "held_tokens": held,
-                         "allocated_slots": round(slots, 1), "fraction": round(1 - held / slots, 6),
-                         "min_blocks": None})
+            mid = (min(range_held) + max(range_held)) / 2
+            kept.append({"t_ns": s["t_ns"], "usage": s["usage"], "open": n, "held_tokens": mid,
+                         "allocated_slots": round(slots, 1), "fraction": round(1 - mid / slots, 6),
+                         "spread": round(spread or 0.0, 6)})
     if not kept:
         return dict(base, block_tokens=bt, pool_blocks=blocks, dropped=dropped,
                     unavailable=f"none of {len(samples)} metrics samples had the server running exactly the "
@@ -206,10 +214,12 @@ def served_frag(records: List[Dict[str, Any]], samples: List[Dict[str, Any]], po
                 fraction_time_weighted=round(sum(k["fraction"] for k in kept) / len(kept), 6),
                 steps=len(kept), samples_read=len(samples), dropped=dropped,
                 below_zero=sum(1 for k in kept if k["fraction"] < 0),
+                largest_spread=max(k["spread"] for k in kept),
                 method=("per sample of the server's /metrics: 1 - (tokens the client's open requests held: prompt "
                         "tokens as the server counted them + tokens streamed by then) / (the server's KV usage share x "
                         f"{blocks} blocks x {bt} tokens); kept only where the server ran exactly the client's open "
-                        "requests and queued none, and the client's view did not move during the fetch; judged: the "
+                        "requests and queued none, and the client's held tokens moved by at most "
+                        f"{MOVING_SHARE:.1%} of the slots during the fetch (the middle kept); judged: the "
                         "mean over the samples at or above half of the peak's usage (step_fractions), with fraction "
                         "the sample of peak usage; a value below zero is the "
                         "client's view ahead of the server's (a metric updated a step late), kept as measured"))
