@@ -561,7 +561,7 @@ def test_session_rejects_a_bad_endpoint_with_the_fix(monkeypatch):
     run.set_inference("http://127.0.0.1:8000", "https://bmc.example")
     assert run.inference_options() == {"endpoint": "http://127.0.0.1:8000", "redfish": {
         "url": "https://bmc.example", "user": "admin", "password": None}, "endpoint_key": None, "served": None,
-        "serve_error": None, "deployment_accelerators": []}
+        "serve_error": None, "deployment_accelerators": [], "dataset": None}
     monkeypatch.setenv("OPENAI_API_KEY", "from-env")
     run.set_inference("http://127.0.0.1:8000", None)
     assert run.inference_options()["endpoint_key"] == "from-env"

@@ -239,3 +239,99 @@ def test_a_server_that_dies_under_the_sweep_is_an_error_and_nothing_is_left(tmp_
         {r: [(v["status"], v["reason"][:200]) for v in by[r]] for r in by}
     served = report["run"]["serving"]
     assert served["stopped"]["before_the_end"] and group_members(served["pid"]) == []
+
+
+# -- workloads -----------------------------------------------------------------------------------------------------
+
+from pytest_sits.inference.endpoint import EndpointClient  # noqa: E402
+from pytest_sits.inference.workloads import DatasetError, calibrate, load_dataset, synthetic  # noqa: E402
+
+
+def test_prompt_lengths_are_set_in_the_server_own_tokens():
+    with ScriptedServer() as url, EndpointClient(url, "scripted") as client:  # the server counts one token a word
+        cal = calibrate(client)
+    assert cal["tokens_per_word"] == 1.0 and cal["overhead_tokens"] == 0, cal
+    wl = synthetic({"samples": 20, "prompt_tokens": [50, 50], "output_tokens": [4, 4]}, cal)
+    assert all(len(t.split()) == 50 for t in wl.texts) and wl.out_tokens == [4] * 20
+    # a tokenizer that counts two tokens a word and a BOS: half the words
+    wl = synthetic({"samples": 5, "prompt_tokens": [101, 101]}, {"tokens_per_word": 2.0, "overhead_tokens": 1})
+    assert all(len(t.split()) == 50 for t in wl.texts)
+
+
+def test_a_server_reporting_no_usage_leaves_prompts_at_a_word_a_token_and_says_so():
+    with ScriptedServer(usage="never") as url, EndpointClient(url, "scripted") as client:
+        cal = calibrate(client)
+    assert cal["tokens_per_word"] is None and "reports no usage.prompt_tokens" in cal["why"]
+
+
+def test_a_jsonl_and_a_sharegpt_dataset_are_read(tmp_path):
+    f = tmp_path / "d.jsonl"
+    f.write_text('{"prompt": "Tell me about GPUs", "output_tokens": 64}\n\n{"prompt": "Hi"}\n')
+    wl = load_dataset(f, {"output_tokens": [8, 8]}, {"tokens_per_word": 1.5})
+    assert wl.texts == ["Tell me about GPUs", "Hi"] and wl.out_tokens == [64, 8]
+    assert wl.describe()["output_tokens_from"] == {"dataset": 1, "the profile's range": 1}
+    g = tmp_path / "share.json"
+    g.write_text(json.dumps([{"conversations": [{"from": "human", "value": "What is HBM?"},
+                                                {"from": "gpt", "value": "High bandwidth memory stacked near dies"}]},
+                             {"conversations": [{"from": "gpt", "value": "orphan reply"}]}]))
+    wl = load_dataset(g, {}, {"tokens_per_word": 1.5})
+    assert wl.texts == ["What is HBM?"] and wl.out_tokens == [9] and wl.describe()["layout"] == "ShareGPT"
+
+
+@pytest.mark.parametrize("content, said", [
+    ('{"prompt": "ok"}\nnot json\n', "d.jsonl:2: not JSON"),
+    ('{"prompt": "   "}\n', "d.jsonl:1: the prompt is empty"),
+    ('{"text": "x"}\n', 'd.jsonl:1: a JSON object with a "prompt" is expected'),
+    ('{"prompt": "x", "output_tokens": -3}\n', "output_tokens = -3 is not a whole number"),
+    ("", "the file is empty"),
+    ("[1, 2]", 'record 0: no "conversations" list'),
+])
+def test_a_bad_dataset_is_refused_naming_the_line_and_the_fix(tmp_path, content, said):
+    f = tmp_path / "d.jsonl"
+    f.write_text(content)
+    with pytest.raises(DatasetError, match="fix:") as err:
+        load_dataset(f, {}, {})
+    assert said in str(err.value)
+
+
+def test_a_huge_or_linked_dataset_is_refused_before_it_is_read(tmp_path):
+    big = tmp_path / "big.jsonl"
+    with open(big, "wb") as fh:
+        fh.truncate(200 << 20)  # sparse: nothing is read to refuse it
+    with pytest.raises(DatasetError, match="over the 128 MiB limit; fix: take a subset"):
+        load_dataset(big, {}, {})
+    real = tmp_path / "real.jsonl"
+    real.write_text('{"prompt": "x"}\n')
+    (tmp_path / "link.jsonl").symlink_to(real)
+    with pytest.raises(DatasetError, match="symbolic link"):
+        load_dataset(tmp_path / "link.jsonl", {}, {})
+
+
+def test_a_dataset_without_a_server_under_test_is_a_usage_error(tmp_path):
+    from types import SimpleNamespace
+
+    from pytest_sits.plugin.session import SitsRun, SitsUsageError
+    from pytest_sits.profiles import resolve
+
+    f = tmp_path / "d.jsonl"
+    f.write_text('{"prompt": "x"}\n')
+    run = SitsRun(profile=resolve("host"), platform=SimpleNamespace(kind="live", simulated=False), level="standard",
+                  level_how="option", report_dir=None)
+    with pytest.raises(SitsUsageError, match="none is given, so the file would not be used"):
+        run.set_dataset(str(f))
+    run.set_inference("http://127.0.0.1:9", None)
+    f.write_text('{"prompt": ""}\n')
+    with pytest.raises(SitsUsageError, match="d.jsonl:1: the prompt is empty"):
+        run.set_dataset(str(f))
+
+
+@pytest.mark.slow
+def test_the_sla_and_the_sweep_send_the_dataset_prompts(tmp_path):
+    f = tmp_path / "chat.jsonl"
+    f.write_text("".join(json.dumps({"prompt": f"question {i} about memory bandwidth", "output_tokens": 5}) + "\n"
+                         for i in range(40)))
+    out, report, by = _served_run(tmp_path, f"--sits-serve={SIM}", f"--sits-dataset={f}", "-k", "not cold_start")
+    sweep = by["PLP-LATENCY"][0]["evidence"]
+    assert sweep["runner"]["workload"]["kind"] == "dataset" and sweep["runner"]["workload"]["samples"] == 40
+    counted = sweep["prompt_tokens_counted"]
+    assert counted["min"] == counted["max"] == 5, counted  # five words each, counted by the server

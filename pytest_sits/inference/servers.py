@@ -132,7 +132,10 @@ class _Base(BaseHTTPRequestHandler):
 
     def whole_doc(self, chat: bool, n: int, text: str, tokens: int, prompt_tokens: int) -> Dict[str, Any]:
         name = self.server_obj.model_name
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens, "total_tokens": prompt_tokens + tokens}
+        usage: Optional[Dict[str, int]] = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens,
+                                           "total_tokens": prompt_tokens + tokens}
+        if getattr(self.server_obj, "usage", None) == "never":
+            usage = None
         if chat:
             return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()), "model": name,
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text},

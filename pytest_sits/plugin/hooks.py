@@ -95,6 +95,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sits-serve-accelerators", dest="sits_serve_accelerators", default=None, metavar="LIST",
                     help="the accelerators the launched server uses (comma-separated addresses or indices), "
                          "recorded in the report.")
+    group.addoption("--sits-dataset", dest="sits_dataset", default=None, metavar="FILE",
+                    help="the prompts sent to the server under test (--sits-serve / --sits-endpoint): JSON Lines "
+                         "with a \"prompt\" (and optionally \"output_tokens\") per line, or a ShareGPT JSON "
+                         "array; default: English-word prompts sized in the server's own tokens.")
     group.addoption("--sits-endpoint-key", dest="sits_endpoint_key", default=None, metavar="KEY",
                     help="the endpoint's API key, sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY; "
                          "prefer the variable: a key on the command line shows in the process list). Never "

@@ -113,6 +113,8 @@ class SitsRun:
     serve: Optional[Any] = None
     served: Optional[Dict[str, Any]] = None
     serve_error: Optional[str] = None
+    #: The prompts sent to the server under test (--sits-dataset), checked when the run starts; None: synthetic.
+    dataset: Optional[Path] = None
     #: The endpoint's API key (--sits-endpoint-key, else $OPENAI_API_KEY); never written to a report.
     endpoint_key: Optional[str] = field(default=None, repr=False)
     #: Where the run's Prometheus textfile goes (None: none written).
@@ -145,12 +147,31 @@ class SitsRun:
                       endpoint=config.getoption("sits_endpoint", None))
         run.set_inference(config.getoption("sits_endpoint", None) or (run.serve.url if run.serve else None),
                           config.getoption("sits_redfish", None), config.getoption("sits_endpoint_key", None))
+        run.set_dataset(config.getoption("sits_dataset", None))
         run.set_operations(config.getoption("sits_prometheus", None), config.getoption("sits_watchdog", None),
                            config.getoption("sits_health_load", None))
         run.set_budget(config.getoption("sits_budget", None))
         n = getattr(config.option, "numprocesses", None)
         run.workers = (os.cpu_count() or 1) if n in ("auto", "logical") else int(n or 1) if str(n or 1).isdigit() else 1
         return run
+
+    def set_dataset(self, dataset: Optional[str]) -> None:
+        """The dataset file, read and checked now (a bad one is a usage error naming its line); refused without a
+        server under test: the built-in model draws token ids and would not use it."""
+        if not dataset:
+            return
+        if not self.endpoint:
+            raise SitsUsageError(f"--sits-dataset={dataset}: the prompts go to a server under test and none is "
+                                 "given, so the file would not be used; fix: add --sits-serve=COMMAND or "
+                                 "--sits-endpoint=URL, or drop --sits-dataset")
+        from ..inference.workloads import DatasetError, load_dataset
+
+        path = Path(dataset).resolve()
+        try:
+            load_dataset(path, {}, {})
+        except DatasetError as exc:
+            raise SitsUsageError(str(exc)) from None
+        self.dataset = path
 
     def set_operations(self, prometheus: Optional[str], watchdog_s: Optional[float],
                        health_load: Optional[str]) -> None:
@@ -274,7 +295,8 @@ class SitsRun:
     def inference_options(self) -> Dict[str, Any]:
         return {"endpoint": self.endpoint, "redfish": self.redfish, "endpoint_key": self.endpoint_key,
                 "served": self.served, "serve_error": self.serve_error,
-                "deployment_accelerators": self.deployment_accelerators()}
+                "deployment_accelerators": self.deployment_accelerators(),
+                "dataset": str(self.dataset) if self.dataset else None}
 
     def deployment_accelerators(self) -> list:
         """The accelerators the server under test uses, whose power is sampled under its load: those named by
@@ -374,7 +396,8 @@ class SitsRun:
                 "workdir": str(self.workdir) if self.workdir else None,
                 "endpoint_key": self.endpoint_key, "budget_min": self.budget_min,
                 "prometheus": str(self.prometheus) if self.prometheus else None, "watchdog_s": self.watchdog_s,
-                "health_load": self.health_load, "served": self.served, "serve_error": self.serve_error}
+                "health_load": self.health_load, "served": self.served, "serve_error": self.serve_error,
+                "dataset": str(self.dataset) if self.dataset else None}
 
     @classmethod
     def from_workerinput(cls, data: Dict[str, Any]) -> SitsRun:
@@ -394,6 +417,7 @@ class SitsRun:
         run.set_operations(data.get("prometheus"), data.get("watchdog_s"), data.get("health_load"))
         run.budget_min = data.get("budget_min")
         run.served, run.serve_error = data.get("served"), data.get("serve_error")
+        run.dataset = Path(data["dataset"]) if data.get("dataset") else None
         return run
 
     def expected(self) -> Dict[str, Any]:

@@ -235,8 +235,6 @@ def acquire_served_sweep(target: Dict[str, Any], config: Dict[str, Any], logdir:
     server), with its metrics; ``{"error": ...}`` when the server cannot be used."""
     from ...inference.endpoint import EndpointClient, EndpointError, preflight
     from ...inference.metrics import MetricsPoller
-    from ...inference.model import decode_tokens
-    from ...inference.sut import Workload
     from .sweep import _clamp_config, _sweep
 
     why = loadgen_missing()
@@ -247,8 +245,6 @@ def acquire_served_sweep(target: Dict[str, Any], config: Dict[str, Any], logdir:
     c["peak_tflops"] = None  # a remote server's FLOPs are not counted: ρ is a share of its measured saturation
     logdir = Path(logdir)
     logdir.mkdir(parents=True, exist_ok=True)
-    wl = Workload.build(c["workload"], 95, seed=int(c.get("seed", 2026) or 2026))
-    prompts = [decode_tokens(p) for p in wl.prompts]
     timeout = min(600.0, max(1.0, float(target.get("timeout_s") or 60.0)))
     concurrency = int(target.get("concurrency") or DEFAULT_CONCURRENCY)
     sources, missing, primary = deployment_power(target.get("accelerators") or [], target.get("redfish"))
@@ -259,6 +255,11 @@ def acquire_served_sweep(target: Dict[str, Any], config: Dict[str, Any], logdir:
             pf = preflight(client, deadline_s=min(5.0, timeout))
             if not pf["ok"]:
                 return {"error": f"pre-flight of {target['url']}: {pf['error']}", "preflight": pf}
+            try:
+                wl = served_workload(client, c["workload"], target.get("dataset"), None, int(c.get("seed") or 2026))
+            except ValueError as exc:
+                return {"error": str(exc), "preflight": pf}
+            prompts = wl.texts
             poller = MetricsPoller(target["url"], METRICS_PERIOD_S, target.get("key"))
             metrics_why = poller.probe()
             if progress:
@@ -308,9 +309,22 @@ class _ServedRig:
                           "client's concurrency)"}
 
 
+def served_workload(client: Any, spec: Dict[str, Any], dataset: Optional[str], tenants: Optional[List[Dict[str, Any]]],
+                    seed: int) -> Any:
+    """The prompts for a served run: the dataset's, or English-word prompts sized in the server's tokens (measured
+    first with two requests); a :class:`ValueError` naming the dataset's fault."""
+    from ...inference.workloads import calibrate, load_dataset, synthetic
+
+    cal = calibrate(client, deadline_s=min(30.0, client.deadline_s))
+    if dataset:
+        return load_dataset(dataset, spec, cal, tenants, seed)
+    return synthetic(spec, cal, tenants, seed)
+
+
 def _prompt_stats(records: List[Dict[str, Any]], wl: Any) -> Dict[str, Any]:
     counted = [int(r["prompt_tokens"]) for r in records if r.get("ok") and r.get("prompt_tokens") is not None]
-    out: Dict[str, Any] = {"planned": {k: v for k, v in wl.describe().items() if k.startswith("prompt")},
+    src = wl.describe()
+    out: Dict[str, Any] = {"planned": src.get("prompt_tokens_planned") or f"the dataset {src.get('file')}",
                            "requests_with_usage": len(counted), "requests": sum(1 for r in records if r.get("ok"))}
     if counted:
         out.update(mean=round(sum(counted) / len(counted), 2), min=min(counted), max=max(counted),
@@ -326,6 +340,6 @@ def served_target(options: Dict[str, Any], model_name: Optional[str], api: str =
     served = options.get("served") or {}
     return {"url": options["endpoint"], "model": model_name or served.get("model"), "api": api,
             "key": options.get("endpoint_key"), "accelerators": options.get("deployment_accelerators") or [],
-            "redfish": options.get("redfish"), "timeout_s": timeout_s,
+            "redfish": options.get("redfish"), "timeout_s": timeout_s, "dataset": options.get("dataset"),
             "server": {k: served.get(k) for k in ("command", "url", "models", "version", "log")} if served
             else {"url": options["endpoint"], "launched": False}}

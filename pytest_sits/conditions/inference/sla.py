@@ -126,14 +126,13 @@ def _live_sla(rig: Any, config: Dict[str, Any], tenants: List[Dict[str, Any]], q
               timeout: float, logdir: Path, endpoint: Optional[str], endpoint_key: Optional[str],
               progress: Optional[Any]) -> Tuple[Dict[str, Any], str, Optional[Dict[str, Any]]]:
     from ...inference.endpoint import EndpointClient, preflight
-    from ...inference.model import decode_tokens
     from ...inference.sut import Workload, run_loadgen
 
     target_lat = min(float(t["p99_ms"]) for t in tenants) / 1e3
     label = f"SVC-SLA ({qps:g} req/s offered for {duration:g} s)"
     if endpoint:
-        wl = Workload.build(config["workload"], 95, tenants, seed=int(config.get("seed", 2026)))
-        prompts = [decode_tokens(p) for p in wl.prompts]
+        from .served import served_workload
+
         cap = client_capacity(config, tenants, qps)
         stream = bool(config["stream"])
         with EndpointClient(endpoint, config["model_name"], api=config["api"], stream=stream,
@@ -141,6 +140,9 @@ def _live_sla(rig: Any, config: Dict[str, Any], tenants: List[Dict[str, Any]], q
             pf = preflight(client, deadline_s=min(5.0, timeout))
             if not pf["ok"]:
                 return {"preflight_failed": True, "preflight": pf}, "", None
+            wl = served_workload(client, config["workload"], config.get("dataset"), tenants,
+                                 int(config.get("seed", 2026)))
+            prompts = wl.texts
             if progress:
                 progress(f"SVC-SLA: pre-flight of {endpoint} passed in {pf['seconds']:g} s (model {pf['model']}, "
                          f"{'streaming' if stream else 'not streaming'}); client capacity {cap['capacity']} in flight")
@@ -157,7 +159,7 @@ def _live_sla(rig: Any, config: Dict[str, Any], tenants: List[Dict[str, Any]], q
             raw = run_loadgen(issue, wl, logdir, scenario="Server", duration_s=duration, target_qps=qps,
                               latency_target_s=target_lat, deadline_s=timeout + 5.0, progress=progress, label=label,
                               watch=loss.reason)
-            raw.update(preflight=pf, model_name=client.model, api=client.api, stream=stream)
+            raw.update(preflight=pf, model_name=client.model, api=client.api, stream=stream, workload=wl.describe())
             used = dict(cap, max_in_flight=client.max_busy)
         return raw, f"OpenAI-compatible endpoint {endpoint}", used
     with rig.engine(config["model"]) as engine:
@@ -190,7 +192,7 @@ def _request_detail(r: Dict[str, Any]) -> Dict[str, Any]:
     rel = lambda t: (t - t0) if t else None  # noqa: E731
     return {"sent_ns": rel(r.get("t_send_ns")), "first_ns": rel(r.get("t_first_ns")), "done_ns": rel(r.get("t_done_ns")),
             "chunks": [[c[0] - t0, c[1]] for c in r.get("chunks") or []], "token_count": r.get("token_count"),
-            "status": r.get("status")}
+            "status": r.get("status"), "prompt_tokens": r.get("prompt_tokens")}
 
 
 def _dist(values: Sequence[float], censored: int = 0) -> Dict[str, Any]:
@@ -288,7 +290,7 @@ def summarise_sla(raw: Dict[str, Any], tenants: List[Dict[str, Any]], qps: float
             "deadline_s": timeout, "deadline_expired": raw.get("deadline_expired", 0),
             "late_answers": raw.get("late_answers", 0), "token_source": raw.get("token_source") or _token_source(q),
             "model_name": raw.get("model_name"), "api": raw.get("api"), "stream": raw.get("stream", True),
-            "preflight": raw.get("preflight"), "client": client,
+            "preflight": raw.get("preflight"), "client": client, "workload": raw.get("workload"),
             "server_time": _dist(server_times) if server_times else None, "requests_file": records,
             "loadgen": {k: lg.get(k) for k in ("valid", "throughput_qps", "p99_latency_s", "early_stopping_met",
                                                "early_stopping_result", "summary_file", "detail_file", "version")}
