@@ -285,10 +285,7 @@ def test_a_server_that_dies_mid_run_is_an_error_with_what_was_measured_kept(tmp_
     srv = ScriptedServer(ttft_s=0.01, itl_s=0.001)
     lines = []
     with srv as url:
-        def die():
-            srv.httpd.shutdown()
-            srv.httpd.server_close()
-        threading.Timer(1.5, die).start()
+        threading.Timer(1.5, srv.kill).start()  # as a process dies: the listener and every connection go
         ev = acquire_sla(InferenceRig("cpu", "cpu"), _cfg(duration_s=8, target_qps=20), tmp_path, endpoint=url,
                          progress=lines.append)
     assert ev["error"].startswith(f"the server at {url} stopped answering") and "did not decide" in ev["error"]

@@ -35,6 +35,18 @@ class _Base(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_obj: Any = None
 
+    def setup(self) -> None:
+        super().setup()
+        live = getattr(self.server_obj, "connections", None)
+        if live is not None:
+            live.add(self.connection)
+
+    def finish(self) -> None:
+        live = getattr(self.server_obj, "connections", None)
+        if live is not None:
+            live.discard(self.connection)
+        super().finish()
+
     def log_message(self, *args: Any) -> None:
         return None
 
@@ -163,6 +175,20 @@ class _Serving:
         self.httpd = _QuietServer(("127.0.0.1", int(port)), handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread: Optional[threading.Thread] = None
+        #: The connections open now (a keep-alive connection outlives its request).
+        self.connections: set = set()
+
+    def kill(self) -> None:
+        """Die as a process does: stop listening and cut every open connection (keep-alive ones included)."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        import socket
+
+        for c in list(self.connections):
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self) -> str:
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
