@@ -46,6 +46,49 @@ serve.main(args)
 """
 
 
+#: The server's own histograms (vLLM's /metrics): their sums and counts over a round give the server's means.
+SERVER_HISTOGRAMS = {"ttft": "vllm:time_to_first_token_seconds", "tpot": "vllm:request_time_per_output_token_seconds",
+                     "itl": "vllm:inter_token_latency_seconds", "latency": "vllm:e2e_request_latency_seconds"}
+
+
+def server_totals(url: str) -> Dict[str, List[float]]:
+    """[sum, count] of each of the server's latency histograms now."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    out: Dict[str, List[float]] = {}
+    for m, name in SERVER_HISTOGRAMS.items():
+        tot = [0.0, 0.0]
+        for line in text.splitlines():
+            for k, suffix in ((0, "_sum{"), (1, "_count{")):
+                if line.startswith(name + suffix):
+                    tot[k] += float(line.rsplit(" ", 1)[1])
+        out[m] = tot
+    return out
+
+
+def server_means(before: Dict[str, List[float]], after: Dict[str, List[float]]) -> Dict[str, float]:
+    return {m: (after[m][0] - before[m][0]) / max(1.0, after[m][1] - before[m][1]) * 1e3 for m in SERVER_HISTOGRAMS}
+
+
+def suite_means(requests_file: str) -> Dict[str, float]:
+    """The means of the suite's per-request records (its own definitions: from LoadGen's issue)."""
+    ttft, tpot, itl, lat = [], [], [], []
+    for line in Path(requests_file).read_text().splitlines():
+        r = json.loads(line)
+        if r.get("error") or r.get("first_ns") is None:
+            continue
+        ttft.append(r["first_ns"] / 1e6)
+        lat.append((r["completed_ns"] - r["issued_ns"]) / 1e6)
+        if r["tokens"] > 1:
+            tpot.append((r["done_ns"] - r["first_ns"]) / 1e6 / (r["tokens"] - 1))
+        ch = r.get("chunks") or []
+        itl.extend((b[0] - a[0]) / 1e6 / max(1, b[1]) for a, b in zip(ch, ch[1:]) for _ in range(max(1, b[1])))
+    return {"ttft": statistics.mean(ttft), "tpot": statistics.mean(tpot), "itl": statistics.mean(itl),
+            "latency": statistics.mean(lat)}
+
+
 def suite(url: str, rate: float, prompts: int, n_in: int, n_out: int, logdir: Path, seed: int) -> Dict[str, Any]:
     from pytest_sits.conditions.inference import InferenceRig, acquire_sla
     from pytest_sits.profiles import resolve
@@ -59,7 +102,8 @@ def suite(url: str, rate: float, prompts: int, n_in: int, n_out: int, logdir: Pa
         raise SystemExit(f"the suite's run failed: {ev['error']}")
     t = ev["tenants"][0]
     return {"requests": t["completed"], "errors": t["errors"], "ttft": t["ttft"]["p50_s"] * 1e3,
-            "tpot": t["tpot"]["p50_s"] * 1e3, "itl": t["itl"]["p50_s"] * 1e3, "latency": t["latency"]["p50_s"] * 1e3}
+            "tpot": t["tpot"]["p50_s"] * 1e3, "itl": t["itl"]["p50_s"] * 1e3, "latency": t["latency"]["p50_s"] * 1e3,
+            "mean": suite_means(ev["requests_file"])}
 
 
 def vllm_bench(url: str, rate: float, prompts: int, n_in: int, n_out: int, out: Path, seed: int) -> Dict[str, Any]:
@@ -76,7 +120,9 @@ def vllm_bench(url: str, rate: float, prompts: int, n_in: int, n_out: int, out: 
         raise SystemExit(f"vLLM's benchmark failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
     doc = json.loads(out.read_text())
     return {"requests": doc.get("completed"), "errors": doc.get("failed", 0), "ttft": doc["median_ttft_ms"],
-            "tpot": doc["median_tpot_ms"], "itl": doc["median_itl_ms"], "latency": doc["median_e2el_ms"]}
+            "tpot": doc["median_tpot_ms"], "itl": doc["median_itl_ms"], "latency": doc["median_e2el_ms"],
+            "mean": {"ttft": doc["mean_ttft_ms"], "tpot": doc["mean_tpot_ms"], "itl": doc["mean_itl_ms"],
+                     "latency": doc["mean_e2el_ms"]}}
 
 
 def main(argv: List[str]) -> int:
@@ -107,11 +153,14 @@ def main(argv: List[str]) -> int:
               file=sys.stderr)
         for i in range(args.rounds):
             for tool in (("suite", "vllm") if i % 2 == 0 else ("vllm", "suite")):
+                before = server_totals(spec.url)
                 if tool == "suite":
                     r = suite(spec.url, args.rate, args.prompts, args.input, args.output, work / f"suite-{i}", 2026 + i)
                 else:
                     r = vllm_bench(spec.url, args.rate, args.prompts, args.input, args.output,
                                    work / f"vllm-{i}.json", 2026 + i)
+                # the server's own means over the round (the calibration and pre-flight requests included)
+                r["server"] = server_means(before, server_totals(spec.url))
                 rows[tool].append(r)
                 print(f"round {i + 1} {tool:5s}: " + ", ".join(f"{m} {r[m]:.3f} ms" for m in METRICS)
                       + f" ({r['requests']} requests, {r['errors']} errors)", file=sys.stderr)
@@ -129,6 +178,16 @@ def main(argv: List[str]) -> int:
         ma, mb = statistics.mean(a), statistics.mean(b)
         print(f"{m:10s} {ma:9.3f} [{min(a):.3f}-{max(a):.3f}] {mb:9.3f} [{min(b):.3f}-{max(b):.3f}] "
               f"{ma / mb:11.3f}")
+    print("\nmeans over the rounds, each tool's beside the server's own for the same rounds (vLLM's histograms at "
+          "/metrics: from the request's arrival in the server to its first token / its end)")
+    print(f"{'metric':10s} {'suite':>9s} {'server':>9s} {'suite/srv':>9s} {'vllm':>9s} {'server':>9s} "
+          f"{'vllm/srv':>9s} {'suite/vllm':>10s}")
+    for m in METRICS:
+        sa = statistics.mean(r["mean"][m] for r in rows["suite"])
+        ss = statistics.mean(r["server"][m] for r in rows["suite"])
+        va = statistics.mean(r["mean"][m] for r in rows["vllm"])
+        vs = statistics.mean(r["server"][m] for r in rows["vllm"])
+        print(f"{m:10s} {sa:9.3f} {ss:9.3f} {sa / ss:9.3f} {va:9.3f} {vs:9.3f} {va / vs:9.3f} {sa / va:10.3f}")
     return 0
 
 

@@ -112,7 +112,8 @@ def test_preflight_names_the_cause_and_the_fix():
         wrong = _preflight(url + "/v1/completions")
         assert wrong["cause"] == "not-found" and f"--sits-endpoint {url}" in wrong["error"]
         ok = _preflight(url + "/v1")
-        assert ok["ok"] and ok["model"] == "scripted" and ok["stream_options"] == {"include_usage": True}
+        assert ok["ok"] and ok["model"] == "scripted" and ok["stream_options"] == {"include_usage": True,
+                                                                            "continuous_usage_stats": True}
         assert _preflight(url, model="llama-70b")["cause"] == "no-model"
     with ScriptedServer(require_key="s3cret") as url:
         auth = _preflight(url)
@@ -386,3 +387,73 @@ def test_a_sized_run_records_why_it_ran_longer(tmp_path):
     # 0.2 needs 17 requests, x1.25 at 20 req/s: about 1.1 s instead of 1 s
     assert ev["duration_s"] > 1 and ev["duration_rule"].startswith("duration 1 s lengthened to 2 s")
     assert any("lengthened to" in line for line in lines)
+
+
+def _canned_stream(events, delays):
+    """A server answering every POST with ``events`` (server-sent), ``delays[i]`` seconds before event i."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for ev, d in zip(events, delays):
+                time.sleep(d)
+                data = b"data: " + (ev if isinstance(ev, bytes) else json.dumps(ev).encode()) + b"\n\n"
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+@pytest.mark.parametrize("continuous", [True, False])
+def test_tokens_streamed_with_empty_text_count_as_arrivals(continuous):
+    """vLLM streams a token whose text is not complete yet (part of a character, a special token) as a chunk of
+    empty text: the first token is the first such chunk, and every chunk is one token's arrival."""
+    texts = ["", "ab", "", "", "c"]
+    events = []
+    for i, t in enumerate(texts):
+        ev = {"choices": [{"index": 0, "text": t, "finish_reason": None if i < 4 else "length"}]}
+        if continuous:
+            ev["usage"] = {"prompt_tokens": 3, "completion_tokens": i + 1, "total_tokens": i + 4}
+        events.append(ev)
+    events += [{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}}, b"[DONE]"]
+    httpd = _canned_stream(events, [0.05] + [0.02] * 4 + [0, 0])
+    try:
+        with EndpointClient(f"http://127.0.0.1:{httpd.server_address[1]}", "m") as c:
+            r = c.request("x", 5)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert r["ok"] and r["tokens"] == 5 and r["prompt_tokens"] == 3
+    assert [k for _, k in r["chunks"]] == [1, 1, 1, 1, 1], r["chunks"]
+    assert (r["t_first_ns"] - r["t_send_ns"]) / 1e9 < 0.065  # the first (empty) token, not the first text at 70 ms
+
+
+def test_a_chat_answer_role_chunk_is_not_a_token():
+    events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
+              {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]},
+              {"choices": [{"index": 0, "delta": {"content": " there"}, "finish_reason": "stop"}]},
+              {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 2, "total_tokens": 4}}, b"[DONE]"]
+    httpd = _canned_stream(events, [0.0, 0.05, 0.01, 0, 0])
+    try:
+        with EndpointClient(f"http://127.0.0.1:{httpd.server_address[1]}", "m", api="chat") as c:
+            r = c.request("x", 2)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert r["ok"] and r["tokens"] == 2 and len(r["chunks"]) == 2
+    assert (r["t_first_ns"] - r["t_send_ns"]) / 1e9 >= 0.045  # "Hi", not the role chunk

@@ -189,6 +189,9 @@ def test_a_run_launches_the_server_measures_it_names_it_and_stops_it(tmp_path):
     assert "server under test launched by the suite" in out.stdout and "models sim-model, version sim-0" in out.stdout
     assert verdicts and all(v["status"] == "PASS" for v in verdicts), [(v["status"], v["reason"]) for v in verdicts]
     assert all(v["evidence"]["server"]["models"] == ["sim-model"] for v in verdicts)
+    # the deployment's power sampled with the load: a figure, or why none (this host has no sensor)
+    assert all(v["evidence"]["power"].get("power_w") is not None or "no power sensor for the deployment" in
+               v["evidence"]["power"]["unavailable"] for v in verdicts), [v["evidence"]["power"] for v in verdicts]
     assert served["stopped"]["how"] == "SIGTERM" and "before_the_end" not in served["stopped"]
     assert _gone(served["pid"]) and (tmp_path / "r" / "serving" / "server.log").is_file()
 

@@ -3,9 +3,16 @@ as LLM users measure a server: streaming, time to first token, the time of every
 
 Requests: ``POST {base}/v1/completions`` (``{"model", "prompt", "max_tokens", "temperature": 0}``) or
 ``POST {base}/v1/chat/completions`` (``"messages"``), streamed by default (``"stream": true``, server-sent
-events, with ``stream_options.include_usage`` when the server accepts it).  Each request keeps its timestamps
-(monotonic clock): issued (handed to the client), sent (a worker started it: the wait between the two is the
-client's own queue), every chunk that carries output (and how many tokens it carries), done.
+events, with ``stream_options.include_usage`` and ``continuous_usage_stats`` (usage in every chunk, as vLLM and
+SGLang give it) when the server accepts them).  Each request keeps its timestamps (monotonic clock): issued (handed
+to the client), sent (a worker started it: the wait between the two is the client's own queue), every chunk that
+carries output (and how many tokens it carries), done.
+
+A chunk carries output when it carries text, when the usage in it counts more tokens than before, or (completions,
+without usage per chunk) when it is a choice not yet finished: a token's text may be empty (part of a character
+split over tokens, a special token), and vLLM streams such tokens as chunks of empty text; counting only chunks
+with text would start the first token late and put too few gaps between the rest.  A chat answer's first chunk
+that only names the role is no output.
 
 * **Deadline**: a request has ``deadline_s`` of wall-clock time from its issue, for everything (queue, connect,
   TLS, headers, the whole stream).  A watcher shuts the socket at the deadline, so a server that trickles a
@@ -204,7 +211,8 @@ class EndpointClient:
         self.model, self.api, self.stream = model, api, bool(stream)
         self.deadline_s = float(deadline_s)
         self.api_key = api_key
-        self.stream_options = {"include_usage": True} if stream_options is None else stream_options
+        self.stream_options = ({"include_usage": True, "continuous_usage_stats": True} if stream_options is None
+                               else stream_options)
         #: Ask the server to run every answer to ``max_tokens`` (vLLM's, SGLang's and llama.cpp's ``ignore_eos``), so
         #: a model that would stop early still returns the planned tokens; the pre-flight drops it where the server
         #: refuses it (then the tokens actually returned are what is judged, as always).
@@ -413,6 +421,7 @@ class EndpointClient:
                                        f": {_printable(data)}")
         chunks: List[List[Any]] = []  # [t_ns, chars, cumulative usage or None]
         final_usage: Optional[int] = None
+        last_cum = 0
         finish = None
         data_lines: List[bytes] = []
         total = 0
@@ -455,6 +464,7 @@ class EndpointClient:
             if not isinstance(choices, list):
                 raise _Failure("protocol", f"a stream chunk has no 'choices' list: {_printable(payload)}")
             text = ""
+            pending = False  # a completions choice not yet finished: a token, whatever its text
             for ch in choices[:1]:
                 if not isinstance(ch, dict):
                     raise _Failure("protocol", f"a stream chunk's choice is not an object: {_printable(payload)}")
@@ -466,13 +476,17 @@ class EndpointClient:
                 else:
                     t = ch.get("text")
                     text = t if isinstance(t, str) else ""
+                    pending = "text" in ch and ch.get("finish_reason") is None
                 finish = ch.get("finish_reason") or finish
-            if text:
+            grew = bool(choices) and cum is not None and cum > last_cum  # a usage-only chunk carries no token
+            if text or grew or (pending and cum is None):
                 chunks.append([now, len(text), cum])
                 if rec["t_first_ns"] is None:
                     rec["t_first_ns"] = now
             elif cum is not None:
                 final_usage = cum
+            if cum is not None:
+                last_cum = max(last_cum, cum)
         rec["t_done_ns"] = time.monotonic_ns()
         rec["chunks"], rec["tokens"], rec["token_count"] = _count_tokens(chunks, final_usage)
 
@@ -529,7 +543,7 @@ def _prompt_tokens(usage: Dict[str, Any], rec: Dict[str, Any]) -> None:
 
 
 def _count_tokens(chunks: List[List[Any]], final_usage: Optional[int]) -> Tuple[List[List[int]], int, str]:
-    """``[[t_ns, tokens], ...]`` for the chunks that carried text, the total, and how it was counted."""
+    """``[[t_ns, tokens], ...]`` for the chunks that carried output, the total, and how it was counted."""
     if chunks and all(c[2] is not None for c in chunks):
         out, prev = [], 0
         for t, _, cum in chunks:
@@ -551,7 +565,7 @@ def _count_tokens(chunks: List[List[Any]], final_usage: Optional[int]) -> Tuple[
         return [[c[0], k] for c, k in zip(chunks, ks)], final_usage, (
             "usage.completion_tokens of the final chunk, spread over the chunks by their text length (the server "
             "does not say how many tokens each chunk carries)")
-    return [[t, 1] for t, _, _ in chunks], len(chunks), "one token per chunk with text (the server reports no usage)"
+    return [[t, 1] for t, _, _ in chunks], len(chunks), "one token per chunk with output (the server reports no usage)"
 
 
 def _read_body(resp: Any, handle: _Handle, limit: int = MAX_RESPONSE_BYTES) -> bytes:

@@ -116,7 +116,8 @@ class Inference:
         return f"endpoint {endpoint}" if endpoint else self.subject
 
     def sla(self) -> Dict[str, Any]:
-        cfg = dict(self.th("SVC-SLA"), model=self.th("PLP-PPL")["model"], dataset=self.options.get("dataset"))
+        cfg = dict(self.th("SVC-SLA"), model=self.th("PLP-PPL")["model"], dataset=self.options.get("dataset"),
+                   accelerators=self.options.get("deployment_accelerators"), redfish=self.options.get("redfish"))
         endpoint = self.options.get("endpoint")
         if self.options.get("serve_error"):  # the launched server never became ready: nothing to measure
             return self._once("sla", lambda: {"error": self.options["serve_error"]}, remote=True)

@@ -156,10 +156,21 @@ def _live_sla(rig: Any, config: Dict[str, Any], tenants: List[Dict[str, Any]], q
             def issue(idx: int, complete: Any) -> None:
                 client.submit(prompts[idx], wl.out_tokens[idx], lambda r: answered(r, complete))
 
-            raw = run_loadgen(issue, wl, logdir, scenario="Server", duration_s=duration, target_qps=qps,
-                              latency_target_s=target_lat, deadline_s=timeout + 5.0, progress=progress, label=label,
-                              watch=loss.reason)
-            raw.update(preflight=pf, model_name=client.model, api=client.api, stream=stream, workload=wl.describe())
+            from ..sampler import Sample3D
+            from .served import deployment_power
+
+            # the power of every accelerator the deployment uses (else the host's packages), sampled with the load
+            sources, missing, primary = deployment_power(config.get("accelerators") or [], config.get("redfish"))
+            try:
+                with Sample3D(sources, 0.1) as sampler:
+                    raw = run_loadgen(issue, wl, logdir, scenario="Server", duration_s=duration, target_qps=qps,
+                                      latency_target_s=target_lat, deadline_s=timeout + 5.0, progress=progress,
+                                      label=label, watch=loss.reason)
+            finally:
+                for s in sources:
+                    s.close()
+            raw.update(preflight=pf, model_name=client.model, api=client.api, stream=stream, workload=wl.describe(),
+                       power=_run_power(sampler.evidence(), primary, missing, raw))
             used = dict(cap, max_in_flight=client.max_busy)
         return raw, f"OpenAI-compatible endpoint {endpoint}", used
     with rig.engine(config["model"]) as engine:
@@ -184,6 +195,22 @@ def _live_sla(rig: Any, config: Dict[str, Any], tenants: List[Dict[str, Any]], q
                           latency_target_s=target_lat, deadline_s=timeout, progress=progress, label=label)
         raw.update(stream=True, token_source="the engine's tokens")
     return raw, f"built-in model on {rig.device}", None
+
+
+def _run_power(samples: Dict[str, Any], primary: List[str], missing: List[str], raw: Dict[str, Any]) -> Dict[str, Any]:
+    """The deployment's power over the run (the primary sources' sum: energy over time), reported beside the SLA
+    (not judged by it)."""
+    from .records import _sum_sources
+
+    q = raw.get("queries") or []
+    if not primary:
+        return {"unavailable": "no power sensor for the deployment: " + ("; ".join(missing) or "none found")}
+    t0 = min((x[0] for x in q), default=raw.get("t0_ns") or 0)
+    t1 = max((x[1] for x in q), default=raw.get("t1_ns") or 0)
+    p = _sum_sources(samples, primary, t0, t1)
+    return {"sources": primary, "power_w": round(p["power_w"], 3) if p.get("power_w") is not None else None,
+            "energy_j": round(p["energy_j"], 3) if p.get("energy_j") is not None else None,
+            "method": p.get("method"), "failed_reads": p.get("failed", 0)}
 
 
 def _request_detail(r: Dict[str, Any]) -> Dict[str, Any]:
@@ -291,6 +318,7 @@ def summarise_sla(raw: Dict[str, Any], tenants: List[Dict[str, Any]], qps: float
             "late_answers": raw.get("late_answers", 0), "token_source": raw.get("token_source") or _token_source(q),
             "model_name": raw.get("model_name"), "api": raw.get("api"), "stream": raw.get("stream", True),
             "preflight": raw.get("preflight"), "client": client, "workload": raw.get("workload"),
+            "power": raw.get("power"),
             "server_time": _dist(server_times) if server_times else None, "requests_file": records,
             "loadgen": {k: lg.get(k) for k in ("valid", "throughput_qps", "p99_latency_s", "early_stopping_met",
                                                "early_stopping_result", "summary_file", "detail_file", "version")}
@@ -303,8 +331,9 @@ ES_WHAT = ("LoadGen's early-stopping estimate of the P99: the latency that the t
 SLA_RULE = ("per tenant: latency = issued to completed (LoadGen's issue to the last byte); P99 = the 99th "
             "percentile (nearest rank) of the successful requests and of the timeouts, each censored at the "
             "deadline; the early-stopping estimate (LoadGen's rule) must also be within the target; TTFT = issue to "
-            "the first chunk with text; TPOT = (last chunk - first chunk) / (output tokens - 1) per request; ITL = "
-            "the gaps between chunks, a chunk of k tokens counting k tokens (gap / k each); throughput = successful "
+            "the first chunk with output (text, or a token by the usage); TPOT = (last chunk - first chunk) / "
+            "(output tokens - 1) per request; ITL = the gaps between chunks, a chunk of k tokens counting k tokens "
+            "(gap / k each); throughput = successful "
             "requests / run span; output tokens/s = their tokens / span; goodput = requests meeting every SLO of the "
             "tenant / span; error rate = (timeouts + connection, HTTP, server, protocol, client errors) / issued")
 
