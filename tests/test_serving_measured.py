@@ -180,11 +180,10 @@ thresholds:
 """
 
 
-def _served_run(tmp_path, *opts, max_s=30):
+def _served_run(tmp_path, *opts, max_s=30, k="peak or latency or fragmentation or cold_start"):
     (tmp_path / "p.yaml").write_text(PROFILE.format(max_s=max_s))
     out = run_pytest("--sits", "--sits-profile=p.yaml", "--sits-level=standard", "-p", "no:randomly",
-                     "-k", "peak or latency or fragmentation or cold_start", f"--sits-report-dir={tmp_path / 'r'}",
-                     *opts, cwd=tmp_path, timeout=400)
+                     "-k", k, f"--sits-report-dir={tmp_path / 'r'}", *opts, cwd=tmp_path, timeout=400)
     report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
     by = {}
     for v in report["verdicts"]:
@@ -234,11 +233,23 @@ def test_an_endpoint_run_by_someone_else_is_swept_and_its_cold_start_not_measure
 def test_a_server_that_dies_under_the_sweep_is_an_error_and_nothing_is_left(tmp_path):
     from pytest_sits.inference.launch import group_members
 
-    out, report, by = _served_run(tmp_path, f"--sits-serve={SIM} --fault=dies-after=3", "-k", "not cold_start")
-    assert all(v["status"] == "ERROR" for r in ("PLP-PPL", "PLP-LATENCY", "SVC-FRAG") for v in by[r]), \
-        {r: [(v["status"], v["reason"][:200]) for v in by[r]] for r in by}
+    out, report, by = _served_run(tmp_path, f"--sits-serve={SIM} --fault=dies-after=4",
+                                  k="peak or latency or fragmentation")
+    assert set(by) >= {"PLP-PPL", "PLP-LATENCY", "SVC-FRAG"} and "MEM-BW-HOLD" not in by, sorted(by)
+    for r in ("PLP-PPL", "PLP-LATENCY", "SVC-FRAG"):
+        (v,) = by[r]
+        assert v["status"] == "ERROR" and "stopped answering" in v["reason"], (r, v["reason"])
+        assert "engine core died" in v["reason"]  # the server's log, quoted
     served = report["run"]["serving"]
     assert served["stopped"]["before_the_end"] and group_members(served["pid"]) == []
+
+
+@pytest.mark.slow
+def test_a_server_that_restarts_under_the_sweep_is_an_error(tmp_path):
+    out, report, by = _served_run(tmp_path, f"--sits-serve={SIM} --fault=restarts-after=4", k="peak or latency")
+    for r in ("PLP-PPL", "PLP-LATENCY"):
+        (v,) = by[r]
+        assert v["status"] == "ERROR" and "the server restarted under the load" in v["reason"], (r, v["reason"])
 
 
 # -- workloads -----------------------------------------------------------------------------------------------------
@@ -330,7 +341,7 @@ def test_the_sla_and_the_sweep_send_the_dataset_prompts(tmp_path):
     f = tmp_path / "chat.jsonl"
     f.write_text("".join(json.dumps({"prompt": f"question {i} about memory bandwidth", "output_tokens": 5}) + "\n"
                          for i in range(40)))
-    out, report, by = _served_run(tmp_path, f"--sits-serve={SIM}", f"--sits-dataset={f}", "-k", "not cold_start")
+    out, report, by = _served_run(tmp_path, f"--sits-serve={SIM}", f"--sits-dataset={f}", k="peak or latency")
     sweep = by["PLP-LATENCY"][0]["evidence"]
     assert sweep["runner"]["workload"]["kind"] == "dataset" and sweep["runner"]["workload"]["samples"] == 40
     counted = sweep["prompt_tokens_counted"]

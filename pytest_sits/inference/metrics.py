@@ -45,6 +45,9 @@ STACKS: Dict[str, Dict[str, Optional[str]]] = {
     "llama.cpp": {"usage": "llamacpp:kv_cache_usage_ratio", "running": "llamacpp:requests_processing",
                   "waiting": "llamacpp:requests_deferred", "preemptions": None, "config": None},
 }
+#: The server process's start time (prometheus_client's process collector, which vLLM's server exports): a
+#: value that changes between two samples is a server that restarted under the load.
+START = "process_start_time_seconds"
 #: The metrics SVC-FRAG needs from a server, for the message where they are missing.
 NEEDED = ("vllm:kv_cache_usage_perc with vllm:cache_config_info (block_size, num_gpu_blocks), as vLLM publishes "
           "them at /metrics")
@@ -55,7 +58,7 @@ class MetricsUnavailable(Exception):
 
 
 def _names() -> List[str]:
-    return sorted({n for s in STACKS.values() for n in s.values() if n})
+    return sorted({n for s in STACKS.values() for n in s.values() if n} | {START})
 
 
 def parse(text: str) -> Dict[str, List[Tuple[Dict[str, str], float]]]:
@@ -176,7 +179,7 @@ class MetricsPoller:
             self.samples.append({"t_ns": (t0 + t1) // 2, "t0_ns": t0, "t1_ns": t1, "fetch_ms": round((t1 - t0) / 1e6, 3),
                                  "usage": usage / engines,
                                  "running": _sum(s, names["running"]), "waiting": _sum(s, names["waiting"]),
-                                 "preemptions": _sum(s, names["preemptions"])})
+                                 "preemptions": _sum(s, names["preemptions"]), "started": _sum(s, START)})
 
     def _loop(self) -> None:
         nxt = time.monotonic()
@@ -195,6 +198,15 @@ class MetricsPoller:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=FETCH_TIMEOUT_S + 1)
+
+    def restarted(self) -> Optional[str]:
+        """How the server's start time moved between samples (a restart under the load), or None."""
+        starts = [x["started"] for x in self.samples if x.get("started") is not None]
+        for a, b in zip(starts, starts[1:]):
+            if abs(b - a) > 0.5:
+                return (f"the server restarted under the load: its {START} moved from {a:.1f} to {b:.1f} between "
+                        f"two samples of {self.url}")
+        return None
 
     def describe(self) -> Dict[str, Any]:
         return {"url": self.url, "stack": self.stack, "period_s": self.period_s, "samples": len(self.samples),

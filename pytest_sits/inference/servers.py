@@ -234,6 +234,7 @@ class ScriptedServer(_Serving):
         self.kv_block_tokens, self.kv_blocks = kv_block_tokens, int(kv_blocks)
         self.held: Dict[int, List[int]] = {}
         self.waiting = 0
+        self.started = time.time()
         self._serve(_ScriptedHandler, port)
 
     def metrics_text(self) -> str:
@@ -248,7 +249,8 @@ class ScriptedServer(_Serving):
                 f"{min(1.0, used / self.kv_blocks)!r}\n"
                 f"# TYPE vllm:num_preemptions_total counter\nvllm:num_preemptions_total{{{lab}}} 0.0\n"
                 f"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size=\"{bt}\",engine=\"0\","
-                f"num_gpu_blocks=\"{self.kv_blocks}\"}} 1.0\n")
+                f"num_gpu_blocks=\"{self.kv_blocks}\"}} 1.0\n"
+                f"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {self.started!r}\n")
 
 
 class _ScriptedHandler(_Base):

@@ -9,7 +9,9 @@ Faults (``--fault``, repeatable):
 * ``dies-after=S``: the process ends (SIGKILL of itself) S seconds after it became ready;
 * ``slow-start=S``: waits S seconds before it listens (a slow cold start);
 * ``ttft-high``: the first token comes 2 s after each request;
-* ``frag-high``: KV blocks of 512 tokens (most of each block a short request holds stays empty).
+* ``frag-high``: KV blocks of 512 tokens (most of each block a short request holds stays empty);
+* ``restarts-after=S``: S seconds after it became ready the serving engine restarts in the same process: every
+  connection is cut, nothing listens for a second, then a fresh engine serves (a new start time at /metrics).
 
 It publishes vLLM's KV-cache metrics at ``/metrics`` (blocks of ``--kv-block-tokens``, 1 token by default: a token-granular pool).
 """
@@ -42,7 +44,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--fault", action="append", default=[])
     args = ap.parse_args(argv)
     faults = {f.split("=", 1)[0]: (f.split("=", 1)[1] if "=" in f else "") for f in args.fault}
-    unknown = set(faults) - {"start-fails", "never-ready", "dies-after", "slow-start", "ttft-high", "frag-high"}
+    unknown = set(faults) - {"start-fails", "never-ready", "dies-after", "slow-start", "ttft-high", "frag-high",
+                            "restarts-after"}
     if unknown:
         ap.error(f"unknown fault {sorted(unknown)[0]!r}")
     _log(f"starting (pid {os.getpid()}, model {args.model}, port {args.port})")
@@ -53,21 +56,37 @@ def main(argv: Optional[List[str]] = None) -> int:
     if "slow-start" in faults:
         time.sleep(float(faults["slow-start"] or 5))
     ttft = 2.0 if "ttft-high" in faults else args.ttft
-    server = ScriptedServer(ttft_s=ttft, itl_s=args.itl, model_name=args.model, port=args.port,
-                            fault="not-ready" if "never-ready" in faults else None,
-                            kv_block_tokens=512 if "frag-high" in faults else max(1, args.kv_block_tokens))
-    server.version = "sim-0"  # type: ignore[attr-defined]
+    def engine() -> ScriptedServer:
+        s = ScriptedServer(ttft_s=ttft, itl_s=args.itl, model_name=args.model, port=args.port,
+                           fault="not-ready" if "never-ready" in faults else None,
+                           kv_block_tokens=512 if "frag-high" in faults else max(1, args.kv_block_tokens))
+        s.version = "sim-0"  # type: ignore[attr-defined]
+        return s
+
+    server = engine()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
     signal.signal(signal.SIGINT, lambda *a: stop.set())
-    with server:
-        _log("weights loaded; KV cache allocated; ready")
-        dies = float(faults["dies-after"] or 1) if "dies-after" in faults else None
-        t0 = time.monotonic()
+    server.__enter__()
+    _log("weights loaded; KV cache allocated; ready")
+    dies = float(faults["dies-after"] or 1) if "dies-after" in faults else None
+    restarts = float(faults["restarts-after"] or 1) if "restarts-after" in faults else None
+    t0 = time.monotonic()
+    try:
         while not stop.wait(0.05):
             if dies is not None and time.monotonic() - t0 >= dies:
                 _log("fatal: engine core died")
                 os.kill(os.getpid(), signal.SIGKILL)
+            if restarts is not None and time.monotonic() - t0 >= restarts:
+                restarts = None
+                _log("engine core restarting")
+                server.kill()
+                time.sleep(1.0)
+                server = engine()
+                server.__enter__()
+                _log("engine core restarted; ready")
+    finally:
+        server.__exit__(None, None, None)
     _log("stopped")
     return 0
 

@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ...checks.inference import FRAG_LOADED_SHARE
 from ...inference import loadgen_missing
 from ..sampler import Sample3D
+from .deployment import deployment_power, served_workload
 from .records import MAX_STEP_FRACTIONS
 
 #: Requests the client keeps in flight against the server when no other figure is given: saturation is measured at
@@ -36,33 +37,8 @@ METRICS_PERIOD_S = 0.1
 MOVING_SHARE = 0.01
 
 
-def deployment_power(accelerators: List[Dict[str, Any]], redfish: Optional[Dict[str, Any]],
-                     root: Path = Path("/")) -> Tuple[List[Any], List[str], List[str]]:
-    """The power sources of every accelerator the deployment uses and of its host: (sources, why others are
-    missing, the primary sources whose sum is the deployment's power P: the accelerators' own sensors, else the
-    CPU packages and DRAM from RAPL)."""
-    from ...probes.power import discover
-
-    sources: List[Any] = []
-    missing: List[str] = []
-    wanted = [({"NVIDIA": "nvidia", "AMD": "amd"}.get(str(a.get("vendor"))), (a.get("management") or {}).get("index"))
-              for a in accelerators] or [(None, None)]
-    names = set()
-    for kind, index in wanted:
-        found, why = discover(root, kind, index, redfish)
-        for s in found:
-            if s.name in names:
-                s.close()
-                continue
-            names.add(s.name)
-            sources.append(s)
-        missing.extend(w for w in why if w not in missing)
-    dev = [s.name for s in sources if s.name.startswith(("nvml:", "amdsmi:"))]
-    if dev:
-        return sources, missing, dev
-    rapl = [s.name for s in sources if s.kind == "rapl" and "psys" not in s.name
-            and (s.name.count(":") == 2 or s.name.endswith(":dram"))]
-    return sources, missing, rapl
+class ServerGone(Exception):
+    """The server stopped answering (or restarted) under the sweep; the message says when and how."""
 
 
 class ServedRunner:
@@ -75,10 +51,15 @@ class ServedRunner:
         self.client, self.c, self.logdir, self.sources = client, config, logdir, sources
         self.workload, self.prompts, self.metrics, self.progress = workload, prompts, metrics, progress
         self.records: List[Dict[str, Any]] = []
+        from .sla import ServerLoss
+
+        #: A server that went away under the sweep ends it (ERROR), as under SVC-SLA.
+        self.loss = ServerLoss(str(config.get("url") or "the server"))
 
     def _issue(self, idx: int, complete: Any) -> None:
         def done(r: Dict[str, Any]) -> None:
             self.records.append(r)
+            self.loss.note(r)
             complete(r["tokens"] if r["ok"] else 0, None if r["ok"] else f"{r['error_kind']}: {r['error']}")
         self.client.submit(self.prompts[idx], self.workload.out_tokens[idx], done)
 
@@ -104,7 +85,10 @@ class ServedRunner:
         with Sample3D(self.sources, self.c["period_ms"] / 1e3) as s:
             r = run_loadgen(self._issue, self.workload, self.logdir / name, scenario=scenario,
                             seed=self.c.get("seed", 0), progress=self.progress, label=f"PLP sweep, {name}",
-                            deadline_s=kw.pop("deadline_s", None) or self.client.deadline_s + 5.0, **kw)
+                            deadline_s=kw.pop("deadline_s", None) or self.client.deadline_s + 5.0,
+                            watch=self.loss.reason, **kw)
+        if r.get("stopped"):
+            raise ServerGone(f"{r['stopped']} (during the sweep's {name} run); the sweep did not decide")
         mine = self.records[mark:]
         r["work"] = work_of(mine)
         r["samples"] = s.evidence()
@@ -266,13 +250,22 @@ def acquire_served_sweep(target: Dict[str, Any], config: Dict[str, Any], logdir:
                 progress(f"PLP sweep: pre-flight of {target['url']} passed (model {pf['model']}); "
                          f"{concurrency} requests in flight at most; server metrics: "
                          f"{metrics_why or f'{poller.stack} at {poller.url}'}")
-            runner = ServedRunner(client, c, logdir, sources, wl, prompts, None if metrics_why else poller, progress)
+            runner = ServedRunner(client, dict(c, url=target["url"]), logdir, sources, wl, prompts,
+                                  None if metrics_why else poller, progress)
             rig = _ServedRig(target)
-            if metrics_why:
-                ev = _sweep(rig, c, logdir, (sources, missing), primary, runner, plan)
-            else:
-                with poller:
+            try:
+                if metrics_why:
                     ev = _sweep(rig, c, logdir, (sources, missing), primary, runner, plan)
+                else:
+                    with poller:
+                        ev = _sweep(rig, c, logdir, (sources, missing), primary, runner, plan)
+            except ServerGone as exc:
+                return {"error": str(exc), "stopped": str(exc), "preflight": pf,
+                        "answered_before": sum(1 for r in runner.records if r.get("ok"))}
+            restarted = None if metrics_why else poller.restarted()
+            if restarted:
+                return {"error": f"{restarted}: the sweep measured more than one server lifetime and did not decide",
+                        "stopped": restarted, "preflight": pf}
     except EndpointError as exc:
         return {"error": str(exc)}
     finally:
@@ -307,18 +300,6 @@ class _ServedRig:
         return {"flops_per_s": mean_rate, "theoretical": False, "highest_window_per_s": highest_window,
                 "source": "measured: the server's output token rate while saturated (LoadGen Offline at the "
                           "client's concurrency)"}
-
-
-def served_workload(client: Any, spec: Dict[str, Any], dataset: Optional[str], tenants: Optional[List[Dict[str, Any]]],
-                    seed: int) -> Any:
-    """The prompts for a served run: the dataset's, or English-word prompts sized in the server's tokens (measured
-    first with two requests); a :class:`ValueError` naming the dataset's fault."""
-    from ...inference.workloads import calibrate, load_dataset, synthetic
-
-    cal = calibrate(client, deadline_s=min(30.0, client.deadline_s))
-    if dataset:
-        return load_dataset(dataset, spec, cal, tenants, seed)
-    return synthetic(spec, cal, tenants, seed)
 
 
 def _prompt_stats(records: List[Dict[str, Any]], wl: Any) -> Dict[str, Any]:

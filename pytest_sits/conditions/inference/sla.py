@@ -131,7 +131,7 @@ def _live_sla(rig: Any, config: Dict[str, Any], tenants: List[Dict[str, Any]], q
     target_lat = min(float(t["p99_ms"]) for t in tenants) / 1e3
     label = f"SVC-SLA ({qps:g} req/s offered for {duration:g} s)"
     if endpoint:
-        from .served import served_workload
+        from .deployment import served_workload
 
         cap = client_capacity(config, tenants, qps)
         stream = bool(config["stream"])
@@ -157,7 +157,7 @@ def _live_sla(rig: Any, config: Dict[str, Any], tenants: List[Dict[str, Any]], q
                 client.submit(prompts[idx], wl.out_tokens[idx], lambda r: answered(r, complete))
 
             from ..sampler import Sample3D
-            from .served import deployment_power
+            from .deployment import deployment_power
 
             # the power of every accelerator the deployment uses (else the host's packages), sampled with the load
             sources, missing, primary = deployment_power(config.get("accelerators") or [], config.get("redfish"))

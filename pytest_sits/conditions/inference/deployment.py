@@ -1,0 +1,48 @@
+"""What the measurements of a served deployment share (the PLP-* sweep in :mod:`.served`, SVC-SLA in :mod:`.sla`):
+the power sources of the accelerators it uses, and the prompts sent to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+
+def deployment_power(accelerators: List[Dict[str, Any]], redfish: Optional[Dict[str, Any]],
+                     root: Path = Path("/")) -> Tuple[List[Any], List[str], List[str]]:
+    """The power sources of every accelerator the deployment uses and of its host: (sources, why others are
+    missing, the primary sources whose sum is the deployment's power P: the accelerators' own sensors, else the
+    CPU packages and DRAM from RAPL)."""
+    from ...probes.power import discover
+
+    sources: List[Any] = []
+    missing: List[str] = []
+    wanted = [({"NVIDIA": "nvidia", "AMD": "amd"}.get(str(a.get("vendor"))), (a.get("management") or {}).get("index"))
+              for a in accelerators] or [(None, None)]
+    names = set()
+    for kind, index in wanted:
+        found, why = discover(root, kind, index, redfish)
+        for s in found:
+            if s.name in names:
+                s.close()
+                continue
+            names.add(s.name)
+            sources.append(s)
+        missing.extend(w for w in why if w not in missing)
+    dev = [s.name for s in sources if s.name.startswith(("nvml:", "amdsmi:"))]
+    if dev:
+        return sources, missing, dev
+    rapl = [s.name for s in sources if s.kind == "rapl" and "psys" not in s.name
+            and (s.name.count(":") == 2 or s.name.endswith(":dram"))]
+    return sources, missing, rapl
+
+
+def served_workload(client: Any, spec: Dict[str, Any], dataset: Optional[str], tenants: Optional[List[Dict[str, Any]]],
+                    seed: int) -> Any:
+    """The prompts for a served run: the dataset's, or English-word prompts sized in the server's tokens (measured
+    first with two requests); a :class:`ValueError` naming the dataset's fault."""
+    from ...inference.workloads import calibrate, load_dataset, synthetic
+
+    cal = calibrate(client, deadline_s=min(30.0, client.deadline_s))
+    if dataset:
+        return load_dataset(dataset, spec, cal, tenants, seed)
+    return synthetic(spec, cal, tenants, seed)
