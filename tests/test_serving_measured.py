@@ -206,6 +206,10 @@ def test_a_launched_server_is_swept_its_kv_pool_judged_and_its_cold_start_measur
     sweep = by["PLP-LATENCY"][0]["evidence"]
     assert sweep["served"] and sweep["runner"]["model_name"] == "sim-model"
     assert [round(p["fraction_of_max"], 1) for p in sweep["sweep"]] == [0.3, 0.6]
+    for p in sweep["sweep"]:  # each load level's streamed figures: the scripted TTFT is 20 ms, a step 20 ms
+        st = p["streaming"]
+        assert 0.015 < st["ttft"]["p50_s"] < 0.5 and 0.015 < st["itl"]["p50_s"] < 0.1, st
+        assert st["ttft"]["samples"] == p["queries"] - p["errors"]
     assert sweep["server_metrics"]["stack"] == "vllm" and sweep["server_metrics"]["samples"] > 10
     assert (tmp_path / "r" / "serving" / "coldstart-1" / "server.log").is_file()
 

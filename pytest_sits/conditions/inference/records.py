@@ -152,6 +152,8 @@ def summarise_point(raw: Dict[str, Any], peak_flops_s: Optional[float], config: 
         "loadgen": {k: lg.get(k) for k in ("valid", "throughput_qps", "early_stopping_met",
                                            "early_stopping_result", "summary_file", "errors")} if lg else None,
     }
+    if raw.get("streaming"):  # a served deployment's run: TTFT, TPOT and ITL of its streamed answers
+        point["streaming"] = raw["streaming"]
     if samples and primary:
         pw = []
         for n in primary:

@@ -90,6 +90,7 @@ class ServedRunner:
         if r.get("stopped"):
             raise ServerGone(f"{r['stopped']} (during the sweep's {name} run); the sweep did not decide")
         mine = self.records[mark:]
+        r["streaming"] = streaming_figures(mine)
         r["work"] = work_of(mine)
         r["samples"] = s.evidence()
         r["server_metrics"] = self.metrics.samples[n_metrics:] if self.metrics is not None else []
@@ -101,6 +102,26 @@ class ServedRunner:
                 "workload": self.workload.describe(), "device": "the server under test",
                 "concurrency": self.client.capacity, "load_generator": "MLPerf LoadGen",
                 "work": "output tokens as the server streamed them (a remote server's FLOPs are not counted)"}
+
+
+def streaming_figures(records: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """TTFT, TPOT and ITL of a run's answered requests (SVC-SLA's definitions: from the request's issue to its
+    first token; per request (last - first) / (tokens - 1); the gaps between chunks, k tokens of a chunk d/k apart),
+    each with P50/P90/P99 and the order statistics of its tail."""
+    from .sla import _dist, _itl
+
+    ttft, tpot, itl = [], [], []
+    for r in records:
+        first, done, issued = r.get("t_first_ns"), r.get("t_done_ns"), r.get("t_issue_ns")
+        if not r.get("ok") or first is None or issued is None:
+            continue
+        ttft.append((first - issued) / 1e9)
+        if done is not None and r.get("tokens", 0) > 1:
+            tpot.append((done - first) / 1e9 / (r["tokens"] - 1))
+        itl.extend(_itl(r.get("chunks") or []))
+    return {"ttft": _dist(ttft), "tpot": _dist(tpot), "itl": _dist(itl),
+            "rule": "TTFT = issue to the first chunk with output; TPOT = (last chunk - first chunk) / (output tokens "
+                    "- 1) per request; ITL = the gaps between chunks, a chunk of k tokens counting k tokens"}
 
 
 def work_of(records: List[Dict[str, Any]]) -> List[Tuple[int, int, int, float, str]]:
