@@ -380,6 +380,8 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
     elif run.profile.serving.get("command"):
         lines.append("sits: the profile's serving section is NOT used: the suite runs no command from a profile "
                      "unless asked; add --sits-serve=profile to launch it")
+    if run.serve is None and not run.endpoint and run.level != "quick":
+        lines.append(f"sits: inference requirements measure {run.under_test()}")
     if run.serve is None and run.endpoint:
         lines.append(f"sits: serving endpoint {_printable(run.endpoint)}: the PLP-* sweep, SVC-SLA and SVC-FRAG (from "
                      "its /metrics) measure it; its cold start is not measured (the suite does not start it: "

@@ -82,6 +82,7 @@ class SitsReporter:
                  "args": redact_args(self.config.invocation_params.args),
                  "interrupts": [dict(r) for r in self.run.interrupts.before_report],
                  "xdist_workers": self.workers, "tests": self.outcomes, "plan": self._plan(),
+                 "under_test": self.run.under_test(),
                  **({"serving": self.run.served} if self.run.served is not None else {})},
             environment={"hostname": socket.gethostname(), "python": _pyplatform.python_version(),
                          "os": _pyplatform.platform(), "packages": rep.package_versions()},

@@ -298,6 +298,15 @@ class SitsRun:
                 "deployment_accelerators": self.deployment_accelerators(),
                 "dataset": str(self.dataset) if self.dataset else None}
 
+    def under_test(self) -> str:
+        """What the inference requirements measure in this run, in words (the report's ``run.under_test``)."""
+        if self.serve is not None:
+            return f"the server under test, launched by the suite: {' '.join(self.serve.command)}"
+        if self.endpoint:
+            return f"the serving endpoint {self.endpoint}, run by someone else (its cold start is not measured)"
+        return ("the suite's built-in model (random weights), not your serving stack: --sits-serve=COMMAND or "
+                "--sits-endpoint=URL measures a deployment")
+
     def deployment_accelerators(self) -> list:
         """The accelerators the server under test uses, whose power is sampled under its load: those named by
         --sits-serve-accelerators (PCI addresses or NVML/amdsmi indices), else every one the profile expects."""
