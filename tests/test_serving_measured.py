@@ -350,3 +350,24 @@ def test_the_sla_and_the_sweep_send_the_dataset_prompts(tmp_path):
     assert sweep["runner"]["workload"]["kind"] == "dataset" and sweep["runner"]["workload"]["samples"] == 40
     counted = sweep["prompt_tokens_counted"]
     assert counted["min"] == counted["max"] == 5, counted  # five words each, counted by the server
+
+
+def test_a_server_on_another_machine_is_never_given_this_machine_power():
+    """An endpoint elsewhere: this machine's GPUs and CPU packages say nothing of its power (a client box's idle GPUs
+    would make PLP-POWER pass); only the serving node's BMC, when given, is read."""
+    import socket
+
+    from pytest_sits.conditions.inference.deployment import deployment_power, is_local
+
+    assert is_local("http://localhost:8000") and is_local("http://127.0.0.1:8000") and is_local("http://[::1]:8000")
+    try:
+        own = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        own = "127.0.0.1"
+    assert is_local(f"http://{own}:8000")
+    assert not is_local("http://192.0.2.7:8000")  # TEST-NET-1: never this machine's
+    assert not is_local("http://no-such-host.invalid:8000")
+    sources, missing, primary = deployment_power([{"vendor": "NVIDIA", "management": {"index": 0}}], None,
+                                                 local=False)
+    assert sources == [] and primary == []
+    assert "runs on another machine" in missing[0] and "--sits-redfish" in missing[0]

@@ -252,7 +252,8 @@ def acquire_served_sweep(target: Dict[str, Any], config: Dict[str, Any], logdir:
     logdir.mkdir(parents=True, exist_ok=True)
     timeout = min(600.0, max(1.0, float(target.get("timeout_s") or 60.0)))
     concurrency = int(target.get("concurrency") or DEFAULT_CONCURRENCY)
-    sources, missing, primary = deployment_power(target.get("accelerators") or [], target.get("redfish"))
+    sources, missing, primary = deployment_power(target.get("accelerators") or [], target.get("redfish"),
+                                                 local=bool(target.get("local", True)))
     try:
         with EndpointClient(target["url"], target.get("model"), api=target.get("api", "completions"),
                             stream=True, deadline_s=timeout, max_inflight=concurrency,
@@ -339,8 +340,11 @@ def _prompt_stats(records: List[Dict[str, Any]], wl: Any) -> Dict[str, Any]:
 def served_target(options: Dict[str, Any], model_name: Optional[str], api: str = "completions",
                   timeout_s: Optional[float] = None) -> Dict[str, Any]:
     """What the served measurements need from the run's options."""
+    from .deployment import is_local
+
     served = options.get("served") or {}
-    return {"url": options["endpoint"], "model": model_name or served.get("model"), "api": api,
+    local = bool(served.get("launched")) or is_local(options["endpoint"])
+    return {"url": options["endpoint"], "local": local, "model": model_name or served.get("model"), "api": api,
             "key": options.get("endpoint_key"), "accelerators": options.get("deployment_accelerators") or [],
             "redfish": options.get("redfish"), "timeout_s": timeout_s, "dataset": options.get("dataset"),
             "server": {k: served.get(k) for k in ("command", "url", "models", "version", "log")} if served

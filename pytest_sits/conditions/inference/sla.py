@@ -160,7 +160,10 @@ def _live_sla(rig: Any, config: Dict[str, Any], tenants: List[Dict[str, Any]], q
             from .deployment import deployment_power
 
             # the power of every accelerator the deployment uses (else the host's packages), sampled with the load
-            sources, missing, primary = deployment_power(config.get("accelerators") or [], config.get("redfish"))
+            from .deployment import is_local
+
+            sources, missing, primary = deployment_power(config.get("accelerators") or [], config.get("redfish"),
+                                                         local=is_local(endpoint))
             try:
                 with Sample3D(sources, 0.1) as sampler:
                     raw = run_loadgen(issue, wl, logdir, scenario="Server", duration_s=duration, target_qps=qps,
