@@ -371,3 +371,28 @@ def test_a_server_on_another_machine_is_never_given_this_machine_power():
                                                  local=False)
     assert sources == [] and primary == []
     assert "runs on another machine" in missing[0] and "--sits-redfish" in missing[0]
+
+
+def test_a_deployment_on_several_gpus_is_judged_per_gpu_not_on_its_sum():
+    """Eight GPUs at 600 W each are 4.8 kW together: the per-accelerator ceiling (700 W) is held against each GPU's
+    own power, so the sum never FAILs a healthy node, and one GPU over it FAILs whatever the others draw."""
+    from pytest_sits.checks.inference import check_power
+    from pytest_sits.conditions.inference.served import per_accelerator
+
+    def point(watts):
+        return {"target_qps": 10.0, "rho": 0.5, "power_w": sum(watts), "power_valid_reads": 100,
+                "power_failed_reads": 0, "power_blocks_w": [sum(watts)] * 10,
+                "device_power": {f"nvml:{i}": {"power_w": w, "blocks_w": [w - 1, w, w + 1] * 3 + [w]}
+                                 for i, w in enumerate(watts)}}
+
+    th = {"max_power_w": 700, "at_load_max": 0.7}
+    healthy = [point([600.0] * 8)]
+    assert per_accelerator(healthy) and healthy[0]["deployment_power_w"] == 4800 and healthy[0]["power_w"] == 600
+    v = check_power({"sweep": healthy, "primary_power": ["nvml:0"], "power_judged": "per accelerator"}, th, "ep")
+    assert v.status == "PASS" and "per accelerator" in v.method, v.reason
+    hot = [point([600.0] * 7 + [760.0])]
+    per_accelerator(hot)
+    assert hot[0]["power_judged"] == "nvml:7"
+    assert check_power({"sweep": hot, "primary_power": ["nvml:0"]}, th, "ep").status == "FAIL"
+    one = [point([650.0])]
+    assert per_accelerator(one) is None and one[0]["power_w"] == 650.0  # one GPU: its own power, unchanged

@@ -249,6 +249,8 @@ def check_power(ev: Dict[str, Any], th: Dict[str, Any], f: Finding) -> Verdict:
     method = ("P of a point = energy counter difference / time over the point's run (the primary sources' sum); its "
               "interval: the t-interval over the point's blocks of time (batch means)")
     points = ev["sweep"]
+    if ev.get("power_judged"):  # a served deployment on several accelerators
+        method += "; " + str(ev["power_judged"])
     f.set(threshold=threshold, evidence=ev, method=method)
     if not any(p.get("power_w") is not None for p in points):
         if ev.get("primary_power"):

@@ -154,6 +154,8 @@ def summarise_point(raw: Dict[str, Any], peak_flops_s: Optional[float], config: 
     }
     if raw.get("streaming"):  # a served deployment's run: TTFT, TPOT and ITL of its streamed answers
         point["streaming"] = raw["streaming"]
+    if raw.get("device_power"):  # ... and each of its accelerators' power
+        point["device_power"] = raw["device_power"]
     if samples and primary:
         pw = []
         for n in primary:

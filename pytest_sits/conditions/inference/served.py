@@ -93,6 +93,7 @@ class ServedRunner:
         r["streaming"] = streaming_figures(mine)
         r["work"] = work_of(mine)
         r["samples"] = s.evidence()
+        r["device_power"] = device_power(r, r["samples"])
         r["server_metrics"] = self.metrics.samples[n_metrics:] if self.metrics is not None else []
         r["records"] = mine
         return r
@@ -102,6 +103,42 @@ class ServedRunner:
                 "workload": self.workload.describe(), "device": "the server under test",
                 "concurrency": self.client.capacity, "load_generator": "MLPerf LoadGen",
                 "work": "output tokens as the server streamed them (a remote server's FLOPs are not counted)"}
+
+
+def device_power(raw: Dict[str, Any], samples: Dict[str, Any]) -> Dict[str, Any]:
+    """Each accelerator's own power over a run's span (energy over time) and over its blocks of time: a deployment
+    on several accelerators is judged per accelerator, against the per-accelerator ceiling."""
+    from .records import energy_between, power_blocks
+
+    q = raw.get("queries") or []
+    t0 = min((x[0] for x in q), default=raw.get("t0_ns") or 0)
+    t1 = max((x[1] for x in q), default=raw.get("t1_ns") or 0)
+    out: Dict[str, Any] = {}
+    for name, src in (samples.get("sources") or {}).items():
+        if not name.startswith(("nvml:", "amdsmi:")):
+            continue
+        e = energy_between(src["readings"], t0, t1)
+        out[name] = {"power_w": round(e["power_w"], 4) if e.get("power_w") is not None else None,
+                     "blocks_w": [round(b, 4) for b in power_blocks(src["readings"], t0, t1)]}
+    return out
+
+
+def per_accelerator(points: List[Dict[str, Any]]) -> Optional[str]:
+    """Where the deployment's power came from several accelerators: each point's judged power becomes the highest
+    accelerator's (its blocks with it), the deployment's sum kept as ``deployment_power_w``; the statement, or None
+    for one accelerator."""
+    for p in points:
+        devs = {k: v for k, v in (p.get("device_power") or {}).items() if v.get("power_w") is not None}
+        if len(devs) < 2:
+            return None
+        name, top = max(devs.items(), key=lambda kv: kv[1]["power_w"])
+        p["deployment_power_w"] = p.get("power_w")
+        p["power_w"] = top["power_w"]
+        p["power_blocks_w"] = top["blocks_w"] or None
+        p["power_judged"] = name
+    return ("power judged per accelerator: at each load level the highest of the deployment's accelerators (its own "
+            "sensor, energy over time) against the per-accelerator ceiling; the deployment's sum is "
+            "deployment_power_w")
 
 
 def streaming_figures(records: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -293,6 +330,9 @@ def acquire_served_sweep(target: Dict[str, Any], config: Dict[str, Any], logdir:
     finally:
         for s in sources:
             s.close()
+    judged = per_accelerator(ev.get("sweep") or [])
+    if judged:
+        ev["power_judged"] = judged
     ev["peak"] = dict(ev["peak"], unit="output tokens/s")
     ev["rho_rule"] = ("ρ of a window = output tokens streamed in it / (the saturated server's output token rate x "
                       "window); a point's ρ is the mean over its sliding windows: its share of the saturation")
