@@ -301,3 +301,16 @@ def test_a_summary_and_a_detail_log_of_different_runs_decide_nothing(tmp_path):
     [(subject, ev)] = runs_of(tmp_path, "SVC-SLA")
     v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40, workload=wl()), subject)
     assert v.status == INCONCLUSIVE and "not one run's" in v.reason
+
+
+def test_a_query_count_and_rate_that_cannot_be_one_run_decide_nothing(tmp_path):
+    """30,000 queries at 80 completed per second ran 375 s, shorter than the 600 s minimum the run says it met: the
+    rate (or the count) was edited, or two runs' lines mixed; consistent in both files, still not one run."""
+    root = submission(tmp_path, server={"samples_per_s": 80.0})
+    [(subject, ev)] = runs_of(root, "SVC-SLA")
+    v = check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40, workload=wl()), subject)
+    assert v.status == INCONCLUSIVE and "is 375 s of running, shorter than the 600 s minimum" in v.reason, v.reason
+    (tmp_path / "ok").mkdir()
+    [(subject, ev)] = runs_of(submission(tmp_path / "ok"), "SVC-SLA")  # 30,000 at 50/s: 600 s, consistent
+    assert not ev["run"].get("inconsistent")
+    assert check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40, workload=wl()), subject).status == PASS

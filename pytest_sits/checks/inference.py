@@ -679,6 +679,8 @@ def _loadgen_state(run: Dict[str, Any]) -> Tuple[bool, str]:
     said = f"LoadGen: {run.get('result') or 'no result line'}"
     if run.get("conflicts"):
         return False, f"{said}; its summary and detail log are not one run's ({'; '.join(run['conflicts'])})"
+    if run.get("inconsistent"):
+        return False, f"{said}; {'; '.join(run['inconsistent'])}"
     unmet = [name for key, name in (("min_duration_met", "min duration"), ("min_queries_met", "min queries"),
                                     ("early_stopping_met", "early stopping")) if run.get(key) is False]
     if unmet:

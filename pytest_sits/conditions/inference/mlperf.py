@@ -24,7 +24,7 @@ RUN_FIELDS = ("id", "scenario", "mode", "sut_name", "result", "perf_constraints_
               "tokens_per_s", "scheduled_samples_per_s", "target_qps", "samples_per_query", "query_count",
               "min_duration_ms", "min_query_count", "ttft_limit_ns", "tpot_limit_ns", "latency", "ttft", "tpot",
               "errors", "warnings", "loadgen_version", "test_datetime", "power_begin", "power_end", "summary_file",
-              "detail_file", "lines", "odd", "conflicts")
+              "detail_file", "lines", "odd", "conflicts", "inconsistent")
 REQUIREMENTS = ("SVC-SLA", "PLP-LATENCY", "PLP-PPL", "PLP-POWER")
 
 

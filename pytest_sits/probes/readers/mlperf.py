@@ -476,7 +476,28 @@ def _one(a: Dict[str, Any], d: Optional[Dict[str, Any]], index: int, machine: Op
         run["odd"] = sorted(set((a.get("odd") or []) + (d.get("odd") or [])))
         if a.get("errors") is not None and d.get("errors"):
             run["errors"] = max(a["errors"], d["errors"])
+    why = _count_rate_mismatch(run)
+    if why:
+        run["inconsistent"] = [why]
+        if machine is not None:
+            machine.notes.append(f"{run['summary_file'] or run['detail_file']}: {why}")
     return run
+
+
+def _count_rate_mismatch(run: Dict[str, Any]) -> Optional[str]:
+    """A Server run's completed queries over its completed rate is the time it ran: shorter than the minimum duration
+    it says it met, the count and the rate are not one run's (a figure edited, or two runs' lines mixed)."""
+    q, rate, mind = run.get("query_count"), run.get("samples_per_s"), run.get("min_duration_ms")
+    if str(run.get("scenario")).lower() != "server" or run.get("min_duration_met") is not True:
+        return None
+    if not q or not rate or not mind or rate <= 0:
+        return None
+    ran = float(q) / float(rate)
+    if ran < 0.99 * float(mind) / 1e3:
+        return (f"{int(q)} queries at {float(rate):g} completed per second is {ran:.4g} s of running, shorter than the "
+                f"{float(mind) / 1e3:g} s minimum duration the run says it met: the query count and the rate are not "
+                "one run's")
+    return None
 
 
 READER = MLPerf()
