@@ -314,3 +314,18 @@ def test_a_query_count_and_rate_that_cannot_be_one_run_decide_nothing(tmp_path):
     [(subject, ev)] = runs_of(submission(tmp_path / "ok"), "SVC-SLA")  # 30,000 at 50/s: 600 s, consistent
     assert not ev["run"].get("inconsistent")
     assert check_mlperf_sla(ev, th("SVC-SLA", p99_ms=2000, min_rps=40, workload=wl()), subject).status == PASS
+
+
+def test_a_tree_of_several_organisations_says_a_report_is_about_one_machine(tmp_path):
+    one = submission(tmp_path / "a")
+    notes = EvidencePlatform(one).inventory()["submitted"]["notes"]
+    assert not any("submissions of" in n for n in notes), notes
+    both = tmp_path / "b"
+    submission(both)
+    other = both / "closed" / "OtherOrg"
+    (both / "closed" / "Tests").rename(both / "closed" / "Tmp")
+    submission(both)  # closed/Tests again, beside it the same files under another organisation
+    (both / "closed" / "Tmp").rename(other)
+    notes = EvidencePlatform(both).inventory()["submitted"]["notes"]
+    said = [n for n in notes if "submissions of 2 systems" in n]
+    assert said and "OtherOrg/SYS" in said[0] and "Tests/SYS" in said[0] and "audit one system's folder" in said[0]

@@ -409,6 +409,25 @@ class MLPerf(Reader):
                                      "is not matched to a run (one run per folder)")
             power.append(rec)
         machine.scratch["mlperf_out"] = {"runs": runs, "systems": mine["systems"], "power": power}
+        owners = sorted({o for o in (_owner(f["file"]) for f in mine["runs"] + mine["systems"]) if o})
+        if len(owners) > 1:
+            machine.notes.append(
+                f"the files hold the submissions of {len(owners)} systems ({', '.join(owners[:6])}"
+                f"{', ...' if len(owners) > 6 else ''}): each verdict names its run's folder, but a report is about one "
+                "machine; audit one system's folder (<division>/<organisation>/results/<system>) to certify it")
+
+
+def _owner(path: str) -> Optional[str]:
+    """``<organisation>/<system>`` of a file in a submission tree (``<division>/<org>/results/<system>/...`` or
+    ``<division>/<org>/systems/<system>.json``), or None outside one."""
+    parts = PurePosixPath(path).parts
+    for i, part in enumerate(parts[:-1]):
+        if part in ("results", "systems") and i >= 1:
+            system = parts[i + 1]
+            if part == "systems":
+                system = system[:-5] if system.endswith(".json") else system
+            return f"{parts[i - 1]}/{system}"
+    return None
 
 
 def _combine(items: List[Dict[str, Any]], machine: Machine) -> List[Dict[str, Any]]:
