@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import loadgen_missing
 
@@ -56,6 +56,20 @@ class LoadgenUnavailable(RuntimeError):
     pass
 
 
+def tenant_split(n: int, tenants: Optional[Sequence[Dict[str, Any]]]) -> Tuple[List[int], List[str]]:
+    """Each of ``n`` samples' tenant (tenants hold contiguous sample ranges in proportion to their share), and the
+    tenants' names (one tenant, "all", without any)."""
+    shares = [float(t.get("share", 1.0)) for t in tenants] if tenants else [1.0]
+    names = [str(t.get("name", f"tenant{i}")) for i, t in enumerate(tenants)] if tenants else ["all"]
+    total = sum(shares) or 1.0
+    edges, acc = [], 0.0
+    for s in shares:
+        acc += s / total
+        edges.append(acc)
+    tenant_of = [next((k for k, e in enumerate(edges) if (i + 0.5) / n <= e), len(edges) - 1) for i in range(n)]
+    return tenant_of, names
+
+
 @dataclass
 class Workload:
     """The query sample library: a prompt, an output length and a tenant per sample (seeded)."""
@@ -72,17 +86,7 @@ class Workload:
         n = int(spec.get("samples", 512))
         p_lo, p_hi = spec.get("prompt_tokens", [32, 128])
         o_lo, o_hi = spec.get("output_tokens", [8, 32])
-        shares = [float(t.get("share", 1.0)) for t in tenants] if tenants else [1.0]
-        names = [str(t.get("name", f"tenant{i}")) for i, t in enumerate(tenants)] if tenants else ["all"]
-        total = sum(shares) or 1.0
-        edges, acc = [], 0.0
-        for s in shares:
-            acc += s / total
-            edges.append(acc)
-        tenant_of = []
-        for i in range(n):  # tenants hold contiguous sample ranges in proportion to their share
-            x = (i + 0.5) / n
-            tenant_of.append(next((k for k, e in enumerate(edges) if x <= e), len(edges) - 1))
+        tenant_of, names = tenant_split(n, tenants)
         prompts = [[rng.randrange(vocab) for _ in range(rng.randint(int(p_lo), int(p_hi)))] for _ in range(n)]
         outs = [rng.randint(int(o_lo), int(o_hi)) for _ in range(n)]
         return cls(prompts, outs, tenant_of, names)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from .sut import tenant_split
+
 #: A dataset file is refused above this size (take a subset of a larger one).
 DATASET_LIMIT = 128 << 20
 #: At most this many prompts of a dataset are used (the first ones).
@@ -73,18 +75,6 @@ class ServedWorkload:
                     tenants={name: round(self.tenant_of.count(k) / n, 4) for k, name in enumerate(self.tenants)})
 
 
-def _tenant_split(n: int, tenants: Optional[Sequence[Dict[str, Any]]]) -> tuple:
-    shares = [float(t.get("share", 1.0)) for t in tenants] if tenants else [1.0]
-    names = [str(t.get("name", f"tenant{i}")) for i, t in enumerate(tenants)] if tenants else ["all"]
-    total = sum(shares) or 1.0
-    edges, acc = [], 0.0
-    for s in shares:
-        acc += s / total
-        edges.append(acc)
-    tenant_of = [next((k for k, e in enumerate(edges) if (i + 0.5) / n <= e), len(edges) - 1) for i in range(n)]
-    return tenant_of, names
-
-
 def calibrate(client: Any, deadline_s: float = 10.0) -> Dict[str, Any]:
     """Tokens per word and the prompt's fixed overhead (a BOS token, a chat template) as the server counts them:
     two non-streamed requests of one output token.  ``{"tokens_per_word": None, "why": ...}`` where the server
@@ -118,7 +108,7 @@ def synthetic(spec: Dict[str, Any], cal: Dict[str, Any], tenants: Optional[Seque
     n = int(spec.get("samples", 512))
     p_lo, p_hi = spec.get("prompt_tokens", [32, 128])
     o_lo, o_hi = spec.get("output_tokens", [8, 32])
-    tenant_of, names = _tenant_split(n, tenants)
+    tenant_of, names = tenant_split(n, tenants)
     texts = [" ".join(rng.choice(WORDS) for _ in range(_words_for(rng.randint(int(p_lo), int(p_hi)), cal)))
              for _ in range(n)]
     outs = [rng.randint(int(o_lo), int(o_hi)) for _ in range(n)]
@@ -171,7 +161,7 @@ def load_dataset(path: Any, spec: Dict[str, Any], cal: Dict[str, Any],
         else:
             outs.append(rng.randint(int(o_lo), int(o_hi)))
             how["the profile's range"] += 1
-    tenant_of, names = _tenant_split(len(texts), tenants)
+    tenant_of, names = tenant_split(len(texts), tenants)
     return ServedWorkload(texts, outs, tenant_of, names, {
         "kind": "dataset", "file": str(p), "layout": "ShareGPT" if stripped.startswith("[") else "JSON Lines",
         "output_tokens_from": {k: v for k, v in how.items() if v}, "calibration": cal})

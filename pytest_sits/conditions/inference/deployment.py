@@ -61,12 +61,9 @@ def deployment_power(accelerators: List[Dict[str, Any]], redfish: Optional[Dict[
             names.add(s.name)
             sources.append(s)
         missing.extend(w for w in why if w not in missing)
-    dev = [s.name for s in sources if s.name.startswith(("nvml:", "amdsmi:"))]
-    if dev:
-        return sources, missing, dev
-    rapl = [s.name for s in sources if s.kind == "rapl" and "psys" not in s.name
-            and (s.name.count(":") == 2 or s.name.endswith(":dram"))]
-    return sources, missing, rapl
+    from .rig import device_sources, rapl_packages
+
+    return sources, missing, device_sources(sources) or rapl_packages(sources)
 
 
 def served_workload(client: Any, spec: Dict[str, Any], dataset: Optional[str], tenants: Optional[List[Dict[str, Any]]],

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ...checks.inference import FRAG_LOADED_SHARE
 from ...inference import loadgen_missing
-from .records import MAX_STEP_FRACTIONS, _lg_brief
+from .records import _lg_brief, thinned
 
 def acquire_frag(rig: Any, config: Dict[str, Any], logdir: Path,
                  progress: Optional[Any] = None) -> Dict[str, Dict[str, Any]]:
@@ -63,8 +63,7 @@ def pool_fragmentation(trace: List[Tuple[int, int, int, int]], work: List[Any], 
             num += (b * bt - s) * d
             den += b * bt * d
     loaded = [round((b * bt - s) / (b * bt), 6) for (t, b, s, n) in busy if b >= FRAG_LOADED_SHARE * peak[1]]
-    if len(loaded) > MAX_STEP_FRACTIONS:  # evenly thinned: the report stays small
-        loaded = [loaded[int(i * len(loaded) / MAX_STEP_FRACTIONS)] for i in range(MAX_STEP_FRACTIONS)]
+    loaded = thinned(loaded)
     return {"view": "kv-pool", "block_tokens": bt, "pool_blocks": cfg.pool_blocks,
             "step_fractions": loaded, "loaded_share": FRAG_LOADED_SHARE,
             "peak_blocks_used": peak[1], "peak_tokens_stored": peak[2], "peak_sequences": peak[3],

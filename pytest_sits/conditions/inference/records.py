@@ -21,6 +21,13 @@ MAX_TIMELINE = 600
 MAX_STEP_FRACTIONS = 2000
 
 
+def thinned(values: List[Any], limit: int = MAX_STEP_FRACTIONS) -> List[Any]:
+    """At most ``limit`` of ``values``, evenly spaced (a report stays small)."""
+    if len(values) <= limit:
+        return values
+    return [values[int(i * len(values) / limit)] for i in range(limit)]
+
+
 def peak_of(config: Dict[str, Any], hardware: Dict[str, Any], measured_flops_s: Optional[float],
             device: str) -> Dict[str, Any]:
     """The theoretical peak ρ is taken against: the profile's ``peak_tflops``, else its datasheet

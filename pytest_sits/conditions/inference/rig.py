@@ -43,13 +43,8 @@ class InferenceRig:
     def primary(self, sources: Sequence[Any]) -> List[str]:
         """The sources whose sum is the device's power P: the accelerator's own sensor, else the CPU packages
         (RAPL top-level zones, without psys) plus DRAM."""
-        names = [s.name for s in sources]
-        dev = [n for n in names if n.startswith(("nvml:", "amdsmi:"))]
-        if dev:
-            return dev[:1]
-        rapl = [s.name for s in sources if s.kind == "rapl" and "psys" not in s.name
-                and (s.name.count(":") == 2 or s.name.endswith(":dram"))]
-        return rapl
+        dev = device_sources(sources)
+        return dev[:1] if dev else rapl_packages(sources)
 
     def coldstart(self, model: Dict[str, Any], evict_how: str, timeout_s: float) -> Dict[str, Any]:
         from ...inference.coldstart import measure
@@ -62,6 +57,18 @@ class InferenceRig:
         import torch
 
         return torch.cuda.memory_stats(self.device)
+
+
+def device_sources(sources: Sequence[Any]) -> List[str]:
+    """The names of the accelerators' own power sensors (NVML, amdsmi) among ``sources``."""
+    return [s.name for s in sources if s.name.startswith(("nvml:", "amdsmi:"))]
+
+
+def rapl_packages(sources: Sequence[Any]) -> List[str]:
+    """The RAPL sources whose sum is the host's power: the top-level package zones and DRAM, without psys (which
+    holds them)."""
+    return [s.name for s in sources if s.kind == "rapl" and "psys" not in s.name
+            and (s.name.count(":") == 2 or s.name.endswith(":dram"))]
 
 
 def live_rig(acc: Optional[Dict[str, Any]], options: Dict[str, Any], hardware: Dict[str, Any]) -> InferenceRig:

@@ -25,7 +25,7 @@ from ...checks.inference import FRAG_LOADED_SHARE
 from ...inference import loadgen_missing
 from ..sampler import Sample3D
 from .deployment import deployment_power, served_workload
-from .records import MAX_STEP_FRACTIONS
+from .records import thinned
 
 #: Requests the client keeps in flight against the server when no other figure is given: saturation is measured at
 #: this concurrency (stated in the evidence).
@@ -247,8 +247,7 @@ def served_frag(records: List[Dict[str, Any]], samples: List[Dict[str, Any]], po
                                 f"requests the client had open with none queued ({dropped}): nothing to compare")
     peak = max(kept, key=lambda k: k["usage"])
     loaded = [k["fraction"] for k in kept if k["usage"] >= FRAG_LOADED_SHARE * peak["usage"]]
-    if len(loaded) > MAX_STEP_FRACTIONS:
-        loaded = [loaded[int(i * len(loaded) / MAX_STEP_FRACTIONS)] for i in range(MAX_STEP_FRACTIONS)]
+    loaded = thinned(loaded)
     peak_blocks = int(round(peak["usage"] * blocks))
     return dict(base, block_tokens=bt, pool_blocks=blocks, step_fractions=loaded, loaded_share=FRAG_LOADED_SHARE,
                 peak_blocks_used=peak_blocks, peak_tokens_stored=peak["held_tokens"], peak_sequences=peak["open"],
