@@ -177,25 +177,43 @@ def work_of(records: List[Dict[str, Any]]) -> List[Tuple[int, int, int, float, s
     return out
 
 
+class OpenRequests:
+    """The client's requests indexed by when they were sent, for :meth:`at`: only those sent within the longest
+    request's span before ``t`` are looked at (a run's samples times its records, scanned whole, grow past
+    minutes)."""
+
+    def __init__(self, records: List[Dict[str, Any]]):
+        spans = [r for r in records if r.get("t_send_ns") is not None and r.get("t_done_ns") is not None]
+        self.records = sorted(spans, key=lambda r: r["t_send_ns"])
+        self.sends = [r["t_send_ns"] for r in self.records]
+        self.longest = max((r["t_done_ns"] - r["t_send_ns"] for r in self.records), default=0)
+
+    def at(self, t: int) -> Tuple[int, Optional[int], int]:
+        """At ``t``: the requests the client had open, the KV tokens they held (prompt tokens as the server counted
+        them plus the tokens streamed by ``t``; None when one open request's prompt count is unknown), and how many
+        of them had failed."""
+        import bisect
+
+        n, held, failed = 0, 0, 0
+        known = True
+        lo, hi = bisect.bisect_left(self.sends, t - self.longest), bisect.bisect_right(self.sends, t)
+        for r in self.records[lo:hi]:
+            if not r["t_send_ns"] <= t < r["t_done_ns"]:
+                continue
+            n += 1
+            if not r.get("ok"):
+                failed += 1
+                continue
+            if r.get("prompt_tokens") is None:
+                known = False
+                continue
+            held += int(r["prompt_tokens"]) + sum(k for c, k in r.get("chunks") or [] if c <= t)
+        return n, (held if known else None), failed
+
+
 def held_at(records: List[Dict[str, Any]], t: int) -> Tuple[int, Optional[int], int]:
-    """At ``t``: the requests the client had open, the KV tokens they held (prompt tokens as the server counted them
-    plus the tokens streamed by ``t``; None when one open request's prompt count is unknown), and how many of them
-    had failed."""
-    n, held, failed = 0, 0, 0
-    known = True
-    for r in records:
-        s, d = r.get("t_send_ns"), r.get("t_done_ns")
-        if s is None or d is None or not s <= t < d:
-            continue
-        n += 1
-        if not r.get("ok"):
-            failed += 1
-            continue
-        if r.get("prompt_tokens") is None:
-            known = False
-            continue
-        held += int(r["prompt_tokens"]) + sum(k for c, k in r.get("chunks") or [] if c <= t)
-    return n, (held if known else None), failed
+    """:meth:`OpenRequests.at` of ``records`` (one look)."""
+    return OpenRequests(records).at(t)
 
 
 def served_frag(records: List[Dict[str, Any]], samples: List[Dict[str, Any]], poller: Dict[str, Any]) -> Dict[str, Any]:
@@ -210,15 +228,15 @@ def served_frag(records: List[Dict[str, Any]], samples: List[Dict[str, Any]], po
     if not samples:
         return dict(base, error=f"no sample of the server's metrics was read during the load "
                                 f"({poller.get('failed', 0)} fetches failed: {poller.get('last_error')})")
-    by_t = sorted(records, key=lambda r: r.get("t_send_ns") or 0)
+    open_at = OpenRequests(records).at
     kept: List[Dict[str, Any]] = []
     dropped = {"idle": 0, "queued": 0, "disagree": 0, "unknown_prompt": 0, "failed_open": 0, "moving": 0}
     for s in samples:
-        n, held, failed = held_at(by_t, s["t_ns"])
+        n, held, failed = open_at(s["t_ns"])
         # the server answered of some instant of its fetch: where the client's view moved during it (a chunk arrived,
         # a request opened or ended), the held tokens lie between those at its start and end: kept (at the middle)
         # only when the same requests were open throughout and the two differ by at most MOVING_SHARE of the slots
-        edges = [held_at(by_t, s[k]) for k in ("t0_ns", "t1_ns") if s.get(k) is not None]
+        edges = [open_at(s[k]) for k in ("t0_ns", "t1_ns") if s.get(k) is not None]
         running = s.get("running")
         slots = s["usage"] * blocks * bt
         same_open = all(e[0] == n and e[2] == failed for e in edges)
