@@ -97,3 +97,33 @@ def node_dir(out: Path, node: str, src: Optional[Path] = None, started: bool = T
             report.write_text(json.dumps(data, indent=1))
         (d / "node-exit.json").write_text(json.dumps({"node": node, "exit_code": 0}))
     return d
+
+
+def served_pid(log: Path, seen: str = "ready", seconds: float = 120) -> int:
+    """The pid of the simulated serving stack (``pytest_sits.inference.simserve``) whose log is ``log``, once the log
+    says ``seen``."""
+    import re
+    import time
+
+    deadline = time.monotonic() + seconds
+    text = ""
+    while time.monotonic() < deadline:
+        text = log.read_text() if log.is_file() else ""
+        if seen in text:
+            return int(re.search(r"starting \(pid (\d+)", text).group(1))
+        time.sleep(0.1)
+    raise AssertionError(f"the server's log never said {seen!r}: {text}")
+
+
+def group_gone(pid: int, seconds: float = 30) -> bool:
+    """Whether no live process is left in the process group ``pid`` led, within ``seconds``."""
+    import time
+
+    from pytest_sits.inference.launch import group_members
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if group_members(pid) == []:
+            return True
+        time.sleep(0.1)
+    return False

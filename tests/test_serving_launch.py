@@ -18,7 +18,7 @@ from pytest_sits.inference.launch import LaunchedServer, ServeError, ServeSpec, 
 from pytest_sits.plugin.session import SitsRun, SitsUsageError
 from pytest_sits.profiles import resolve
 
-from helpers import run_pytest, start_pytest
+from helpers import group_gone, run_pytest, served_pid, start_pytest
 
 SIM = f"{sys.executable} -m pytest_sits.inference.simserve --port={{port}} --model=sim-model"
 
@@ -221,27 +221,6 @@ def test_the_report_keeps_the_server_env_keys_never_their_values():
         ["--sits-serve-env=HF_TOKEN=***", "--sits-serve-env", "***", "--sits-serve-env=X"]
 
 
-def _server_pid(log) -> int:
-    import re
-
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        text = log.read_text() if log.is_file() else ""
-        if "ready" in text:
-            return int(re.search(r"starting \(pid (\d+)", text).group(1))
-        time.sleep(0.1)
-    raise AssertionError(f"the server never became ready: {text}")
-
-
-def _wait_gone(pid: int, seconds: float = 30) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if _gone(pid):
-            return True
-        time.sleep(0.1)
-    return False
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_to_the_run_stops_the_server_and_writes_the_report(tmp_path, sig):
@@ -250,7 +229,7 @@ def test_a_signal_to_the_run_stops_the_server_and_writes_the_report(tmp_path, si
                        "-p", "no:randomly", f"--sits-report-dir={tmp_path / 'r'}", f"--sits-serve={SIM}",
                        cwd=tmp_path)
     try:
-        pid = _server_pid(tmp_path / "r" / "serving" / "server.log")
+        pid = served_pid(tmp_path / "r" / "serving" / "server.log")
         deadline = time.monotonic() + 120
         while not any((tmp_path / "r").rglob("mlperf_log_*")) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -274,14 +253,14 @@ def test_a_run_killed_outright_takes_its_server_with_it(tmp_path):
                        "-p", "no:randomly", f"--sits-report-dir={tmp_path / 'r'}", f"--sits-serve={SIM}",
                        cwd=tmp_path)
     try:
-        pid = _server_pid(tmp_path / "r" / "serving" / "server.log")
+        pid = served_pid(tmp_path / "r" / "serving" / "server.log")
         run.kill()  # SIGKILL: no cleanup of the run's runs; the kernel's parent-death signal stops the server
         run.communicate(timeout=60)
     finally:
         if run.poll() is None:
             run.kill()
             run.wait()
-    assert _wait_gone(pid), "the server outlived the run"
+    assert group_gone(pid), "the server outlived the run"
 
 
 SERVING_PROFILE = """

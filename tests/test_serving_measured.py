@@ -402,13 +402,9 @@ def test_a_deployment_on_several_gpus_is_judged_per_gpu_not_on_its_sum():
 def test_a_signal_during_a_cold_start_trial_stops_the_trial_server_and_writes_the_report(tmp_path):
     """SIGTERM while a cold-start trial's server is starting: the trial's whole process group is stopped, the run
     ends INCOMPLETE with its report pair, and no server process is left."""
-    import re
     import signal
-    import time
 
-    from pytest_sits.inference.launch import group_members
-
-    from helpers import start_pytest
+    from helpers import group_gone, served_pid, start_pytest
 
     (tmp_path / "p.yaml").write_text(PROFILE.format(max_s=30))
     run = start_pytest("--sits", "--sits-profile=p.yaml", "--sits-level=standard", "-p", "no:randomly",
@@ -416,10 +412,7 @@ def test_a_signal_during_a_cold_start_trial_stops_the_trial_server_and_writes_th
                        f"--sits-serve={SIM} --fault=slow-start=20", cwd=tmp_path)
     log = tmp_path / "r" / "serving" / "coldstart-1" / "server.log"
     try:
-        deadline = time.monotonic() + 120
-        while not (log.is_file() and "starting (pid" in log.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        pid = int(re.search(r"starting \(pid (\d+)", log.read_text()).group(1))
+        pid = served_pid(log, seen="starting (pid")
         run.send_signal(signal.SIGTERM)
         out, _ = run.communicate(timeout=120)
     finally:
@@ -429,7 +422,4 @@ def test_a_signal_during_a_cold_start_trial_stops_the_trial_server_and_writes_th
     report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
     assert report["run"]["completed"] is False and (tmp_path / "r" / "sits-report.html").is_file(), out[-2000:]
     assert "SIGTERM" in (report["run"].get("serving") or {}).get("error", ""), report["run"].get("serving")
-    deadline = time.monotonic() + 30
-    while group_members(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert group_members(pid) == [], "the cold-start trial's server outlived the run"
+    assert group_gone(pid), "the cold-start trial's server outlived the run"

@@ -30,6 +30,12 @@ STATE = Path(os.environ.get("SITS_VLLM_DIR") or Path(os.environ.get("XDG_CACHE_H
 PYTHON = STATE / "venv" / "bin" / "python"
 MODEL = STATE / "model"
 READY_S = 420.0
+#: The options that have the suite launch this vLLM itself (--sits-serve).
+SERVE_OPTIONS = (f"--sits-serve={PYTHON} -m vllm.entrypoints.openai.api_server --model={MODEL} --host=127.0.0.1 "
+                 "--port={port} --dtype=float32 --max-model-len=1024 --served-model-name=tiny",
+                 "--sits-serve-env=VLLM_CPU_KVCACHE_SPACE=1", "--sits-serve-env=HF_HUB_OFFLINE=1",
+                 "--sits-serve-env=TRANSFORMERS_OFFLINE=1", "--sits-serve-model=tiny",
+                 f"--sits-serve-timeout={READY_S:g}")
 
 
 def _free_port() -> int:
@@ -164,13 +170,8 @@ def test_a_vllm_server_launched_by_the_suite_is_measured_named_and_stopped(tmp_p
     """--sits-serve: the suite starts vLLM itself, waits for it, holds it to SVC-SLA, names it in the header and the
     report, and stops its whole process group (the engine core with it) before the report is written."""
     Vllm.require()
-    command = (f"{PYTHON} -m vllm.entrypoints.openai.api_server --model={MODEL} --host=127.0.0.1 --port={{port}} "
-               "--dtype=float32 --max-model-len=1024 --served-model-name=tiny")
-    out = run_pytest("--sits", "--sits-profile=host", "--sits-level=full", f"--sits-serve={command}",
-                     "--sits-serve-env=VLLM_CPU_KVCACHE_SPACE=1", "--sits-serve-env=HF_HUB_OFFLINE=1",
-                     "--sits-serve-env=TRANSFORMERS_OFFLINE=1", "--sits-serve-model=tiny",
-                     f"--sits-serve-timeout={READY_S:g}", "-k", "tenant_sla", f"--sits-report-dir={tmp_path / 'r'}",
-                     cwd=tmp_path, timeout=900)
+    out = run_pytest("--sits", "--sits-profile=host", "--sits-level=full", *SERVE_OPTIONS, "-k", "tenant_sla",
+                     f"--sits-report-dir={tmp_path / 'r'}", cwd=tmp_path, timeout=900)
     report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
     served = report["run"]["serving"]
     # Measured and decided where the interval allows: on a loaded 2-core machine a tenant's P99 can sit near its
@@ -193,13 +194,9 @@ def test_vllm_launched_by_the_suite_is_swept_its_kv_pool_and_cold_start_measured
     saturation), SVC-FRAG from its /metrics (vllm:kv_cache_usage_perc, vllm:cache_config_info), SVC-COLDSTART from
     three or more launches with the phases vLLM printed; every verdict names the server and nothing is left."""
     Vllm.require()
-    command = (f"{PYTHON} -m vllm.entrypoints.openai.api_server --model={MODEL} --host=127.0.0.1 --port={{port}} "
-               "--dtype=float32 --max-model-len=1024 --served-model-name=tiny")
-    out = run_pytest("--sits", "--sits-profile=host", "--sits-level=standard", f"--sits-serve={command}",
-                     "--sits-serve-env=VLLM_CPU_KVCACHE_SPACE=1", "--sits-serve-env=HF_HUB_OFFLINE=1",
-                     "--sits-serve-env=TRANSFORMERS_OFFLINE=1", "--sits-serve-model=tiny",
-                     f"--sits-serve-timeout={READY_S:g}", "-k", "peak or latency or sampled or fragmentation or cold",
-                     f"--sits-report-dir={tmp_path / 'r'}", cwd=tmp_path, timeout=1500)
+    out = run_pytest("--sits", "--sits-profile=host", "--sits-level=standard", *SERVE_OPTIONS,
+                     "-k", "peak or latency or sampled or fragmentation or cold", f"--sits-report-dir={tmp_path / 'r'}",
+                     cwd=tmp_path, timeout=1500)
     report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
     by = {}
     for v in report["verdicts"]:
