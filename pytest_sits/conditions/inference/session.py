@@ -102,11 +102,14 @@ class Inference:
         if self.options.get("serve_error"):
             return self._once("sweep", lambda: {"error": self.options["serve_error"]}, remote=True)
         sla = self.th("SVC-SLA")
-        target = served_target(self.options, sla.get("model_name"), sla.get("api") or "completions",
-                               sla.get("timeout_s"))
         logdir = self.logdir.parent / "endpoint" / "sweep"
-        return self._once("sweep", lambda: self._served(acquire_served_sweep(target, cfg, logdir, self.progress,
-                                                                             self.latency_plan)), remote=True)
+
+        def run() -> Dict[str, Any]:  # the target (a name lookup for the endpoint's host) only when the sweep runs
+            target = served_target(self.options, sla.get("model_name"), sla.get("api") or "completions",
+                                   sla.get("timeout_s"))
+            return self._served(acquire_served_sweep(target, cfg, logdir, self.progress, self.latency_plan))
+
+        return self._once("sweep", run, remote=True)
 
     @property
     def sla_subject(self) -> str:
