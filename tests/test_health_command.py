@@ -288,7 +288,8 @@ def test_health_as_slurm_prolog(cluster, tmp_path):
         assert failed.returncode != 0, failed.stdout + log.read_text()
         # the failed job completes before slurmd's drain shows (over 30 s on a busy 2-CPU machine)
         state, reason = node_state(cluster, "n3", settle=180)
-        assert state.startswith("drain") and "prolog" in reason.lower(), (state, reason)
+        assert state.startswith("drain") and "prolog" in reason.lower(), (state, reason, failed.stdout,
+                                                                          log.read_text())
         assert "slurmd drains n3: sits health: DEP-XID FAIL" in log.read_text()
     finally:
         script.unlink(missing_ok=True)

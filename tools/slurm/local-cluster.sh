@@ -105,6 +105,7 @@ KillWait=5
 InactiveLimit=0
 MinJobAge=300
 Prolog=$DIR/prolog
+PrologFlags=Alloc
 NodeName=DEFAULT CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN
 NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT + 1))
 NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT + 2))
@@ -113,7 +114,9 @@ PartitionName=sits Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP OverSubscr
 CONF
     mv -f "$CONF.tmp" "$CONF"
     # The prolog runs each executable of prolog.d/ (none by default; the tests of sits health --mode=prolog
-    # put one there for the duration of a test); the first that fails fails the prolog.
+    # put one there for the duration of a test); the first that fails fails the prolog.  PrologFlags=Alloc runs it
+    # when the job is allocated, and srun waits for it however long it takes (run at the first step instead, a
+    # prolog slower than srun's launch timeout of 2 x MessageTimeout ends srun first and the job is cancelled).
     mkdir -p "$DIR/prolog.d"
     cat > "$DIR/prolog.tmp" <<'PROLOG'
 #!/bin/sh
