@@ -6,7 +6,8 @@ For each level and count it prints the real machine's estimate (the plan, withou
 beside what the same plan would be with every device measured one after the other (no measurement at once): the
 rows the catalogue declares ``together`` stay flat as the count grows. Then, unless ``--no-sim``, it runs the
 conformance suite on a simulated node of each count (``sim:`` a profile extending the given one with that count)
-at ``--level`` and prints its wall time and the report's ``duration_s``: what the simulated run itself costs.
+at ``--level`` and prints its wall time, the report's ``duration_s`` and the header's estimate of the simulated run
+(``Plan.estimate_sim_s``) with its ratio to the wall time: what the simulated run itself costs.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def sim_run(profile: str, level: str, n: int, tmp: Path) -> tuple:
     try:
         run = json.loads((out / "sits-report.json").read_text())["run"]
     except (OSError, ValueError, KeyError):
-        return wall, None, None
-    return wall, run.get("duration_s"), run["plan"]["estimate_s"]["initial"] / 60
+        return wall, None, None, None
+    return wall, run.get("duration_s"), run["plan"]["estimate_s"]["initial"] / 60, run["plan"].get("simulated_estimate_s")
 
 
 def main() -> int:
@@ -67,13 +68,16 @@ def main() -> int:
                   + "".join(f"{a:8.1f}/{b:5.1f}" for a, b in cells))
     if args.no_sim:
         return 0
-    print(f"\nsimulated run, level {args.level} (wall: the pytest process; duration_s: the report's)")
-    print(f"{'accelerators':>12} {'wall s':>8} {'duration_s':>11} {'real-machine estimate min':>26}")
+    print(f"\nsimulated run, level {args.level} (wall: the pytest process; duration_s: the report's; the header's "
+          "estimate of the simulated run and its ratio to the wall time)")
+    print(f"{'accelerators':>12} {'wall s':>8} {'duration_s':>11} {'sim estimate s':>15} {'ratio':>6} "
+          f"{'real-machine estimate min':>26}")
     with tempfile.TemporaryDirectory() as tmp:
         for n in counts:
-            wall, dur, est = sim_run(args.profile, args.level, n, Path(tmp))
-            print(f"{n:>12} {wall:8.1f} {dur if dur is not None else 'none':>11} "
-                  f"{est if est is None else round(est, 1):>26}")
+            wall, dur, est, sim = sim_run(args.profile, args.level, n, Path(tmp))
+            ratio = f"{sim / wall:.2f}" if sim else "-"
+            print(f"{n:>12} {wall:8.1f} {dur if dur is not None else 'none':>11} {sim if sim is not None else '-':>15} "
+                  f"{ratio:>6} {est if est is None else round(est, 1):>26}")
     return 0
 
 

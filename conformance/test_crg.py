@@ -9,9 +9,9 @@ from pytest_sits.conditions.inventory import accelerators_absent
 
 
 @pytest.mark.sits_requirement("CRG-NODE")
-def test_node_gemm(sits_device, sits_thresholds, sits_trials, sits_crg, sits_record):
-    sits_record(check_node(sits_crg.node(sits_device, sits_thresholds, sits_trials), sits_thresholds,
-                           sits_device["bdf"]))
+def test_node_gemm(sits_device, sits_thresholds, sits_trials, sits_crg, sits_at_once, sits_record):
+    sits_record(check_node(sits_at_once(sits_device, lambda acc: sits_crg.node(acc, sits_thresholds, sits_trials)),
+                           sits_thresholds, sits_device["bdf"]))
 
 
 @pytest.mark.sits_requirement("CRG-EDGE")

@@ -13,17 +13,20 @@ def test_pcie_direct_attach(sits_device, sits_inventory, sits_thresholds, sits_r
 
 
 @pytest.mark.sits_requirement("TOPO-PCIE-LINK")
-def test_pcie_link_under_load(sits_device, sits_platform, sits_inventory, sits_thresholds, sits_record):
-    sits_record(check_pcie_link(acquire_link_under_load(sits_platform, sits_inventory, sits_device,
-                                                        sits_thresholds["samples"]), sits_thresholds,
-                                sits_device["bdf"]))
+def test_pcie_link_under_load(sits_device, sits_platform, sits_inventory, sits_thresholds, sits_at_once, sits_record):
+    measured = sits_at_once(sits_device, lambda acc: acquire_link_under_load(sits_platform, sits_inventory, acc,
+                                                                             sits_thresholds["samples"]))
+    sits_record(check_pcie_link(measured, sits_thresholds, sits_device["bdf"]))
 
 
 @pytest.mark.sits_requirement("TOPO-NUMA-BIND")
-def test_numa_binding(sits_accelerator, sits_platform, sits_inventory, sits_thresholds, sits_record):
+def test_numa_binding(sits_accelerator, sits_platform, sits_inventory, sits_thresholds, sits_at_once, sits_record):
     """Also without an accelerator: the host's own measurements are bound too."""
-    sits_record(*[check_numa_bind(ev, sits_thresholds, subject)
-                  for ev, subject in acquire_numa_binding(sits_platform, sits_inventory, sits_accelerator)])
+    if sits_accelerator is None:
+        found = acquire_numa_binding(sits_platform, sits_inventory, None)
+    else:  # every accelerator's binding tried at once, each in a thread of its own
+        found = sits_at_once(sits_accelerator, lambda acc: acquire_numa_binding(sits_platform, sits_inventory, acc))
+    sits_record(*[check_numa_bind(ev, sits_thresholds, subject) for ev, subject in found])
 
 
 @pytest.mark.sits_requirement("LINK-NVLINK-MESH")

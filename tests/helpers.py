@@ -127,3 +127,12 @@ def group_gone(pid: int, seconds: float = 30) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+#: A profile's ``conditions:`` that turns the test environment's DRAM hold off: the serving tests measure the
+#: serving path, and on a 2-core host the hold's injectors and the server share the CPUs, so the hold cannot keep
+#: its band (every verdict INCONCLUSIVE, as it should be there); their verdicts then say the occupancy was not
+#: measured.  tests/test_environment.py tests the hold itself.
+NO_HOLD = "conditions:\n  environment: {dram_hold: false}\n"
+#: The bundled ``host`` profile without the hold (the serving tests against a real server).
+HOST_SERVED = "name: host-served\nextends: host\n" + NO_HOLD

@@ -19,6 +19,7 @@ NOT_A_FAILURE = {
     "latency-marginal": "standard",  # the P99 sits on the ceiling: INCONCLUSIVE
     "sensor-dropout": "standard",  # the power sensor stops: INCONCLUSIVE
     "drift": "standard",           # the machine moves: INCONCLUSIVE, never FAIL
+    "die-drift": "standard",       # a die out of its band during the sweep: that GPU's PLP-* INCONCLUSIVE
 }
 
 

@@ -170,6 +170,8 @@ thresholds:
     size_to_decide: false
     tenants:
       - {{name: chat, share: 1.0, p99_ms: 1000, min_rps: 5, max_error_rate: 0.2}}
+conditions:
+  environment: {{dram_hold: false}}  # the serving path is tested here (tests/helpers.py NO_HOLD says why)
 """
 
 

@@ -177,6 +177,8 @@ thresholds:
   PLP-PPL: {{window_ms: 100}}  # windows longer than the simulated engine's 20 ms steps
   SVC-FRAG: {{max_fraction: 0.05}}
   SVC-COLDSTART: {{max_s: {max_s}}}
+conditions:
+  environment: {{dram_hold: false}}  # the serving path is tested here (tests/helpers.py NO_HOLD says why)
 """
 
 
@@ -203,6 +205,9 @@ def test_a_launched_server_is_swept_its_kv_pool_judged_and_its_cold_start_measur
     assert cold["evidence"]["server"]["models"] == ["sim-model"]
     ppl = by["PLP-PPL"][0]
     assert ppl["status"] == "WARN" and "share of the server's saturated output rate" in ppl["reason"]
+    # the environment of the sweep is stated: what was read, and the hold the profile turned off
+    assert "host DRAM occupancy: the profile turns the hold off" in ppl["reason"], ppl["reason"]
+    assert ppl["evidence"]["environment"]["window"]["seconds"] > 1  # the sweep's own window, not the test's call
     sweep = by["PLP-LATENCY"][0]["evidence"]
     assert sweep["served"] and sweep["runner"]["model_name"] == "sim-model"
     assert [round(p["fraction_of_max"], 1) for p in sweep["sweep"]] == [0.3, 0.6]

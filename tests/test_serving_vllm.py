@@ -21,7 +21,7 @@ import pytest
 from pytest_sits.exitcodes import NOT_TESTED, OK, UNDECIDED
 from pytest_sits.inference.launch import group_members
 
-from helpers import run_pytest, start_pytest
+from helpers import HOST_SERVED, run_pytest, start_pytest
 
 pytestmark = pytest.mark.slow
 
@@ -112,7 +112,7 @@ def _sla_verdicts(report_dir: Path) -> list:
 def test_a_healthy_vllm_server_passes_svc_sla_and_the_verdict_names_it(tmp_path):
     server = Vllm(tmp_path / "vllm.log")
     try:
-        out = run_pytest("--sits", "--sits-profile=host", "--sits-level=full", f"--sits-endpoint={server.url}",
+        out = run_pytest("--sits", served_profile(tmp_path), "--sits-level=full", f"--sits-endpoint={server.url}",
                          "-k", "tenant_sla", f"--sits-report-dir={tmp_path / 'r'}", cwd=tmp_path, timeout=600)
     finally:
         server.stop()
@@ -135,7 +135,7 @@ def test_a_vllm_server_killed_under_the_run_is_an_error_not_a_fail(tmp_path):
     server = Vllm(tmp_path / "vllm.log")
     run = None
     try:
-        run = start_pytest("--sits", "--sits-profile=host", "--sits-level=full", f"--sits-endpoint={server.url}",
+        run = start_pytest("--sits", served_profile(tmp_path), "--sits-level=full", f"--sits-endpoint={server.url}",
                            "-k", "tenant_sla", f"--sits-report-dir={tmp_path / 'r'}", cwd=tmp_path)
         # 10 s into the load (the pre-flight comes first, in well under a second)
         deadline = time.monotonic() + 120
@@ -170,7 +170,7 @@ def test_a_vllm_server_launched_by_the_suite_is_measured_named_and_stopped(tmp_p
     """--sits-serve: the suite starts vLLM itself, waits for it, holds it to SVC-SLA, names it in the header and the
     report, and stops its whole process group (the engine core with it) before the report is written."""
     Vllm.require()
-    out = run_pytest("--sits", "--sits-profile=host", "--sits-level=full", *SERVE_OPTIONS, "-k", "tenant_sla",
+    out = run_pytest("--sits", served_profile(tmp_path), "--sits-level=full", *SERVE_OPTIONS, "-k", "tenant_sla",
                      f"--sits-report-dir={tmp_path / 'r'}", cwd=tmp_path, timeout=900)
     report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
     served = report["run"]["serving"]
@@ -194,7 +194,7 @@ def test_vllm_launched_by_the_suite_is_swept_its_kv_pool_and_cold_start_measured
     saturation), SVC-FRAG from its /metrics (vllm:kv_cache_usage_perc, vllm:cache_config_info), SVC-COLDSTART from
     three or more launches with the phases vLLM printed; every verdict names the server and nothing is left."""
     Vllm.require()
-    out = run_pytest("--sits", "--sits-profile=host", "--sits-level=standard", *SERVE_OPTIONS,
+    out = run_pytest("--sits", served_profile(tmp_path), "--sits-level=standard", *SERVE_OPTIONS,
                      "-k", "peak or latency or sampled or fragmentation or cold", f"--sits-report-dir={tmp_path / 'r'}",
                      cwd=tmp_path, timeout=1500)
     report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
@@ -221,3 +221,9 @@ def test_vllm_launched_by_the_suite_is_swept_its_kv_pool_and_cold_start_measured
     for trial in cold["evidence"]["trials"]:
         assert trial["total_s"] > 0
     assert all(p.is_file() for p in (tmp_path / "r" / "serving").glob("coldstart-*/server.log"))
+
+
+def served_profile(folder: Path) -> str:
+    """The ``host`` profile without the test environment's DRAM hold (tests/helpers.py NO_HOLD), written there."""
+    (folder / "host-served.yaml").write_text(HOST_SERVED)
+    return f"--sits-profile={folder / 'host-served.yaml'}"

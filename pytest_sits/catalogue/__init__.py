@@ -18,10 +18,21 @@ from typing import Any, Dict, List
 
 from .base import (BOOL, BYTES, CATALOGUE, CEILING, CONDITIONS, Condition, CELSIUS, COUNT, INT0, INT1, INT_CEILING, LEVELS, NONNEG, NUM,
                    NUM01, PLATFORMS, POS, SECONDS, STR, TIMEOUT_S, Cost, DeclarationError, Requirement, Threshold,
-                   Trials, declare, level_rank, unsupported_for)
+                   Trials, declare, declare_condition, level_rank, unsupported_for)
 
 # The families, in the order reports and `sits requirements` list them.
 from . import inventory, topology, bandwidth, thermal, inference, equivalence, security, crg, health  # noqa: E402,F401
+
+declare_condition(
+    "environment", "The SITS2026 test environment around every measured requirement (A §2.4): die and package "
+                   "temperatures read, host DRAM occupancy held in MEM-BW-HOLD's band, the NUMA binding recorded",
+    settings={"dram_hold": Threshold(BOOL, True, "hold host DRAM occupancy in MEM-BW-HOLD's band while each measured "
+                                                 "requirement runs on the live machine (A §2.4); false: the "
+                                                 "verdicts say the occupancy was not measured")},
+    serves=tuple(r.id for r in CATALOGUE.values() if r.environment),
+    # the hold's settling (a few 100 ms windows) before each measurement: once per requirement measured at once,
+    # once per test of the others
+    cost=Cost("host", fixed=lambda th: 8.0 if th["dram_hold"] else 0.0))
 
 __all__ = ["BOOL", "BYTES", "CATALOGUE", "CEILING", "CELSIUS", "COUNT", "INT0", "INT1", "INT_CEILING", "LEVELS",
            "NONNEG", "NUM", "NUM01", "PLATFORMS", "POS", "SECONDS", "STR", "TIMEOUT_S", "Cost", "DeclarationError",

@@ -21,7 +21,7 @@ declare(
         "min_in_band_share": Threshold(NUM01, 0.95, "share of windows that must be in the band"),
         "duration_s": Threshold(SECONDS, 30, "how long the hold is judged"),
     },
-    cost=Cost("host", fixed=8.0, trial=1.0),  # the STREAM peak and its re-measurements
+    cost=Cost("host", fixed=8.0, trial=1.0, sim=2.0),  # the STREAM peak and its re-measurements; simulated: its windows
     trials=Trials("one second of hold (windows decided in batch means)", derive=_hold_trials),
     platforms=("live", "sim"), faults=("hold-weak",))
 
@@ -31,9 +31,9 @@ declare(
     thresholds={"min_efficiency": Threshold(nullable(NUM01), None, "the documents set none (A reports H20 at "
                                                                    "57%); profiles set the floor")},
     facts=lambda p: {"datasheet_gbps": p.hardware.get("memory_bandwidth_gbps")},
-    cost=Cost("acc", fixed=2.0, trial=0.01),
+    cost=Cost("acc", fixed=2.0, trial=0.01, together=True),
     trials=Trials("one on-device copy", initial=7, step=7, cap=21, minimum=3),
-    platforms=("live", "sim"), faults=("membw-low",))
+    environment=True, platforms=("live", "sim"), faults=("membw-low",))
 
 declare(
     "TOPO-PCIE-BW", "Host<->device bandwidth against the link's theoretical rate, under the hold",

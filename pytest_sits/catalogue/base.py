@@ -101,6 +101,9 @@ class Cost:
     together: bool = False
     apart: str = ""
     group: str = ""
+    #: Wall seconds per subject of simulating it (a simulated platform measures in simulated time; only the
+    #: requirements whose simulation takes noticeable time declare it): the simulated run's own estimate.
+    sim: Seconds = 0.0
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,9 @@ class Requirement:
     extension: bool = False
     #: Vendors whose devices this version cannot decide it for, with why: their verdict is a SKIP naming it.
     unsupported: Mapping[str, str] = field(default_factory=dict)
+    #: Measured under the SITS2026 test environment (A §2.4): its verdicts carry the environment of their
+    #: measurement, and one taken outside the rules is INCONCLUSIVE (conditions/environment.py).
+    environment: bool = False
 
     @property
     def thresholds(self) -> Dict[str, Schema]:
@@ -235,14 +241,16 @@ def declare(id: str, title: str, source: str, *, level: str, scope: str, family:
             faults: Tuple[str, ...] = (), no_fault: Optional[str] = None,
             fault_thresholds: Optional[Mapping[str, Any]] = None, trials: Optional[Trials] = None,
             facts: Optional[Callable[[Any], Dict[str, Any]]] = None, note: str = "", extension: bool = False,
-            implemented: bool = True, unsupported: Optional[Mapping[str, str]] = None) -> Requirement:
+            implemented: bool = True, unsupported: Optional[Mapping[str, str]] = None,
+            environment: bool = False) -> Requirement:
     """Declare one requirement: everything the suite knows of it, in one call.
 
     ``faults``: the sim faults (``sim:PROFILE+fault``) that must make it FAIL; ``no_fault`` says why there is
     none instead (a report-only requirement).  ``platforms``: those that can decide it (the others record it as
     not measured).  ``facts``: profile facts its check compares against, added to its thresholds.
     ``unsupported``: {vendor: why} - devices no library of this version reads for it (a SKIP naming it, never an
-    INCONCLUSIVE that no run could decide).
+    INCONCLUSIVE that no run could decide).  ``environment``: measured under the SITS2026 test environment (A §2.4):
+    its verdicts carry the environment of their measurement (:mod:`pytest_sits.conditions.environment`).
     """
     def bad(part: str, why: str) -> DeclarationError:
         return DeclarationError(f"requirement {id}: {part}: {why}")
@@ -277,7 +285,7 @@ def declare(id: str, title: str, source: str, *, level: str, scope: str, family:
                       cost=cost, trials=trials, platforms=frozenset(platforms), faults=tuple(faults),
                       no_fault=no_fault, fault_thresholds=dict(fault_thresholds or {}), facts=facts, note=note,
                       implemented=implemented, extension=extension, family=family,
-                      unsupported=dict(unsupported or {}))
+                      unsupported=dict(unsupported or {}), environment=environment)
     CATALOGUE[id] = req
     return req
 

@@ -24,9 +24,9 @@ declare(
                              "minItems": 1}, ["float16", "bfloat16"], "the dtypes measured"),
     },
     facts=lambda p: {"datasheet_tflops": p.hardware.get("fp16_dense_tflops")},
-    cost=Cost("acc", fixed=3.0, trial=0.06),
+    cost=Cost("acc", fixed=3.0, trial=0.06, together=True),
     trials=Trials("one timed loop of GEMMs per dtype", initial=5, step=5, cap=15, minimum=3),
-    platforms=("live", "sim"), faults=("crg-slow",))
+    environment=True, platforms=("live", "sim"), faults=("crg-slow",))
 
 declare(
     "CRG-EDGE", "Device-to-device edge bandwidth", "B §2.5",
@@ -39,7 +39,7 @@ declare(
               apart="peer copies share the devices' links and switches: one pair at a time, or each pair would "
                     "measure a share"),
     trials=Trials("one copy each way of a pair", initial=7, step=7, cap=21, minimum=3),
-    platforms=("live", "sim", "evidence"), faults=("crg-slow",))
+    environment=True, platforms=("live", "sim", "evidence"), faults=("crg-slow",))
 
 declare(
     "CRG-SYNC", "Cross-GPU memory synchronisation throughput (all-reduce bus bandwidth)", "B §2.5",
@@ -52,7 +52,7 @@ declare(
     },
     cost=Cost("host", trial=0.05, look=15.0),  # each look spawns the ranks
     trials=Trials("one all-reduce", derive=_sync_trials),
-    platforms=("live", "sim"), faults=("crg-slow",))
+    environment=True, platforms=("live", "sim"), faults=("crg-slow",))
 
 declare(
     "CRG-JITTER", "Node latency jitter", "B §2.5",
@@ -62,6 +62,7 @@ declare(
                                       "resolves it"),
         "samples": Threshold(bounded("integer", 1, 100_000), 2000, "timer readings"),
     },
-    cost=Cost("acc", fixed=1.0), platforms=("live", "sim"),
+    cost=Cost("acc", fixed=1.0, apart="timer readings against the host's clock: another device's work would show as this one's jitter"),
+    environment=True, platforms=("live", "sim"),
     no_fault="report-only where no hardware timestamp source resolves ±2.5 ns (every simulated and CPU host): its "
              "FAIL on a resolving clock is tested on data (tests/test_crg.py)")

@@ -27,7 +27,7 @@ declare(
     thresholds={"max_cv": Threshold(POS, 0.05, "A §4.4: throughput fluctuation below 5%")},
     cost=Cost("host", fixed=11 * 1.5, trial=11 * 0.01),  # 11 operators
     trials=Trials("one benchmark round", initial=25, step=0, cap=25, minimum=10),
-    platforms=("live", "sim"), no_fault=_NO_FAULT)
+    environment=True, platforms=("live", "sim"), no_fault=_NO_FAULT)
 
 declare(
     "EQ-LATENCY", "Latency beside the reference platform", "A §4.4",

@@ -112,4 +112,4 @@ declare_condition(
     },
     serves=("DEP-ECC", "DEP-THROTTLE", "DEP-PCIE-ERRORS", "DEP-XID", "DEP-NVLINK-ERRORS"),
     # a load start, the warm-up, the samples
-    cost=Cost("acc", fixed=lambda th: 0.5 + th["warmup_s"] + th["samples"] * th["interval_s"]))
+    cost=Cost("acc", fixed=lambda th: 0.5 + th["warmup_s"] + th["samples"] * th["interval_s"], together=True))

@@ -80,6 +80,12 @@ def sla_seconds(th: Dict[str, Any]) -> float:
     return decidable_duration(tenants, min(100000.0, max(0.1, float(th["target_qps"]))), duration)[0]
 
 
+#: Wall seconds of simulating one second of the sweep and of the SLA run on one device (their queries are
+#: simulated one by one: ``python benchmarks/plan_scaling.py`` measures the simulated runs).
+SIM_SWEEP = 0.022
+SIM_SLA = 0.0027
+
+
 def _fractions(th):
     return len(th["sweep_fractions"])
 
@@ -100,7 +106,7 @@ declare(
                                                 'offers "one cycle"'),
         "period_ms": Threshold(bounded("number", 1, 1000), 10, "the sampler's period (Sample3D records)"),
     },
-    cost=Cost("acc", fixed=0.1), platforms=("live", "sim"), faults=("sensor-lag",))
+    cost=Cost("acc", fixed=0.1), environment=True, platforms=("live", "sim"), faults=("sensor-lag",))
 
 declare(
     "PLP-PPL", "Peak processing load over a sliding window", "A §2.1",
@@ -118,7 +124,7 @@ declare(
                                                       "output_tokens": [8, 24]},
                               "LoadGen's query mix: prompt and output lengths in tokens (seeded)"),
     },
-    cost=Cost("acc", fixed=0.1), platforms=("live", "sim", "evidence"), faults=("peak-understated",))
+    cost=Cost("acc", fixed=0.1), environment=True, platforms=("live", "sim", "evidence"), faults=("peak-understated",))
 
 declare(
     "PLP-POWER", "Power ceiling while load stays under a bound", "A §2.2",
@@ -131,7 +137,7 @@ declare(
                                                           "power logs (they measure the node at the wall; the "
                                                           "suite's own runs read each accelerator); null: not judged"),
     },
-    cost=Cost("acc", fixed=0.1), platforms=("live", "sim", "evidence"), faults=("power-high",))
+    cost=Cost("acc", fixed=0.1), environment=True, platforms=("live", "sim", "evidence"), faults=("power-high",))
 
 declare(
     "PLP-LATENCY", "Latency ceiling while load stays under a bound", "A §2.2",
@@ -146,12 +152,13 @@ declare(
                                      "LoadGen Server target QPS as fractions of the Offline maximum"),
         "point_s": Threshold(bounded("number", 1, 600), 5, "seconds per sweep point"),
     },
-    cost=Cost("acc", fixed=_sweep_fixed, trial=lambda th: th["point_s"] * _fractions(th)),
+    cost=Cost("acc", fixed=_sweep_fixed, trial=lambda th: th["point_s"] * _fractions(th), together=True,
+               sim=lambda th: SIM_SWEEP * (_sweep_fixed(th) + 2 * th["point_s"] * _fractions(th))),
     # each sweep point's Server run is repeated until decided, where the profile sets a ceiling (else one run
     # per point: nothing to decide)
     trials=Trials("one Server run of every sweep point", initial=2, step=1, cap=4, minimum=2,
                   when=lambda th: th["max_latency_us"] is not None),
-    platforms=("live", "sim", "evidence"), faults=("latency-high",))
+    environment=True, platforms=("live", "sim", "evidence"), faults=("latency-high",))
 
 declare(
     "SVC-SLA", "Per-tenant P99 latency, throughput and error rate", "B §3.2",
@@ -184,8 +191,9 @@ declare(
                                                       "output_tokens": [1, 4]},
                               "short completions: B's 120 ms is a request's budget, which holds a few tokens"),
     },
-    cost=Cost("acc", fixed=lambda th: 5.0 + sla_seconds(th)),
-    platforms=("live", "sim", "evidence"), faults=("sla-miss", "ttft-high", "tpot-high"))
+    cost=Cost("acc", fixed=lambda th: 5.0 + sla_seconds(th), together=True,
+               sim=lambda th: SIM_SLA * sla_seconds(th)),
+    environment=True, platforms=("live", "sim", "evidence"), faults=("sla-miss", "ttft-high", "tpot-high"))
 
 declare(
     "SVC-FRAG", "Device-memory fragmentation under paged KV cache", "B §3.2; A §1",
@@ -198,7 +206,7 @@ declare(
                                                       "output_tokens": [8, 128]},
                               "the query mix (prompt and output lengths in tokens)"),
     },
-    cost=Cost("acc", fixed=10.0), platforms=("live", "sim"), faults=("frag-high",))
+    cost=Cost("acc", fixed=10.0, together=True), environment=True, platforms=("live", "sim"), faults=("frag-high",))
 
 declare(
     "SVC-COLDSTART", "Cold start: model load to first token", "A §4.3",
@@ -210,9 +218,9 @@ declare(
                                 "asis (measured, reported); evict_files (fadvise torch's libraries); drop_all (root)"),
         "timeout_s": Threshold(bounded("number", 5, 1800), 300, "one cold start's deadline"),
     },
-    cost=Cost("acc", trial=10.0),
+    cost=Cost("acc", trial=10.0, together=True),
     trials=Trials("one cold start", initial=3, step=2, cap=5, minimum=2),
-    platforms=("live", "sim"), faults=("coldstart-slow",), fault_thresholds={"max_s": 60})
+    environment=True, platforms=("live", "sim"), faults=("coldstart-slow",), fault_thresholds={"max_s": 60})
 
 
 #: What is measured on the server under test when one is given (--sits-serve, --sits-endpoint): once per run, on the

@@ -15,7 +15,7 @@ declare(
     thresholds={"samples": Threshold(COUNT, 5, "link readings taken under load"),
                 "require_load": Threshold(BOOL, True, "an idle link may sit at 2.5 GT/s")},
     # the first load imports torch (once a run); each device's load then starts in about half a second
-    cost=Cost("acc", once=3.0, fixed=lambda th: 0.5 + 0.1 * th["samples"]),
+    cost=Cost("acc", once=3.0, fixed=lambda th: 0.5 + 0.1 * th["samples"], together=True),
     platforms=("live", "snapshot", "evidence", "sim"), faults=("link-degraded",))
 
 declare(
@@ -23,7 +23,7 @@ declare(
     level="quick", scope="accelerator", family="topology",
     thresholds={"require_known_node": Threshold(BOOL, True, "a device whose NUMA node reads -1 on a multi-node "
                                                             "host cannot be bound")},
-    cost=Cost("acc", fixed=0.3), platforms=("live", "sim"), faults=("numa-unknown",))
+    cost=Cost("acc", fixed=0.3, together=True), platforms=("live", "sim"), faults=("numa-unknown",))
 
 declare(
     "LINK-NVLINK-MESH", "NVLink/XGMI full mesh between accelerators", "A §2.2",

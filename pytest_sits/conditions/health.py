@@ -418,29 +418,45 @@ class HealthWindows:
 
     def __init__(self, platform: Any, thresholds: Dict[str, Any],
                  reader_factory: Callable[[Any, Dict[str, Any]], HealthReader] = reader_for,
-                 inference: Optional[Callable[[Dict[str, Any]], Any]] = None):
+                 inference: Optional[Callable[[Dict[str, Any]], Any]] = None,
+                 others: Optional[Callable[[], List[Dict[str, Any]]]] = None):
+        """``others``: the machine's other accelerators, whose windows run at once with the first one asked for
+        (each device's load and readings in a thread of its own; not under the inference load, whose LoadGen
+        runs one test per process)."""
         self.platform, self.th, self.make, self.inference = platform, thresholds, reader_factory, inference
+        self.others = others
         self.cache: Dict[str, Dict[str, Any]] = {}
 
     def __call__(self, acc: Dict[str, Any]) -> Dict[str, Any]:
         bdf = acc["bdf"]
         if bdf not in self.cache:
-            from .locks import exclusive
+            todo = [acc]
+            if self.others is not None and self.inference is None:
+                todo += [a for a in self.others() if a["bdf"] not in self.cache and a["bdf"] != bdf]
+            if len(todo) == 1:
+                self.cache[bdf] = self._window(acc)
+            else:
+                from .atonce import measure_all
 
-            try:
-                reader = self.make(self.platform, acc)
-                if getattr(reader, "submitted", False):
-                    # Submitted evidence brings its window (what the texts show); nothing runs.
-                    self.cache[bdf] = cast(Any, reader).window()
-                elif self.inference is not None:
-                    self.cache[bdf] = run_window(reader, self.th, InferenceLoad(self.inference(acc)))
-                else:
-                    with exclusive(f"device-{bdf}", "health window",
-                                   simulated=bool(getattr(self.platform, "simulated", False))):
-                        self.cache[bdf] = run_window(reader, self.th)
-            except Exception as exc:  # a broken reader is an ERROR of the checks, with the cause
-                self.cache[bdf] = {"device": bdf, "broken": f"{type(exc).__name__}: {exc}"}
+                self.cache.update(measure_all(todo, self._window))
         return self.cache[bdf]
+
+    def _window(self, acc: Dict[str, Any]) -> Dict[str, Any]:
+        from .locks import exclusive
+
+        bdf = acc["bdf"]
+        try:
+            reader = self.make(self.platform, acc)
+            if getattr(reader, "submitted", False):
+                # Submitted evidence brings its window (what the texts show); nothing runs.
+                return cast(Dict[str, Any], cast(Any, reader).window())
+            if self.inference is not None:
+                return run_window(reader, self.th, InferenceLoad(self.inference(acc)))
+            with exclusive(f"device-{bdf}", "health window",
+                           simulated=bool(getattr(self.platform, "simulated", False))):
+                return run_window(reader, self.th)
+        except Exception as exc:  # a broken reader is an ERROR of the checks, with the cause
+            return {"device": bdf, "broken": f"{type(exc).__name__}: {exc}"}
 
 
 def _broken(window: Dict[str, Any]) -> Optional[Dict[str, Any]]:

@@ -29,6 +29,11 @@ from .trials import TrialPlan
 
 #: What the estimate assumes when the platform has no accelerator to count.
 NODE_ACCELERATORS = 8
+#: A simulated run's own cost: starting pytest and the simulated machine, and writing the report (seconds), and
+#: each test's (its fixtures, its check, its verdict); the declarations' ``Cost.sim`` adds what a requirement's
+#: simulation takes (measured: ``python benchmarks/plan_scaling.py``).
+SIM_BASE_S = 0.5
+SIM_PER_TEST_S = 0.01
 
 
 def _seconds(value: Any, th: Dict[str, Any]) -> float:
@@ -131,6 +136,15 @@ class Plan:
                 total += s
         return total + sum(groups.values())
 
+    def estimate_sim_s(self) -> float:
+        """Seconds of wall time the run takes on a simulated platform (every requirement decides on its first
+        look): what simulating it costs, not what it measures."""
+        total = SIM_BASE_S
+        for r in self.rows.values():
+            if r.requirement in CATALOGUE:
+                total += r.subjects * (SIM_PER_TEST_S + _seconds(r.cost.sim, r.thresholds))
+        return total
+
     def _fit(self) -> None:
         """Shrink the trials to the budget: first the repeats (the cap), then the first look, never below the
         minimum; a budget below the shortest plan is reported."""
@@ -190,7 +204,8 @@ class Plan:
         lines = [f"{what}: about {_minutes(first)}{more} (level {self.level}, {subj}; an estimate from the "
                  "planned trials and the durations the profile schedules)"]
         if simulated:
-            lines.append("this simulated run is not that long: its devices settle and measure in simulated time")
+            lines.append(f"this simulated run: about {_minutes(self.estimate_sim_s())} (its devices settle and "
+                         "measure in simulated time; an estimate of simulating it)")
         at_once, apart = self.concurrency()
         if at_once:
             grouped = sorted({r.cost.group for r in self.rows.values() if r.cost.group and r.requirement in at_once})
@@ -216,6 +231,7 @@ class Plan:
                 "workers": self.workers,
                 "budget_min": self.budget_min, "note": self.note,
                 "estimate_s": {k: round(self.estimate_s(k), 1) for k in ("minimum", "initial", "cap")},
+                "simulated_estimate_s": round(self.estimate_sim_s(), 1),
                 "statement": "an estimate: the durations each requirement schedules plus typical costs on an "
                              "8-GPU node (pytest_sits/conditions/plan.py)",
                 "at_once": self.concurrency()[0], "apart": self.concurrency()[1],
@@ -224,4 +240,6 @@ class Plan:
 
 def _minutes(seconds: float) -> str:
     m = seconds / 60.0
+    if seconds < 90:
+        return f"{seconds:.0f} s"
     return f"{m:.0f} min" if m >= 2 else f"{m:.1f} min"

@@ -90,6 +90,13 @@ class Platform:
             raise ThermalUnavailable("a GPU calibration needs the accelerator to calibrate")
         return [live_gpu_rig(acc)]
 
+    def environment(self) -> Any:
+        """The environment sensors read around measured requirements (:mod:`pytest_sits.conditions.environment`):
+        every die and CPU package temperature, the NUMA binding; None where the platform measures nothing."""
+        from ..conditions.environment import LiveEnvironment
+
+        return LiveEnvironment(self)
+
     def health_reader(self) -> Any:
         """The factory of per-device health readers (NVML/amdsmi/sysfs here; simulated on sim)."""
         from ..conditions.health import reader_for

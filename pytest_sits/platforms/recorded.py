@@ -48,6 +48,10 @@ class RecordedPlatform(Platform):
 
         raise InferenceUnavailable(f"{self.recorded} cannot run an inference workload")
 
+    def environment(self) -> Any:
+        """None: the texts were taken on another machine, at another time; nothing is read around a measurement."""
+        return None
+
     def thermal_rigs(self, kind: str, acc: Optional[Dict[str, Any]] = None) -> List[Any]:
         from ..conditions.thermal import ThermalUnavailable
 

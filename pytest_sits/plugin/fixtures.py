@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
-from .recorder import RUN_KEY, Recorder, requirement_of
+from .recorder import ENVIRONMENT_KEY, MEASURED_KEY, RUN_KEY, Recorder, requirement_of
 from .session import SitsRun
 
 
@@ -74,6 +74,77 @@ def _requirement(request: pytest.FixtureRequest, fixture: str) -> str:
         raise pytest.UsageError(f"{request.node.nodeid}: the fixture {fixture} reads the test's requirement from "
                                 "its marker; fix: mark the test @pytest.mark.sits_requirement(\"ID\")")
     return req
+
+
+@pytest.fixture(autouse=True)
+def _sits_environment(request: pytest.FixtureRequest) -> Any:
+    """Around the test of a requirement measured under the SITS2026 test environment (declared
+    ``environment=True``): the environment sensors are read from its start, and on the live machine host DRAM
+    occupancy is held in MEM-BW-HOLD's band while it runs (the ``environment`` condition's ``dram_hold``).  Each
+    of its verdicts then carries the environment of its measurement (:meth:`Recorder.__call__`)."""
+    import time
+
+    from ..catalogue import CATALOGUE
+
+    item = request.node
+    run = item.config.stash.get(RUN_KEY, None)
+    req = requirement_of(item)
+    if run is None or req not in CATALOGUE or not CATALOGUE[req].environment:
+        yield None
+        return
+    env = run.environment()
+    if env is None:
+        yield None
+        return
+    state: Dict[str, Any] = {"started": time.time(), "hold": None}
+    item.stash[ENVIRONMENT_KEY] = state
+    if env.simulated:
+        yield state
+        return
+    if not run.profile.condition("environment")["dram_hold"]:
+        state["hold"] = {"not_measured": "the profile turns the hold off (conditions: environment: dram_hold: false)"}
+        yield state
+        return
+    if _remote(run):
+        yield state  # the server measured runs elsewhere: this host's DRAM is not its environment
+        return
+    from ..conditions.bandwidth import hold_factory, peak_problem
+    from ..conditions.environment import hold_state
+
+    peak = request.getfixturevalue("sits_host_peak")
+    node = request.getfixturevalue("sits_host_node")
+    problem = peak_problem(peak)
+    if problem is not None or node is None:
+        why = (problem or {}).get("unavailable") or (problem or {}).get("error") or "the host lists no NUMA node"
+        state["hold"] = {"not_measured": f"no DRAM hold here: {why}"}
+        yield state
+        return
+    from contextlib import ExitStack
+
+    stack = ExitStack()
+
+    def hold_on() -> None:
+        """Start the hold (once per test): at the test's start, or, for a test whose measurement may already have
+        been made at once by an earlier test (``sits_at_once``, ``sits_inference``), when it measures."""
+        if state.get("hold_object") is None:
+            hold = stack.enter_context(hold_factory(peak, node, run.profile.thresholds("MEM-BW-HOLD"),
+                                                    run.platform.dram())())
+            state["hold_object"], state["hold_state"] = hold, hold_state
+            stack.callback(lambda: (env.holds.append(hold_state(hold)), env.holds.__delitem__(slice(None, -64))))
+
+    state["hold_on"] = hold_on
+    with stack:
+        if not ({"sits_at_once", "sits_inference"} & set(request.fixturenames)):
+            hold_on()
+        state["started"] = time.time()
+        yield state
+
+
+def _remote(run: SitsRun) -> Optional[str]:
+    """Why this machine is not the environment of what is measured (an endpoint elsewhere), or None."""
+    from ..conditions.environment import remote_reason
+
+    return remote_reason(run.endpoint)
 
 
 @pytest.fixture
@@ -285,8 +356,9 @@ def sits_health_window(sits_platform: Any, sits_profile: Any, sits_run: SitsRun,
             return inference_for(sits_run.platform, sits_run.profile, acc, None, sits_run.inference_options(),
                                  logs, cache,
                                  run_id=f"{sits_run.started_at!r}" if sits_run.report_dir is not None else None)
+    others = sits_run.expected_accelerators if sits_run.workers == 1 else None
     return HealthWindows(sits_platform, sits_profile.condition("health_window"), sits_platform.health_reader(),
-                         inference)
+                         inference, others)
 
 
 @pytest.fixture(scope="session")
@@ -318,8 +390,9 @@ def sits_inference_cache() -> Dict[str, Any]:
 
 
 @pytest.fixture
-def sits_inference(sits_accelerator: Optional[Dict[str, Any]], sits_run: SitsRun, sits_inference_logs: Any,
-                   sits_inference_cache: Dict[str, Any], sits_progress: Callable[[str], None]) -> Any:
+def sits_inference(request: pytest.FixtureRequest, sits_accelerator: Optional[Dict[str, Any]], sits_run: SitsRun,
+                   sits_inference_logs: Any, sits_inference_cache: Dict[str, Any],
+                   sits_progress: Callable[[str], None]) -> Any:
     """The inference-under-load runs of this test's accelerator (the CPU when the profile expects none):
     ``.sweep()``, ``.sla()``, ``.coldstart()``, ``.frag()`` return evidence, each run once per session, with
     progress lines (load level, elapsed, completed) on the terminal."""
@@ -334,6 +407,96 @@ def sits_inference(sits_accelerator: Optional[Dict[str, Any]], sits_run: SitsRun
                               sits_run.inference_options(), sits_inference_logs, sits_inference_cache,
                               run_id=f"{sits_run.started_at!r}" if sits_run.report_dir is not None else None,
                               unavailable=missing.get("unavailable"))
-    inference.progress = sits_progress
-    inference.latency_plan = sits_run.plan().trials_for("PLP-LATENCY")
+    block = _environment_of(request, sits_run)
+
+    def dress(inf: Any, acc: Optional[Dict[str, Any]]) -> Any:
+        inf.progress = sits_progress
+        inf.latency_plan = sits_run.plan().trials_for("PLP-LATENCY")
+        inf.device = acc["bdf"] if acc else None
+        inf.before = (request.node.stash.get(ENVIRONMENT_KEY, None) or {}).get("hold_on")
+        if block is not None:
+            device = acc["bdf"] if acc else "-"
+            inf.environment = lambda t0, t1, requirement: block(requirement, device, t0, t1)
+        return inf
+    dress(inference, sits_accelerator)
+    if block is not None:
+        request.node.stash[MEASURED_KEY] = inference
+    if sits_accelerator is not None and sits_run.workers == 1:
+        # the other accelerators' runs, measured at once with this one's (Inference._at_once)
+        inference.child_run = sits_run.to_workerinput()
+        inference.peers = lambda: [
+            dress(inference_for(sits_run.platform, sits_run.profile, acc, None, sits_run.inference_options(),
+                                sits_inference_logs, sits_inference_cache, run_id=inference.run_id), acc)
+            for acc in sits_run.expected_accelerators() if acc["bdf"] != sits_accelerator["bdf"]]
     return inference
+
+
+def _environment_of(request: pytest.FixtureRequest, run: SitsRun) -> Optional[Callable[..., Dict[str, Any]]]:
+    """``block(requirement, subject, t0, t1)``: the test environment's readings over a measurement's window, taken
+    in the test that measures (its DRAM hold, this process's sensors); None outside a measured requirement's test."""
+    state = request.node.stash.get(ENVIRONMENT_KEY, None)
+    if state is None:
+        return None
+    from ..conditions.environment import measurement_block, rules_from
+
+    env, rules, inv = run.environment(), rules_from(run.profile), run.platform.inventory()
+
+    def block(requirement: str, subject: str, t0: float, t1: float) -> Dict[str, Any]:
+        if state.get("hold_object") is not None:
+            state["hold"] = state["hold_state"](state["hold_object"])
+        return measurement_block(env, rules, requirement, subject, {"measured_window": [t0, t1]}, inv, state,
+                                 _remote(run))
+    return block
+
+
+class _Measured:
+    """The test environment of the evidence a test read (``MEASURED_KEY``): one measurement's block."""
+
+    def __init__(self, block: Optional[Dict[str, Any]]):
+        self.block = block
+
+    def environment_block(self, requirement: str) -> Optional[Dict[str, Any]]:
+        return self.block if isinstance(self.block, dict) else None
+
+
+@pytest.fixture(scope="session")
+def sits_at_once_results() -> Dict[str, Dict[str, Any]]:
+    """The per-device measurements made at once in this session, by requirement: ``{bdf: evidence or exception}``."""
+    return {}
+
+
+@pytest.fixture
+def sits_at_once(request: pytest.FixtureRequest, sits_run: SitsRun, sits_progress: Callable[[str], None],
+                 sits_at_once_results: Dict[str, Dict[str, Any]]) -> Callable[..., Any]:
+    """``sits_at_once(acc, measure)`` -> ``measure(acc)``'s evidence: the test's requirement measured on every
+    expected accelerator at once (:mod:`pytest_sits.conditions.atonce`) by the first of its tests, each device in
+    a thread of its own; the later tests take their device's evidence.  Under xdist each worker measures only its
+    own test's device (the devices are shared out among the workers)."""
+    from ..conditions.atonce import measure_all
+
+    req = _requirement(request, "sits_at_once")
+    block = _environment_of(request, sits_run)
+    after = None
+    if block is not None:
+        def after(acc: Dict[str, Any], t0: float, t1: float, ev: Dict[str, Any]) -> None:
+            ev["environment_block"] = block(req, acc["bdf"], t0, t1)
+
+    def get(acc: Dict[str, Any], measure: Callable[[Dict[str, Any]], Any]) -> Any:
+        done = sits_at_once_results.setdefault(req, {})
+        if acc["bdf"] not in done:
+            todo = [acc]
+            if sits_run.workers == 1:
+                todo += [a for a in sits_run.expected_accelerators() if a["bdf"] not in done and a["bdf"] != acc["bdf"]]
+            if len(todo) > 1:
+                sits_progress(f"{req}: {len(todo)} accelerators measured at once")
+            hold_on = (request.node.stash.get(ENVIRONMENT_KEY, None) or {}).get("hold_on")
+            if hold_on is not None:
+                hold_on()
+            done.update(measure_all(todo, measure, after))
+        got = done[acc["bdf"]]
+        if isinstance(got, BaseException):
+            raise got
+        if isinstance(got, dict):
+            request.node.stash[MEASURED_KEY] = _Measured(got.get("environment_block"))
+        return got
+    return get

@@ -344,6 +344,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(reporter)
     run = config.stash.get(RUN_KEY, None)
     if run is not None:
+        run.close_environment()
         run.cleanup()
 
 

@@ -28,6 +28,10 @@ RUN_KEY: pytest.StashKey[Any] = pytest.StashKey()
 #: When the test item's setup began (``time.time()``): a verdict's ``seconds`` counts from there.
 STARTED_KEY: pytest.StashKey[float] = pytest.StashKey()
 WAITS_KEY: pytest.StashKey[List[Dict[str, Any]]] = pytest.StashKey()
+#: The test environment around a measured requirement's test (fixtures.py ``_sits_environment``).
+ENVIRONMENT_KEY: pytest.StashKey[Dict[str, Any]] = pytest.StashKey()
+#: What measured the evidence a test reads (``sits_inference``): it keeps the environment of each measurement.
+MEASURED_KEY: pytest.StashKey[Any] = pytest.StashKey()
 
 
 class SitsWarning(UserWarning):
@@ -96,6 +100,37 @@ class Recorder:
     def __init__(self, item: pytest.Item, run: Any):
         self.item, self.run = item, run
 
+    def _environment(self, v: Verdict) -> Verdict:
+        """A verdict of a requirement measured under the test environment, with the environment of its
+        measurement (PASS/FAIL/WARN measured outside the rules: INCONCLUSIVE)."""
+        state = self.item.stash.get(ENVIRONMENT_KEY, None)
+        if state is None:
+            return v
+        from ..catalogue import CATALOGUE
+        from ..checks.environment import apply_environment
+        from ..conditions.environment import device_of, measurement_block, remote_reason, rules_from
+
+        req = CATALOGUE.get(v.requirement)
+        env = self.run.environment()
+        if req is None or not req.environment or env is None:
+            return v
+        evidence = dict(v.evidence)
+        stored = evidence.pop("environment_block", None)
+        source = self.item.stash.get(MEASURED_KEY, None)
+        block = source.environment_block(v.requirement) if source is not None else None
+        if block is None and isinstance(stored, dict):
+            block = stored
+        inventory = self.run.platform.inventory()
+        if block is not None:  # measured earlier (a shared sweep): judged on this verdict's device
+            block = dict(block, device=device_of(v.subject, inventory))
+        else:
+            hold = state.get("hold_object")
+            if hold is not None:
+                state["hold"] = state["hold_state"](hold)
+            block = measurement_block(env, rules_from(self.run.profile), v.requirement, v.subject, evidence,
+                                      inventory, state, remote_reason(getattr(self.run, "endpoint", None)))
+        return apply_environment(Verdict(**{**v.__dict__, "evidence": evidence}), block)
+
     def __call__(self, *verdicts: Verdict) -> None:
         if not verdicts:
             raise TypeError("sits_record() needs at least one Verdict: a requirement test must decide something "
@@ -109,6 +144,7 @@ class Recorder:
         simulated = bool(self.run.platform.simulated)
         recorded = []
         for v in verdicts:
+            v = self._environment(v)
             v = apply_fleet_band(v, self.run.profile.fleet_band(v.requirement, v.subject, v.unit))
             waiver = self.run.profile.waiver(v.requirement)
             v = apply_waiver(v, waiver)

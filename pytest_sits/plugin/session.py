@@ -128,6 +128,8 @@ class SitsRun:
     #: pytest-xdist workers (1 without xdist): per-accelerator work runs on that many at once.
     workers: int = 1
     _plan: Any = field(default=None, repr=False)
+    _environment: Any = field(default=None, repr=False)
+    _environment_made: bool = field(default=False, repr=False)
 
     @classmethod
     def from_config(cls, config: Any) -> SitsRun:
@@ -387,6 +389,18 @@ class SitsRun:
         report_dir = None if rd.lower() == "none" else (Path(rd) if Path(rd).is_absolute() else Path.cwd() / rd)
         return cls(profile=profile, platform=platform, level=level, level_how=level_how, report_dir=report_dir,
                    platform_spec=plat_spec or "live", workdir=workdir, owns_workdir=workdir is not None)
+
+    def environment(self) -> Any:
+        """The platform's environment sensors, read from the first measured requirement on (None: a platform that
+        measures nothing here)."""
+        if not self._environment_made:
+            self._environment_made = True
+            self._environment = self.platform.environment()
+        return self._environment
+
+    def close_environment(self) -> None:
+        if self._environment is not None:
+            self._environment.close()
 
     def cleanup(self) -> None:
         """Remove the run's scratch folder (the controller's, once its workers are gone)."""

@@ -287,6 +287,35 @@ def _attention(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return entries
 
 
+def environment_line(v: Dict[str, Any]) -> str:
+    """The test environment of a measured verdict in one line (its evidence's ``environment`` summary), or ""."""
+    env = (v.get("evidence") or {}).get("environment") if isinstance(v.get("evidence"), dict) else None
+    if not isinstance(env, dict) or not isinstance(env.get("summary"), dict):
+        return ""
+    summary = env["summary"]
+    held = summary.get("held")
+    head = ("held the rules" if held is True else "outside the rules: " + "; ".join(map(str, summary.get("moved") or []))
+            if held is False else "not measured in part")
+    parts = []
+    for s in (summary.get("sensors") or {}).values():
+        if isinstance(s, dict) and s.get("judged") and s.get("min_c") is not None:
+            slope = s.get("slope_c_per_min")
+            parts.append(f"{s.get('label')} {fmt(s['min_c'])}-{fmt(s['max_c'])} °C"
+                         + (f" ({slope:+.2f} °C/min)" if isinstance(slope, (int, float)) else ""))
+    dram = summary.get("dram") or {}
+    if dram.get("windows"):
+        parts.append(f"DRAM occupancy in band in {dram['windows_in_band']} of {dram['windows']} windows")
+    numa = summary.get("numa") or {}
+    if numa.get("bound") is not None:
+        parts.append(f"NUMA {'bound' if numa['bound'] else 'not bound'}"
+                     + (f" to node {numa['node']}" if numa.get("node") is not None else ""))
+    parts += [f"not measured: {m}" for m in summary.get("not_measured") or []]
+    window = env.get("window") or {}
+    secs = window.get("seconds")
+    return (head + (f" over {fmt(secs)} s" if isinstance(secs, (int, float)) and not env.get("simulated") else "")
+            + (" — " + "; ".join(parts) if parts else ""))
+
+
 def _render_html(report: Dict[str, Any]) -> str:
     verdicts = report["verdicts"]
     charts = _timeline_charts(verdicts)
@@ -295,7 +324,7 @@ def _render_html(report: Dict[str, Any]) -> str:
         has_series = isinstance(v.get("evidence"), dict) and bool(v["evidence"].get("series"))
         rows.append({"v": v, "index": i, "measured": _measured(v), "threshold": fmt(v.get("threshold")),
                      "charts": charts.get(i, []), "charts_left_out": has_series and i not in charts,
-                     "excerpt": _excerpt(v.get("evidence") or {})})
+                     "excerpt": _excerpt(v.get("evidence") or {}), "environment": environment_line(v)})
     view = dict(report)
     view["rows"] = rows
     view["groups"] = _by_requirement(rows, report.get("coverage") or [])

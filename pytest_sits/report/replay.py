@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, cast
 
 from ..checks import REGISTRY, get_version, load_all
+from ..checks.environment import apply_environment
 from ..verdict import STATUSES, apply_fleet_band, apply_waiver, find_band
 from .model import as_object, coverage, plain, revive, summarise
 
@@ -50,12 +51,16 @@ def replay_verdict(stored: Dict[str, Any], profile: Any = None,
     thresholds = profile.check_thresholds(entry.requirement) if profile is not None else stored.get("thresholds")
     if not isinstance(thresholds, dict):
         return {"why": "the thresholds were not stored"}
-    evidence = revive({k: v for k, v in evidence.items() if k not in ("waived_status", "fleet_band")})
+    environment = evidence.get("environment")
+    evidence = revive({k: v for k, v in evidence.items()
+                       if k not in ("waived_status", "fleet_band", "environment", "environment_status")})
     thresholds = revive(thresholds)
     try:
         v = entry.fn(evidence, thresholds, stored.get("subject") or "")
     except Exception as exc:  # evidence edited into something the check cannot read
         return {"why": f"the check could not read the stored evidence: {type(exc).__name__}: {exc}"}
+    if isinstance(environment, dict):  # the environment of the measurement, as read then (checks/environment.py)
+        v = apply_environment(v, {k: val for k, val in environment.items() if k != "summary"})
     band = (profile.fleet_band(v.requirement, v.subject, v.unit) if profile is not None
             else find_band(baseline, v.requirement, v.subject, v.unit))
     v = apply_fleet_band(v, band)

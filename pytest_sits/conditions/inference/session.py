@@ -35,6 +35,20 @@ class Inference:
         #: The inventory of an MLPerf submission (evidence platform): SVC-SLA and PLP-LATENCY/PPL/POWER are judged
         #: on its runs (:meth:`mlperf`); None elsewhere.
         self.inventory: Optional[Dict[str, Any]] = None
+        #: ``environment(t0, t1, requirement)``: the test environment's readings over a measurement's window (set by
+        #: the fixture around a measured requirement's test); each measurement keeps them in its evidence
+        #: (``environment_block``), so that the tests that read it later take that window's environment.
+        self.environment: Optional[Any] = None
+        self._used: Dict[str, str] = {}
+        #: ``peers()``: the runs of the machine's other accelerators, measured at once with this device's (set by
+        #: the fixture when the run measures every device in one process); None: this device alone.
+        self.peers: Optional[Any] = None
+        #: The run's hand-over (``SitsRun.to_workerinput``) and this device's PCI address: what a child process needs
+        #: to make this device's LoadGen measurement at once with the others' (conditions/inference/child.py).
+        self.child_run: Optional[Dict[str, Any]] = None
+        self.device: Optional[str] = None
+        #: Called before a measurement starts here (the test environment's DRAM hold is started then).
+        self.before: Optional[Any] = None
 
     def mlperf(self, check: Any, thresholds: Dict[str, Any]) -> Optional[List[Any]]:
         """The verdicts of ``check`` (a check of :mod:`pytest_sits.checks.inference` for MLPerf runs) on each run
@@ -69,12 +83,25 @@ class Inference:
 
             shared.parent.mkdir(parents=True, exist_ok=True)
             with exclusive(lock, purpose=f"inference {key}", simulated=run_scoped):
-                self.cache[k] = self._shared(shared) or fn()
+                found = self._shared(shared)
+                if not found and self.before is not None:
+                    self.before()
+                self.cache[k] = found or _measured(fn, key, self.environment)
                 if self.run_id is not None and not self.cache[k].get("absent"):
                     from ...files import atomic_write
 
                     atomic_write(shared, json.dumps({"run": self.run_id, "evidence": self.cache[k]}, default=str))
+        self._used[key] = k
         return self.cache[k]
+
+    def environment_block(self, requirement: str) -> Optional[Dict[str, Any]]:
+        """The test environment of the measurement ``requirement``'s verdicts read in this test (None: none read)."""
+        key = next((k for k, reqs in MEASURES.items() if requirement in reqs), None)
+        found = self.cache.get(self._used.get(key, "")) if key else None
+        if key == "frag" and isinstance(found, dict):  # one record per view, each with the same window
+            found = next((v for v in found.values() if isinstance(v, dict)), None)
+        block = found.get("environment_block") if isinstance(found, dict) else None
+        return block if isinstance(block, dict) else None
 
     def _shared(self, path: Path) -> Optional[Dict[str, Any]]:
         if self.run_id is None or not path.is_file() or path.is_symlink():
@@ -92,8 +119,9 @@ class Inference:
         cfg = sweep_config({r: self.th(r) for r in ("PLP-PPL", "PLP-LATENCY", "PLP-SAMPLE")})
         if self.options.get("endpoint"):
             return self._served_sweep(cfg)
-        return self._once("sweep", lambda: acquire_sweep(self.rig, cfg, self.logdir / "sweep", self.progress,
-                                                         self.latency_plan))
+        return self._at_once("sweep", lambda p: p.sweep(),
+                             lambda: self._once("sweep", lambda: acquire_sweep(self.rig, cfg, self.logdir / "sweep",
+                                                                               self.progress, self.latency_plan)))
 
     def _served_sweep(self, cfg: Dict[str, Any]) -> Dict[str, Any]:
         """The sweep on the server under test: once per run, whatever the accelerator."""
@@ -125,9 +153,12 @@ class Inference:
         if self.options.get("serve_error"):  # the launched server never became ready: nothing to measure
             return self._once("sla", lambda: {"error": self.options["serve_error"]}, remote=True)
         logdir = self.logdir.parent / "endpoint" / "sla" if endpoint else self.logdir / "sla"
-        return self._once("sla", lambda: self._served(acquire_sla(self.rig, cfg, logdir, endpoint,
-                                                                  self.options.get("endpoint_key"), self.progress)),
-                          remote=bool(endpoint))
+
+        def own() -> Dict[str, Any]:
+            return self._once("sla", lambda: self._served(acquire_sla(self.rig, cfg, logdir, endpoint,
+                                                                      self.options.get("endpoint_key"),
+                                                                      self.progress)), remote=bool(endpoint))
+        return own() if endpoint else self._at_once("sla", lambda p: p.sla(), own)
 
     def _served(self, ev: Dict[str, Any]) -> Dict[str, Any]:
         """Evidence of a launched server names it; one that stopped under the run quotes its log."""
@@ -145,7 +176,8 @@ class Inference:
         cfg = dict(self.th("SVC-COLDSTART"), model=self.th("PLP-PPL")["model"])
         if self.options.get("endpoint"):
             return self._served_coldstart()
-        return self._once("coldstart", lambda: acquire_coldstart(self.rig, cfg, plan))
+        return self._at_once("coldstart", lambda p: p.coldstart(plan),
+                             lambda: self._once("coldstart", lambda: acquire_coldstart(self.rig, cfg, plan)))
 
     def _served_coldstart(self) -> Dict[str, Any]:
         """The launches of the server under test (measured when the suite started it), or why not measured."""
@@ -170,7 +202,130 @@ class Inference:
             return {"kv-pool": {"absent": self.absent}}
         if self.unavailable:
             return {"kv-pool": {"unavailable": self.unavailable}}
-        return self._once("frag", lambda: acquire_frag(self.rig, cfg, self.logdir / "frag", self.progress))
+        return self._at_once("frag", lambda p: p.frag(),
+                             lambda: self._once("frag", lambda: acquire_frag(self.rig, cfg, self.logdir / "frag",
+                                                                             self.progress)))
+
+    #: What runs at once on every device in one process: everything on a simulated machine; on a real one the
+    #: cold starts (each a process of its own), not the LoadGen runs (LoadGen runs one test per process).
+    LIVE_AT_ONCE = ("coldstart",)
+
+    def _at_once(self, key: str, theirs: Any, own: Any) -> Any:
+        """``own()`` (this device's measurement ``key``), with the same measurement of every peer that has not made
+        it yet running at the same time, each in a thread of its own (``theirs(peer)``); a peer's failure is left
+        for its own test to meet."""
+        import threading
+
+        simulated = bool(getattr(self.rig, "simulated", False))
+        processes = not simulated and key not in self.LIVE_AT_ONCE
+        if (self.peers is None or f"{self.subject}/{key}" in self.cache or self.absent or self.unavailable
+                or (processes and (self.child_run is None or self.run_id is None))):
+            return own()
+        peers = [p for p in self.peers() if f"{p.subject}/{key}" not in self.cache and not p.absent
+                 and not p.unavailable and p._shared(p.logdir / f"{key}.evidence.json") is None]
+        if not peers:
+            return own()
+        if self.before is not None:
+            self.before()
+        if self.progress is not None:
+            self.progress(f"inference {key}: {len(peers) + 1} accelerators measured at once"
+                          + (" (one process per device: LoadGen runs one test per process)" if processes else ""))
+        if processes:
+            return self._in_processes(key, peers, own)
+
+        def run(peer: Any) -> None:
+            try:
+                theirs(peer)
+            except Exception:  # pragma: no cover - the peer's own test measures again and reports it
+                pass
+
+        threads = [threading.Thread(target=run, args=(p,), name=f"sits-{key}-{p.subject}", daemon=True)
+                   for p in peers]
+        for t in threads:
+            t.start()
+        try:
+            return own()
+        finally:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+
+    def _in_processes(self, key: str, peers: List[Any], own: Any) -> Any:
+        """``own()`` here while each peer's measurement runs in a child process (conditions/inference/child.py);
+        then each peer's evidence is read back from its shared file, with the test environment of its window.  A
+        child that failed leaves its device to be measured by its own test, alone, and says so.  Ctrl-C or SIGTERM
+        stops every child (SIGTERM to its group, SIGKILL after 30 s) before it propagates."""
+        import os
+        import signal
+        import subprocess
+        import sys
+        import time
+
+        from ...inference.launch import _die_with_parent
+        from ...files import atomic_write
+
+        procs = []
+        for p in peers:
+            p.logdir.mkdir(parents=True, exist_ok=True)
+            spec = p.logdir / f"{key}.child.json"
+            spec.write_text(json.dumps({"run": self.child_run, "device": p.device, "what": key,
+                                        "logdir": str(p.logdir.parent), "run_id": self.run_id,
+                                        "latency_plan": p.latency_plan.to_json() if p.latency_plan else None},
+                                       default=str), encoding="utf-8")
+            log = open(p.logdir / f"{key}.child.log", "w", encoding="utf-8")
+            procs.append((p, log, subprocess.Popen(
+                [sys.executable, "-m", "pytest_sits.plugin.inference_child", str(spec)], stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)))
+
+        def stop_all() -> None:
+            for _, _, proc in procs:
+                if proc.poll() is None:
+                    try:
+                        os.killpg(proc.pid, signal.SIGTERM)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            deadline = time.monotonic() + 30.0
+            for _, _, proc in procs:
+                try:
+                    proc.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                    proc.wait()
+
+        try:
+            result = own()
+            for _, _, proc in procs:
+                while proc.poll() is None:
+                    time.sleep(0.2)
+        except BaseException:
+            stop_all()
+            raise
+        finally:
+            for _, log, _ in procs:
+                log.close()
+        for p, log, proc in procs:
+            shared = p.logdir / f"{key}.evidence.json"
+            ev = p._shared(shared)
+            if ev is None:
+                if self.progress is not None:
+                    self.progress(f"inference {key} of {p.subject}: its process exited {proc.returncode} without "
+                                  f"evidence (log {log.name}); its own test measures it alone")
+                continue
+            records = list(ev.values()) if key == "frag" else [ev]
+            window = next((r.get("measured_window") for r in records if isinstance(r, dict)), None)
+            if p.environment is not None and isinstance(window, list) and len(window) == 2:
+                block = p.environment(window[0], window[1], MEASURES[key][0])
+                for r in records:
+                    if isinstance(r, dict) and "measured_window" in r:
+                        r["environment_block"] = block
+                atomic_write(shared, json.dumps({"run": self.run_id, "evidence": ev}, default=str))
+            self.cache[f"{p.subject}/{key}"] = ev
+        return result
+
 
 
 def inference_for(platform: Any, profile: Any, acc: Optional[Dict[str, Any]], expected_absent: Optional[str],
@@ -196,3 +351,28 @@ def inference_for(platform: Any, profile: Any, acc: Optional[Dict[str, Any]], ex
     except InferenceUnavailable as exc:
         return Inference(None, profile, options, logdir, cache, unavailable=str(exc))
     return Inference(rig, profile, options, logdir, cache, run_id=run_id)
+
+
+#: What each measurement serves (the requirement whose environment it carries first).
+MEASURES = {"sweep": ("PLP-SAMPLE", "PLP-PPL", "PLP-POWER", "PLP-LATENCY"), "sla": ("SVC-SLA",),
+            "coldstart": ("SVC-COLDSTART",), "frag": ("SVC-FRAG",)}
+
+
+def _measured(fn: Any, key: str, environment: Optional[Any]) -> Any:
+    """``fn()``'s evidence with the wall-clock window it was measured in (``measured_window``) and, where the test
+    environment is read, its readings over that window (``environment_block``)."""
+    import time
+
+    t0 = time.time()
+    ev = fn()
+    # SVC-FRAG's evidence is one record per view (kv-pool, ...): each carries the window
+    records = list(ev.values()) if key == "frag" and isinstance(ev, dict) else [ev]
+    t1 = time.time()
+    block = None
+    for rec in records:
+        if isinstance(rec, dict) and not ({"absent", "unavailable"} & set(rec)):
+            rec.setdefault("measured_window", [round(t0, 3), round(t1, 3)])
+            if environment is not None and key in MEASURES:
+                block = block or environment(t0, t1, MEASURES[key][0])
+                rec["environment_block"] = block
+    return ev

@@ -81,6 +81,12 @@ class SimPlatform(Platform):
 
         return SimInferenceRig(self.profile, self.faults, acc, self.drift)
 
+    def environment(self) -> Any:
+        """The simulated sensors around a measurement (steady in the rules; fault ``die-drift``)."""
+        from .environment import SimEnvironment
+
+        return SimEnvironment(self)
+
     def dram(self) -> Any:
         """The simulated host DRAM plant (steady, or drifting with fault ``drift``)."""
         if self._dram is None:

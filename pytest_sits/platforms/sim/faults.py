@@ -3,7 +3,7 @@ declares the faults it implements beside their effects (its ``FAULTS``); the pla
 
 from typing import Dict
 
-from . import bandwidth, crg, health, inference, thermal, tree
+from . import bandwidth, crg, environment, health, inference, thermal, tree
 
 #: Faults the platform itself applies (sim/__init__.py), machine-wide.
 PLATFORM_FAULTS: Dict[str, str] = {
@@ -18,4 +18,4 @@ PLATFORM_FAULTS: Dict[str, str] = {
 
 #: Every fault, by name: what it does.
 FAULTS: Dict[str, str] = {**tree.FAULTS, **PLATFORM_FAULTS, **bandwidth.FAULTS, **thermal.FAULTS, **health.FAULTS,
-                          **crg.FAULTS, **inference.FAULTS}
+                          **crg.FAULTS, **inference.FAULTS, **environment.FAULTS}
