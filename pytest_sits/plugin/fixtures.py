@@ -423,7 +423,7 @@ def sits_inference(request: pytest.FixtureRequest, sits_accelerator: Optional[Di
         request.node.stash[MEASURED_KEY] = inference
     if sits_accelerator is not None and sits_run.workers == 1:
         # the other accelerators' runs, measured at once with this one's (Inference._at_once)
-        inference.child_run = sits_run.to_workerinput()
+        inference.child_run = _absolute(sits_run.to_workerinput())
         inference.peers = lambda: [
             dress(inference_for(sits_run.platform, sits_run.profile, acc, None, sits_run.inference_options(),
                                 sits_inference_logs, sits_inference_cache, run_id=inference.run_id), acc)
@@ -447,6 +447,18 @@ def _environment_of(request: pytest.FixtureRequest, run: SitsRun) -> Optional[Ca
         return measurement_block(env, rules, requirement, subject, {"measured_window": [t0, t1]}, inv, state,
                                  _remote(run))
     return block
+
+
+def _absolute(handover: Dict[str, Any]) -> Dict[str, Any]:
+    """The run's hand-over with its paths made absolute: a child process runs in a folder of its own."""
+    import os
+
+    out = dict(handover)
+    for key in ("profile_path", "report_dir", "golden_record", "golden", "workdir", "prometheus", "dataset"):
+        value = out.get(key)
+        if isinstance(value, str) and value and not os.path.isabs(value) and os.path.exists(value):
+            out[key] = os.path.abspath(value)
+    return out
 
 
 class _Measured:

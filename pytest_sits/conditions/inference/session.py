@@ -269,13 +269,16 @@ class Inference:
             p.logdir.mkdir(parents=True, exist_ok=True)
             spec = p.logdir / f"{key}.child.json"
             spec.write_text(json.dumps({"run": self.child_run, "device": p.device, "what": key,
-                                        "logdir": str(p.logdir.parent), "run_id": self.run_id,
+                                        "logdir": str(p.logdir.parent.resolve()), "run_id": self.run_id,
                                         "latency_plan": p.latency_plan.to_json() if p.latency_plan else None},
                                        default=str), encoding="utf-8")
             log = open(p.logdir / f"{key}.child.log", "w", encoding="utf-8")
             procs.append((p, log, subprocess.Popen(
-                [sys.executable, "-m", "pytest_sits.plugin.inference_child", str(spec)], stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                [sys.executable, "-m", "pytest_sits.plugin.inference_child", str(spec.resolve())],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                # its own folder: ``-m`` puts the working folder first on the path, and a checkout there would
+                # shadow the installed package
+                cwd=str(p.logdir.resolve()),
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)))
 
         def stop_all() -> None:
