@@ -10,9 +10,10 @@ import json
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Iterator, Mapping, Optional, Union
 
 import pytest
 
@@ -40,6 +41,21 @@ def start_pytest(*args: str, cwd: Union[str, Path], env: Optional[Mapping[str, s
     """Start pytest and return at once (a test that signals the run while it goes); output as in run_pytest."""
     return subprocess.Popen(pytest_command(*args), cwd=str(cwd), env=None if env is None else dict(env),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+
+
+@contextmanager
+def pytest_running(*args: str, cwd: Union[str, Path], env: Optional[Mapping[str, str]] = None,
+                   **popen: Any) -> Iterator[subprocess.Popen]:
+    """``with pytest_running(...) as run:`` pytest started (start_pytest) for the block, which signals or kills it
+    and reads its end; a run still going when the block ends (an assertion inside it failed) is killed and
+    reaped, never left behind."""
+    run = start_pytest(*args, cwd=cwd, env=env, **popen)
+    try:
+        yield run
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
 
 
 @dataclass

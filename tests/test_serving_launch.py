@@ -18,7 +18,7 @@ from pytest_sits.inference.launch import LaunchedServer, ServeError, ServeSpec, 
 from pytest_sits.plugin.session import SitsRun, SitsUsageError
 from pytest_sits.profiles import resolve
 
-from helpers import group_gone, run_pytest, served_pid, start_pytest
+from helpers import group_gone, pytest_running, run_pytest, served_pid
 
 SIM = f"{sys.executable} -m pytest_sits.inference.simserve --port={{port}} --model=sim-model"
 
@@ -227,10 +227,9 @@ def test_the_report_keeps_the_server_env_keys_never_their_values():
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_to_the_run_stops_the_server_and_writes_the_report(tmp_path, sig):
     (tmp_path / "tiny.yaml").write_text(PROFILE.format(duration=60))
-    run = start_pytest("--sits", "--sits-profile=tiny.yaml", "--sits-level=full", "-k", "tenant_sla",
-                       "-p", "no:randomly", f"--sits-report-dir={tmp_path / 'r'}", f"--sits-serve={SIM}",
-                       cwd=tmp_path)
-    try:
+    with pytest_running("--sits", "--sits-profile=tiny.yaml", "--sits-level=full", "-k", "tenant_sla",
+                        "-p", "no:randomly", f"--sits-report-dir={tmp_path / 'r'}", f"--sits-serve={SIM}",
+                        cwd=tmp_path) as run:
         pid = served_pid(tmp_path / "r" / "serving" / "server.log")
         deadline = time.monotonic() + 120
         while not any((tmp_path / "r").rglob("mlperf_log_*")) and time.monotonic() < deadline:
@@ -238,10 +237,6 @@ def test_a_signal_to_the_run_stops_the_server_and_writes_the_report(tmp_path, si
         time.sleep(2)  # into the load
         run.send_signal(sig)
         out, _ = run.communicate(timeout=180)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
     assert report["run"]["completed"] is False, out[-2000:]
     assert report["run"]["serving"]["stopped"]["how"] == "SIGTERM"
@@ -251,17 +246,12 @@ def test_a_signal_to_the_run_stops_the_server_and_writes_the_report(tmp_path, si
 @pytest.mark.slow
 def test_a_run_killed_outright_takes_its_server_with_it(tmp_path):
     (tmp_path / "tiny.yaml").write_text(PROFILE.format(duration=60))
-    run = start_pytest("--sits", "--sits-profile=tiny.yaml", "--sits-level=full", "-k", "tenant_sla",
-                       "-p", "no:randomly", f"--sits-report-dir={tmp_path / 'r'}", f"--sits-serve={SIM}",
-                       cwd=tmp_path)
-    try:
+    with pytest_running("--sits", "--sits-profile=tiny.yaml", "--sits-level=full", "-k", "tenant_sla",
+                        "-p", "no:randomly", f"--sits-report-dir={tmp_path / 'r'}", f"--sits-serve={SIM}",
+                        cwd=tmp_path) as run:
         pid = served_pid(tmp_path / "r" / "serving" / "server.log")
         run.kill()  # SIGKILL: no cleanup of the run's runs; the kernel's parent-death signal stops the server
         run.communicate(timeout=60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     assert group_gone(pid), "the server outlived the run"
 
 

@@ -409,21 +409,16 @@ def test_a_signal_during_a_cold_start_trial_stops_the_trial_server_and_writes_th
     ends INCOMPLETE with its report pair, and no server process is left."""
     import signal
 
-    from helpers import group_gone, served_pid, start_pytest
+    from helpers import group_gone, pytest_running, served_pid
 
     (tmp_path / "p.yaml").write_text(PROFILE.format(max_s=30))
-    run = start_pytest("--sits", "--sits-profile=p.yaml", "--sits-level=standard", "-p", "no:randomly",
-                       "-k", "cold_start", f"--sits-report-dir={tmp_path / 'r'}",
-                       f"--sits-serve={SIM} --fault=slow-start=20", cwd=tmp_path)
     log = tmp_path / "r" / "serving" / "coldstart-1" / "server.log"
-    try:
+    with pytest_running("--sits", "--sits-profile=p.yaml", "--sits-level=standard", "-p", "no:randomly",
+                        "-k", "cold_start", f"--sits-report-dir={tmp_path / 'r'}",
+                        f"--sits-serve={SIM} --fault=slow-start=20", cwd=tmp_path) as run:
         pid = served_pid(log, seen="starting (pid")
         run.send_signal(signal.SIGTERM)
         out, _ = run.communicate(timeout=120)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
     assert report["run"]["completed"] is False and (tmp_path / "r" / "sits-report.html").is_file(), out[-2000:]
     assert "SIGTERM" in (report["run"].get("serving") or {}).get("error", ""), report["run"].get("serving")

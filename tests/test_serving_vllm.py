@@ -21,7 +21,7 @@ import pytest
 from pytest_sits.exitcodes import NOT_TESTED, OK, UNDECIDED
 from pytest_sits.inference.launch import group_members
 
-from helpers import HOST_SERVED, run_pytest, start_pytest
+from helpers import HOST_SERVED, pytest_running, run_pytest
 
 pytestmark = pytest.mark.slow
 
@@ -133,26 +133,22 @@ def test_a_healthy_vllm_server_passes_svc_sla_and_the_verdict_names_it(tmp_path)
 
 def test_a_vllm_server_killed_under_the_run_is_an_error_not_a_fail(tmp_path):
     server = Vllm(tmp_path / "vllm.log")
-    run = None
     try:
-        run = start_pytest("--sits", served_profile(tmp_path), "--sits-level=full", f"--sits-endpoint={server.url}",
-                           "-k", "tenant_sla", f"--sits-report-dir={tmp_path / 'r'}", cwd=tmp_path)
-        # 10 s into the load (the pre-flight comes first, in well under a second)
-        deadline = time.monotonic() + 120
-        started = None
-        while time.monotonic() < deadline and run.poll() is None:
-            if started is None and (tmp_path / "r").exists() and any((tmp_path / "r").rglob("mlperf_log_*")):
-                started = time.monotonic()
-            if started is not None and time.monotonic() - started >= 10:
-                break
-            time.sleep(0.2)
-        assert started is not None, "the SLA run never started"
-        server.kill()
-        stdout, _ = run.communicate(timeout=300)
+        with pytest_running("--sits", served_profile(tmp_path), "--sits-level=full", f"--sits-endpoint={server.url}",
+                            "-k", "tenant_sla", f"--sits-report-dir={tmp_path / 'r'}", cwd=tmp_path) as run:
+            # 10 s into the load (the pre-flight comes first, in well under a second)
+            deadline = time.monotonic() + 120
+            started = None
+            while time.monotonic() < deadline and run.poll() is None:
+                if started is None and (tmp_path / "r").exists() and any((tmp_path / "r").rglob("mlperf_log_*")):
+                    started = time.monotonic()
+                if started is not None and time.monotonic() - started >= 10:
+                    break
+                time.sleep(0.2)
+            assert started is not None, "the SLA run never started"
+            server.kill()
+            stdout, _ = run.communicate(timeout=300)
     finally:
-        if run is not None and run.poll() is None:
-            run.kill()
-            run.wait()
         server.stop()
     assert run.returncode == NOT_TESTED, stdout[-3000:]
     assert (tmp_path / "r" / "sits-report.html").is_file()

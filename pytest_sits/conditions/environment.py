@@ -141,6 +141,11 @@ class LiveEnvironment:
                                              "source": sensor.source, "step_c": sensor.resolution_c})
         return sensors
 
+    def keep(self, hold: Any) -> None:
+        """Keep the windows of a hold that has ended (the last 64 holds)."""
+        self.holds.append(hold_state(hold))
+        del self.holds[:-64]
+
     def monitor(self) -> EnvironmentMonitor:
         if self._monitor is None:
             self._monitor = EnvironmentMonitor(self._sensors()).start()
@@ -221,17 +226,13 @@ def numa_binding(inventory: Dict[str, Any], node: Optional[int]) -> Dict[str, An
 
 
 def _short(cpus: Optional[List[int]]) -> Optional[str]:
+    """A CPU list as the kernel writes one (``0-3,8``)."""
     if cpus is None:
         return None
-    runs: List[str] = []
-    for c in sorted(cpus):
-        if runs and "-" in runs[-1] and int(runs[-1].split("-")[1]) == c - 1:
-            runs[-1] = f"{runs[-1].split('-')[0]}-{c}"
-        elif runs and "-" not in runs[-1] and int(runs[-1]) == c - 1:
-            runs[-1] = f"{runs[-1]}-{c}"
-        else:
-            runs.append(str(c))
-    return ",".join(runs)
+    import itertools
+
+    runs = [[c for _, c in g] for _, g in itertools.groupby(enumerate(sorted(set(cpus))), lambda x: x[1] - x[0])]
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
 def hold_state(hold: Any) -> Dict[str, Any]:
@@ -259,14 +260,17 @@ def dram_in(hold: Any, t0: float, t1: float) -> Optional[Dict[str, Any]]:
             "peak_gbps": (held or {}).get("peak_gbps")}
 
 
+def _window(t0: float, t1: float) -> Dict[str, float]:
+    return {"start": round(t0, 3), "end": round(t1, 3), "seconds": round(t1 - t0, 3)}
+
+
 def window_block(env: Any, rules: Dict[str, Any], t0: float, t1: float, requirement: str, device: Optional[str],
                  node: Optional[int], hold: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """The environment block of one measurement (what :func:`pytest_sits.checks.environment.apply_environment`
     takes): the window, the sensors' readings in it, the DRAM hold's windows, the NUMA binding, the rules."""
     trace = env.trace(t0, t1, requirement, device)
     dram = trace["dram"] if "dram" in trace else dram_in([hold] + list(getattr(env, "holds", [])), t0, t1)
-    return {"window": {"start": round(t0, 3), "end": round(t1, 3), "seconds": round(t1 - t0, 3)},
-            "device": device, "rules": rules, "sensors": trace["sensors"],
+    return {"window": _window(t0, t1), "device": device, "rules": rules, "sensors": trace["sensors"],
             "not_measured": trace.get("not_measured") or {}, "dram": dram,
             "numa": trace.get("numa") or env.numa(node), "simulated": bool(getattr(env, "simulated", False))}
 
@@ -276,7 +280,8 @@ def measurement_block(env: Any, rules: Dict[str, Any], requirement: str, subject
                       ) -> Dict[str, Any]:
     """The block of one verdict: its measurement's window (``measured_window`` in its evidence, else its test's
     call from ``state["started"]`` to now), the accelerator its subject names (its own die is judged; none: every
-    die), that device's NUMA node.  ``remote``: the server measured runs elsewhere (why): nothing here is read."""
+    die), that device's NUMA node; the DRAM hold's windows from the test's running hold (``state["hold_object"]``)
+    or what ``state["hold"]`` says.  ``remote``: the server measured runs elsewhere (why): nothing here is read."""
     window = evidence.get("measured_window") if isinstance(evidence, dict) else None
     if (isinstance(window, (list, tuple)) and len(window) == 2
             and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in window)):
@@ -284,14 +289,15 @@ def measurement_block(env: Any, rules: Dict[str, Any], requirement: str, subject
     else:
         t0, t1 = float(state["started"]), time.time()
     if remote:
-        return {"window": {"start": round(t0, 3), "end": round(t1, 3), "seconds": round(t1 - t0, 3)},
-                "device": None, "rules": rules, "sensors": {}, "dram": {"not_measured": remote},
+        return {"window": _window(t0, t1), "device": None, "rules": rules, "sensors": {}, "dram": {"not_measured": remote},
                 "not_measured": {"remote": f"the server's machine: {remote}"},
                 "numa": {"bound": None, "why": remote}, "simulated": bool(getattr(env, "simulated", False))}
     device = device_of(subject, inventory)
     acc = next((a for a in inventory.get("accelerators") or [] if a["bdf"] == device), None)
     node = acc.get("numa_node") if acc else next((n.get("node") for n in inventory.get("numa") or []), None)
-    return window_block(env, rules, t0, t1, requirement, device, node, state.get("hold"))
+    running = state.get("hold_object")
+    hold = hold_state(running) if running is not None else state.get("hold")
+    return window_block(env, rules, t0, t1, requirement, device, node, hold)
 
 
 def device_of(subject: str, inventory: Dict[str, Any]) -> Optional[str]:

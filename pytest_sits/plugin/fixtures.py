@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
-from .recorder import ENVIRONMENT_KEY, MEASURED_KEY, RUN_KEY, Recorder, requirement_of
+from .recorder import ENVIRONMENT_KEY, MEASURED_KEY, RUN_KEY, Recorder, environment_of, requirement_of
 from .session import SitsRun
 
 
@@ -105,11 +105,12 @@ def _sits_environment(request: pytest.FixtureRequest) -> Any:
         state["hold"] = {"not_measured": "the profile turns the hold off (conditions: environment: dram_hold: false)"}
         yield state
         return
-    if _remote(run):
+    from ..conditions.environment import remote_reason
+
+    if remote_reason(run.endpoint):
         yield state  # the server measured runs elsewhere: this host's DRAM is not its environment
         return
     from ..conditions.bandwidth import hold_factory, peak_problem
-    from ..conditions.environment import hold_state
 
     peak = request.getfixturevalue("sits_host_peak")
     node = request.getfixturevalue("sits_host_node")
@@ -129,8 +130,8 @@ def _sits_environment(request: pytest.FixtureRequest) -> Any:
         if state.get("hold_object") is None:
             hold = stack.enter_context(hold_factory(peak, node, run.profile.thresholds("MEM-BW-HOLD"),
                                                     run.platform.dram())())
-            state["hold_object"], state["hold_state"] = hold, hold_state
-            stack.callback(lambda: (env.holds.append(hold_state(hold)), env.holds.__delitem__(slice(None, -64))))
+            state["hold_object"] = hold
+            stack.callback(env.keep, hold)
 
     state["hold_on"] = hold_on
     with stack:
@@ -138,13 +139,6 @@ def _sits_environment(request: pytest.FixtureRequest) -> Any:
             hold_on()
         state["started"] = time.time()
         yield state
-
-
-def _remote(run: SitsRun) -> Optional[str]:
-    """Why this machine is not the environment of what is measured (an endpoint elsewhere), or None."""
-    from ..conditions.environment import remote_reason
-
-    return remote_reason(run.endpoint)
 
 
 @pytest.fixture
@@ -437,15 +431,9 @@ def _environment_of(request: pytest.FixtureRequest, run: SitsRun) -> Optional[Ca
     state = request.node.stash.get(ENVIRONMENT_KEY, None)
     if state is None:
         return None
-    from ..conditions.environment import measurement_block, rules_from
-
-    env, rules, inv = run.environment(), rules_from(run.profile), run.platform.inventory()
 
     def block(requirement: str, subject: str, t0: float, t1: float) -> Dict[str, Any]:
-        if state.get("hold_object") is not None:
-            state["hold"] = state["hold_state"](state["hold_object"])
-        return measurement_block(env, rules, requirement, subject, {"measured_window": [t0, t1]}, inv, state,
-                                 _remote(run))
+        return environment_of(run, state, requirement, subject, {"measured_window": [t0, t1]})
     return block
 
 

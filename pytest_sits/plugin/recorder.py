@@ -94,6 +94,16 @@ def _skip(msg: str) -> None:
         pytest.skip(msg)
 
 
+def environment_of(run: Any, state: Dict[str, Any], requirement: str, subject: str,
+                   evidence: Dict[str, Any]) -> Dict[str, Any]:
+    """The test environment's block of a measurement made in the test whose environment ``state`` is (its window:
+    the evidence's ``measured_window``, else the test's call so far)."""
+    from ..conditions.environment import measurement_block, remote_reason, rules_from
+
+    return measurement_block(run.environment(), rules_from(run.profile), requirement, subject, evidence,
+                             run.platform.inventory(), state, remote_reason(getattr(run, "endpoint", None)))
+
+
 class Recorder:
     """Records verdicts on the test item and turns the worst one into the pytest outcome."""
 
@@ -108,7 +118,7 @@ class Recorder:
             return v
         from ..catalogue import CATALOGUE
         from ..checks.environment import apply_environment
-        from ..conditions.environment import device_of, measurement_block, remote_reason, rules_from
+        from ..conditions.environment import device_of
 
         req = CATALOGUE.get(v.requirement)
         env = self.run.environment()
@@ -124,11 +134,7 @@ class Recorder:
         if block is not None:  # measured earlier (a shared sweep): judged on this verdict's device
             block = dict(block, device=device_of(v.subject, inventory))
         else:
-            hold = state.get("hold_object")
-            if hold is not None:
-                state["hold"] = state["hold_state"](hold)
-            block = measurement_block(env, rules_from(self.run.profile), v.requirement, v.subject, evidence,
-                                      inventory, state, remote_reason(getattr(self.run, "endpoint", None)))
+            block = environment_of(self.run, state, v.requirement, v.subject, evidence)
         return apply_environment(Verdict(**{**v.__dict__, "evidence": evidence}), block)
 
     def __call__(self, *verdicts: Verdict) -> None:

@@ -214,8 +214,6 @@ class Inference:
         """``own()`` (this device's measurement ``key``), with the same measurement of every peer that has not made
         it yet running at the same time, each in a thread of its own (``theirs(peer)``); a peer's failure is left
         for its own test to meet."""
-        import threading
-
         simulated = bool(getattr(self.rig, "simulated", False))
         processes = not simulated and key not in self.LIVE_AT_ONCE
         if (self.peers is None or f"{self.subject}/{key}" in self.cache or self.absent or self.unavailable
@@ -233,35 +231,28 @@ class Inference:
         if processes:
             return self._in_processes(key, peers, own)
 
-        def run(peer: Any) -> None:
-            try:
-                theirs(peer)
-            except Exception:  # pragma: no cover - the peer's own test measures again and reports it
-                pass
+        import functools
 
-        threads = [threading.Thread(target=run, args=(p,), name=f"sits-{key}-{p.subject}", daemon=True)
-                   for p in peers]
-        for t in threads:
-            t.start()
-        try:
-            return own()
-        finally:
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.2)
+        from ..atonce import run_at_once
+
+        # a peer's failure is left for its own test to meet; this device's is raised here
+        jobs = [own] + [functools.partial(theirs, p) for p in peers]
+        mine = run_at_once(jobs, [self.subject] + [p.subject for p in peers])[0]
+        if isinstance(mine, Exception):
+            raise mine
+        return mine
 
     def _in_processes(self, key: str, peers: List[Any], own: Any) -> Any:
-        """``own()`` here while each peer's measurement runs in a child process (conditions/inference/child.py);
+        """``own()`` here while each peer's measurement runs in a child process (plugin/inference_child.py);
         then each peer's evidence is read back from its shared file, with the test environment of its window.  A
         child that failed leaves its device to be measured by its own test, alone, and says so.  Ctrl-C or SIGTERM
         stops every child (SIGTERM to its group, SIGKILL after 30 s) before it propagates."""
-        import os
         import signal
         import subprocess
         import sys
         import time
 
-        from ...inference.launch import _die_with_parent
+        from ...inference.launch import _die_with_parent, _killpg
         from ...files import atomic_write
 
         procs = []
@@ -284,19 +275,13 @@ class Inference:
         def stop_all() -> None:
             for _, _, proc in procs:
                 if proc.poll() is None:
-                    try:
-                        os.killpg(proc.pid, signal.SIGTERM)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+                    _killpg(proc.pid, signal.SIGTERM)
             deadline = time.monotonic() + 30.0
             for _, _, proc in procs:
                 try:
                     proc.wait(max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+                    _killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
 
         try:
