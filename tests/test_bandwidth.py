@@ -220,6 +220,29 @@ def test_pcie_bandwidth_checks():
     assert v.status == INCONCLUSIVE
 
 
+def test_pcie_copies_taken_while_the_hold_left_its_band_are_inconclusive():
+    """Seen on a real H200 host: the pinned copies (52 GB/s of host DRAM) starved the hold's injectors, 0 of 4
+    windows in band; the copies' figure is not one taken under the hold, PASS or FAIL alike."""
+    h2d, d2h = [53.0, 53.2, 52.8, 53.1, 52.9], [52.0, 52.2, 51.8, 52.1, 51.9]
+    link = {"gen": 5, "width": 16}
+
+    def held(windows, in_band, need=0.95):
+        return {"h2d": _copies(h2d), "d2h": _copies(d2h), "verified": True, "method": "m",
+                "hold": f"{in_band}/{windows} windows in band",
+                "hold_evidence": {"windows": windows, "windows_in_band": in_band, "min_in_band_share": need}}
+    v = check_pcie_bw({"bandwidth": held(4, 0), "link": link}, PCIE_TH, "d")
+    assert v.status == INCONCLUSIVE
+    assert "host DRAM occupancy in band in 0% of 4 windows (at least 95%)" in v.reason and "it read: PASS" in v.reason
+    slow = dict(held(4, 1), d2h=_copies([20.0, 20.1, 19.9, 20.0]))
+    v = check_pcie_bw({"bandwidth": slow, "link": link}, PCIE_TH, "d")
+    assert v.status == INCONCLUSIVE and "it read: FAIL" in v.reason
+    v = check_pcie_bw({"bandwidth": held(0, 0), "link": link}, PCIE_TH, "d")
+    assert v.status == INCONCLUSIVE and "no window of the host DRAM hold completed" in v.reason
+    assert check_pcie_bw({"bandwidth": held(40, 39), "link": link}, PCIE_TH, "d").status == PASS
+    assert check_pcie_bw({"bandwidth": held(40, 30, need=0.7), "link": link}, PCIE_TH, "d").status == PASS
+    assert check_pcie_bw({"bandwidth": held(40, 30), "link": link}, PCIE_TH, "d").status == INCONCLUSIVE
+
+
 def test_device_copies_repeat_until_decided():
     """The acquire function measures in looks and stops when MEM-BW-EFFICIENCY's own rule decides."""
     from pytest_sits.conditions.bandwidth import acquire_device_bw
@@ -306,3 +329,70 @@ def test_bad_band_is_refused():
         DutyController(0.92, 0.85)
     with pytest.raises(ValueError):
         BandwidthHold(0.0)
+
+
+def test_a_low_figure_from_copies_the_timing_gate_did_not_hold_back_never_fails():
+    """Copies are queued behind a spin kernel so a slow host is not counted as copy time; where the gate opened
+    before the last copy was queued (gated False), a low figure is INCONCLUSIVE, a high one still PASSes."""
+    low = [2300.0, 2310.0, 2290.0, 2305.0, 2295.0, 2300.0, 2302.0]
+    assert check_device_bw(_copies(low, gated=True), DEV_TH, "x").status == FAIL
+    v = check_device_bw(_copies(low, gated=False), DEV_TH, "x")
+    assert v.status == INCONCLUSIVE and "timing gate opened" in v.reason
+    high = [3000.0, 3010.0, 2990.0, 3005.0, 2995.0, 3000.0, 3002.0]
+    assert check_device_bw(_copies(high, gated=False), DEV_TH, "x").status == PASS
+    link = {"gen": 5, "width": 16}
+    slow = {"h2d": _copies([20.0, 20.1, 19.9, 20.0]), "d2h": _copies([20.0, 20.1, 19.9, 20.0]), "verified": True,
+            "method": "m", "hold": None}
+    assert check_pcie_bw({"bandwidth": dict(slow, gated=True), "link": link}, PCIE_TH, "d").status == FAIL
+    v = check_pcie_bw({"bandwidth": dict(slow, gated=False), "link": link}, PCIE_TH, "d")
+    assert v.status == INCONCLUSIVE and "timing gate opened" in v.reason
+
+
+def test_the_gated_timer_times_each_call_on_the_host_without_a_gpu():
+    torch = pytest.importorskip("torch")
+    from pytest_sits.conditions.device_bw import _timed, device_memory_bandwidth
+
+    calls = []
+    times, gated = _timed(torch, torch.device("cpu"), lambda: calls.append(1), 5)
+    assert len(times) == 5 and len(calls) == 5 and all(t >= 0 for t in times) and gated is None
+    ev = device_memory_bandwidth("cpu", nbytes=1 << 20, runs=3)
+    assert ev["gated"] is None and ev["verified"] and "timed on the host" in ev["method"]
+
+
+def test_the_gated_timer_queues_every_timed_call_behind_the_gate_on_cuda():
+    """A stand-in for torch.cuda that keeps the order of what was queued: the gate first, then each call between
+    its two events; the gate's state when the last call was queued is reported."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from pytest_sits.conditions.device_bw import GATE_CYCLES, _timed
+
+    queue = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.at = None
+
+        def record(self):
+            self.at = len(queue)
+            queue.append(("event", self))
+
+        def query(self):
+            return gate_open[0]
+
+        def elapsed_time(self, end):
+            return float(end.at - self.at)  # ms: one per queued item between the two
+
+    gate_open = [False]
+    cuda = SimpleNamespace(_sleep=lambda cycles: queue.append(("gate", cycles)), Event=Event,
+                           device=lambda d: nullcontext(), synchronize=lambda d=None: None)
+    torch = SimpleNamespace(cuda=cuda)
+    dev = SimpleNamespace(type="cuda")
+    times, gated = _timed(torch, dev, lambda: queue.append(("call", None)), 3)
+    assert queue[0] == ("gate", GATE_CYCLES) and queue[1][0] == "event"  # the gate, then its own event
+    assert [k for k, _ in queue[2:]] == ["event", "call", "event"] * 3
+    assert times == [0.002] * 3 and gated is True
+    gate_open[0] = True
+    assert _timed(torch, dev, lambda: None, 2)[1] is False
+    del cuda._sleep  # a torch without the spin kernel: timed, but not gated
+    assert _timed(torch, dev, lambda: None, 2)[1] is None

@@ -311,6 +311,24 @@ def test_an_option_value_after_a_space_that_pytest_took_for_a_path_is_a_usage_er
     assert result.ret == 0
 
 
+def test_an_option_value_after_a_space_below_the_start_folder_is_read_when_pytest_chose_the_same_rootdir(pytester):
+    """`pytest --sits-profile profiles/x.yaml`, the ini file above: pytest chose the rootdir and ini file it chooses
+    without the value, so the value is read as the option's; a folder with an ini file of its own still stops it."""
+    (pytester.path / "profiles").mkdir()
+    (pytester.path / "profiles" / "x.yaml").write_text("name: x\nextends: host\n")
+    pytester.makeini("[pytest]\nsits_report_dir = none\n")
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest("--sits-profile", "profiles/x.yaml")
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(["*profile*x*"])
+    (pytester.path / "own").mkdir()
+    (pytester.path / "own" / "pytest.ini").write_text("[pytest]\n")
+    (pytester.path / "own" / "x.yaml").write_text("name: x\nextends: host\n")
+    result = pytester.runpytest("--sits-profile", "own/x.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --sits-profile own/x.yaml: pytest took the value given after a space*"])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("args,status", [
     (["--sits-platform=sim:h100"], 0),                       # quick, every verdict conforms (SIMULATED, PARTIAL)

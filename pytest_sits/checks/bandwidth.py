@@ -37,6 +37,11 @@ MIN_CPU_SHARE = 0.75
 MAX_CPU_WAIT = 0.1
 
 
+#: Why a low figure from copies the timing gate did not hold back is not a FAIL.
+UNGATED = ("the timing gate opened before the last copy was queued (the host was slow to queue them): the time "
+           "between two copies may be counted as copy time, so a low figure does not show the device slow")
+
+
 def _pct(x: float) -> str:
     return f"{x:.1%}"
 
@@ -236,7 +241,7 @@ def device_bw_decision(ev: Dict[str, Any], thresholds: Dict[str, Any]) -> Dict[s
                   seconds_per_trial=_seconds_per_trial(ev), what="share of the datasheet bandwidth")
 
 
-@check("MEM-BW-EFFICIENCY", version=2)
+@check("MEM-BW-EFFICIENCY", version=3)
 def check_device_bw(ev: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """MEM-BW-EFFICIENCY: the mean device-copy bandwidth over the copies measured (every look), as a share of
     the datasheet peak, with its t-interval: PASS when the low end reaches ``min_efficiency``, FAIL when the
@@ -265,6 +270,8 @@ def check_device_bw(ev: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) 
     f.set(measured=round(d["estimate"], 4), unit="of datasheet", method=f"{ev.get('method')}; decided: {d['rule']}")
     if floor is None:
         return f(WARN, text + "; the profile sets no floor")
+    if d["outcome"] == FAIL_ and ev.get("gated") is False:
+        return f(INCONCLUSIVE, text + f", below the floor {floor:.0%}; but {UNGATED}")
     if d["outcome"] == FAIL_:
         return f(FAIL, text + f", below the floor {floor:.0%}",
                  remediation="check clocks and throttling reasons (power, thermal), memory clock locks and "
@@ -291,7 +298,23 @@ def pcie_bw_decisions(evidence: Dict[str, Any], thresholds: Dict[str, Any]) -> L
     return out
 
 
-@check("TOPO-PCIE-BW", version=2)
+def _hold_off_band(ev: Dict[str, Any]) -> Optional[str]:
+    """Why the copies were not taken under the DRAM hold's band (MEM-BW-HOLD's ``min_in_band_share`` of the hold's
+    windows in its band), or None: held, or measured without a hold (the evidence then says why)."""
+    h = ev.get("hold_evidence")
+    if not h:
+        return None
+    need = h.get("min_in_band_share")
+    need = 0.95 if need is None else float(need)
+    n, inb = int(h.get("windows") or 0), int(h.get("windows_in_band") or 0)
+    if n == 0:
+        return "no window of the host DRAM hold completed during the copies"
+    if inb / n < need:
+        return f"host DRAM occupancy in band in {inb / n:.0%} of {n} windows (at least {need:.0%})"
+    return None
+
+
+@check("TOPO-PCIE-BW", version=3)
 def check_pcie_bw(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """TOPO-PCIE-BW: each direction's mean pinned-copy bandwidth over the copies measured, as a share of the link's
     theoretical rate, with its t-interval: PASS when both low ends reach ``min_efficiency``, FAIL when a high end
@@ -320,6 +343,13 @@ def check_pcie_bw(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Findi
     if hold is not None:
         text += f"; host DRAM held at {hold}"
     f.set(measured=round(d["estimate"], 4), unit="of link", method=f"{ev.get('method')}; decided per direction: {d['rule']}")
+    off = _hold_off_band(ev)
+    if off is not None:
+        word = {FAIL_: "FAIL", PASS_: "PASS"}.get(d["outcome"], "undecided")
+        return f(INCONCLUSIVE, f"measured outside its condition ({off}): the figure is not one taken under the hold; "
+                               f"it read: {word} {text}")
+    if d["outcome"] == FAIL_ and ev.get("gated") is False:
+        return f(INCONCLUSIVE, f"{text}: {d['copy_direction']} below {floor:.0%} of the link; but {UNGATED}")
     if d["outcome"] == FAIL_:
         return f(FAIL, f"{text}: {d['copy_direction']} below {floor:.0%} of the link",
                  remediation="check the link under load (TOPO-PCIE-LINK), IOMMU/ATS settings, Max Payload/Read Request "

@@ -16,9 +16,8 @@ from __future__ import annotations
 import statistics
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
-from .hold import BandwidthHold, find_counter
 from .loads import LoadUnavailable
 from .locks import exclusive
 from .trials import TrialPlan, next_step, sequential
@@ -33,6 +32,18 @@ def host_node(inventory: Dict[str, Any], accelerators: List[Dict[str, Any]]) -> 
     acc = accelerators[0] if accelerators else None
     node = acc["numa_node"] if acc and acc["numa_node"] is not None and acc["numa_node"] >= 0 else None
     return next((n for n in nodes if n["node"] == node), nodes[0] if nodes else None)
+
+
+def hold_cpus(cpus: List[int]) -> Tuple[List[int], List[int]]:
+    """The node's CPUs the hold's injectors run on, and those left to the measurements: on a node of 8 CPUs or more,
+    an eighth of them (2 at least, a quarter at most) carry no injector, so the measuring threads (one per device
+    measured at once, the environment monitor) find a CPU the injectors do not take turns on; a smaller host keeps
+    every CPU for the hold (its measurements share them, and the verdicts say when the hold lost its band)."""
+    cpus = sorted(cpus)
+    if len(cpus) < 8:
+        return cpus, []
+    keep = min(len(cpus) // 4, max(2, len(cpus) // 8))
+    return cpus[:-keep], cpus[-keep:]
 
 
 class LiveDram:
@@ -59,10 +70,14 @@ class LiveDram:
         return {"gbps": float(k["gbps_median"]), "cpu_share": k.get("cpu_share_median")}
 
     def hold(self, peak_gbps: float, node: Dict[str, Any], th: Dict[str, Any]) -> Any:
-        found = find_counter()
-        hold = BandwidthHold(peak_gbps, th["band_low"], th["band_high"], cpus=node["cpus"], node=node["node"],
-                             window_s=th["window_ms"] / 1000, counter=found["counter"],
-                             counter_reason=found["reason"])
+        """The hold in a process of its own (conditions/hold_process.py): its injector threads would contend
+        with the measuring thread for this process's interpreter lock."""
+        from .hold_process import ProcessHold
+
+        cpus, reserved = hold_cpus(node["cpus"])
+        hold = ProcessHold(peak_gbps, th["band_low"], th["band_high"], cpus=cpus, node=node["node"],
+                           window_s=th["window_ms"] / 1000)
+        hold.reserved_cpus = reserved
         hold.kernel = PEAK_KERNEL
         hold.remeasure = lambda: self.remeasure(node)
         return hold
@@ -93,8 +108,10 @@ def hold_factory(peak: Dict[str, Any], node: Dict[str, Any], th: Dict[str, Any],
     dram = dram or LiveDram()
 
     @contextmanager
-    def make() -> Iterator[BandwidthHold]:
+    def make() -> Iterator[Any]:
         hold = dram.hold(peak["kernels"][PEAK_KERNEL]["gbps_median"], node, th)
+        # MEM-BW-HOLD's rule, for the measurements taken under the hold to be judged by (TOPO-PCIE-BW)
+        hold.min_in_band_share = th.get("min_in_band_share")
         with exclusive(f"dram-node{node['node']}", purpose="DRAM bandwidth hold",
                        simulated=bool(getattr(dram, "simulated", False))):
             with hold:
@@ -247,6 +264,9 @@ def _copy_look(fn: Callable[[int], Dict[str, Any]], keys: List[str], plan: Optio
             first.update(ev)
         else:
             first["verified"] = bool(first.get("verified")) and bool(ev.get("verified"))
+            if first.get("gated") is not None or ev.get("gated") is not None:  # every look's gate held, or not
+                first["gated"] = (None if first.get("gated") is None or ev.get("gated") is None
+                                  else bool(first["gated"]) and bool(ev["gated"]))
         for key in keys:
             part = ev[key] if key else ev
             samples[key].extend(float(g) for g in part["samples_gbps"])

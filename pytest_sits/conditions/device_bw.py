@@ -3,7 +3,8 @@ device: it allocates buffers and runs copies, so it lives with the conditions).
 
 Device-generic: a torch device string ("cuda:0" for CUDA and ROCm, "cpu"
 for the host, which the tests use).  On CUDA devices the copies are timed
-with CUDA events, elsewhere with perf_counter after a synchronise.  Every
+with CUDA events, queued behind a gate (:func:`_timed`), elsewhere with
+perf_counter after a synchronise.  Every
 copy's data is verified afterwards (as nvbandwidth does): a bandwidth figure
 from a copy that corrupted data is not reported as a bandwidth.
 """
@@ -12,27 +13,57 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 
 
-def _timer(torch: Any, device: Any) -> Callable[[Callable[[], Any]], float]:
+#: The gate's length in GPU clock cycles (about 50 ms at 2 GHz): every timed copy is queued behind it.
+GATE_CYCLES = 100_000_000
+
+
+def _timed(torch: Any, device: Any, fn: Callable[[], Any], runs: int) -> Tuple[List[float], Optional[bool]]:
+    """Seconds of each of ``runs`` calls of ``fn`` and whether the timing is the device's alone.
+
+    On CUDA (and ROCm) each call is timed by a pair of events, and every pair and call is queued behind a gate (a
+    spin kernel, ``torch.cuda._sleep``, about 50 ms) before the device reaches them: a host thread delayed between
+    launches (a busy machine, another thread holding the interpreter lock) would otherwise leave the device idle
+    between the events, and the idle time would be counted as copy time.  The second value says whether the gate
+    was still closed when the last call was queued (None where there is no gate: no CUDA, or a torch without
+    ``_sleep``).  Elsewhere each call is timed with perf_counter after a synchronise."""
     if device.type == "cuda":
-        def run(fn: Callable[[], Any]) -> float:
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1000.0
-        return run
+        gate = getattr(torch.cuda, "_sleep", None)
+        with torch.cuda.device(device):
+            torch.cuda.synchronize(device)
+            opened = None
+            if gate is not None:
+                gate(GATE_CYCLES)
+                opened = torch.cuda.Event()
+                opened.record()
+            pairs = []
+            for _ in range(runs):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                pairs.append((start, end))
+            held = None if opened is None else not opened.query()
+            torch.cuda.synchronize(device)
+        return [s.elapsed_time(e) / 1000.0 for s, e in pairs], held
 
-    def run_cpu(fn: Callable[[], Any]) -> float:
+    out = []
+    for _ in range(runs):
         t0 = time.perf_counter()
         fn()
-        return time.perf_counter() - t0
-    return run_cpu
+        out.append(time.perf_counter() - t0)
+    return out, None
+
+
+def _how(gated: Optional[bool]) -> str:
+    if gated is None:
+        return "each copy timed on the host after a synchronise, median of runs"
+    return ("each copy timed by CUDA events, queued behind a gate so host delays between launches are not counted "
+            + ("(the gate held until the last copy was queued)" if gated else
+               "(the gate opened before the last copy was queued: a host delay may be counted)"))
 
 
 def _stats(gbps: List[float]) -> Dict[str, Any]:
@@ -48,13 +79,12 @@ def device_memory_bandwidth(device: str, nbytes: int = 1 << 30, runs: int = 7) -
     n = nbytes // 4
     src: Any = torch.arange(n, dtype=torch.int32, device=dev)
     dst: Any = torch.empty_like(src)
-    timer = _timer(torch, dev)
     dst.copy_(src)  # warm-up
-    times = [timer(lambda: dst.copy_(src)) for _ in range(runs)]
+    times, gated = _timed(torch, dev, lambda: dst.copy_(src), runs)
     verified = bool(torch.equal(dst, src))
     out = {"device": device, "bytes": n * 4, "runs": runs, "counted_bytes_per_copy": 2 * n * 4,
-           "method": "tensor.copy_ on the device, read + write counted, median of runs, data verified",
-           "verified": verified, **_stats([2 * n * 4 / t / 1e9 for t in times])}
+           "method": "tensor.copy_ on the device, read + write counted, " + _how(gated) + ", data verified",
+           "gated": gated, "verified": verified, **_stats([2 * n * 4 / t / 1e9 for t in times])}
     src = dst = None  # frees the device memory before empty_cache
     if dev.type == "cuda":
         torch.cuda.empty_cache()
@@ -71,15 +101,15 @@ def host_device_bandwidth(device: str, nbytes: int = 256 << 20, runs: int = 7) -
     host: Any = torch.arange(n, dtype=torch.int32).pin_memory() if pinned else torch.arange(n, dtype=torch.int32)
     back: Any = torch.empty(n, dtype=torch.int32, pin_memory=pinned)
     on_dev: Any = torch.empty(n, dtype=torch.int32, device=dev)
-    timer = _timer(torch, dev)
     on_dev.copy_(host, non_blocking=pinned)
-    h2d = [timer(lambda: on_dev.copy_(host, non_blocking=pinned)) for _ in range(runs)]
-    d2h = [timer(lambda: back.copy_(on_dev, non_blocking=pinned)) for _ in range(runs)]
+    h2d, gated_h2d = _timed(torch, dev, lambda: on_dev.copy_(host, non_blocking=pinned), runs)
+    d2h, gated_d2h = _timed(torch, dev, lambda: back.copy_(on_dev, non_blocking=pinned), runs)
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     verified = bool(torch.equal(back, host))
-    out = {"device": device, "bytes": n * 4, "runs": runs, "pinned": pinned, "verified": verified,
-           "method": "pinned host tensor copy_ each way, median of runs, data verified",
+    gated = None if gated_h2d is None or gated_d2h is None else gated_h2d and gated_d2h
+    out = {"device": device, "bytes": n * 4, "runs": runs, "pinned": pinned, "verified": verified, "gated": gated,
+           "method": "pinned host tensor copy_ each way, " + _how(gated) + ", data verified",
            "h2d": _stats([n * 4 / t / 1e9 for t in h2d]), "d2h": _stats([n * 4 / t / 1e9 for t in d2h])}
     host = back = on_dev = None  # frees the buffers before empty_cache
     if dev.type == "cuda":

@@ -354,5 +354,6 @@ class BandwidthHold:
             "settle_windows": sum(1 for r in self.timeline if r["phase"] == "settle"),
             "stop_latency_s": self.stop_latency_s, "errors": self.errors,
             "remeasure_after_windows": self.saturated_windows,
+            "min_in_band_share": getattr(self, "min_in_band_share", None),
             "timeline": [dict(r, t=round(r["t"] - t0, 3)) for r in self.timeline],
         }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, List, Optional, cast
+from typing import Any, Dict, List, Optional, cast
 
 import pytest
 
@@ -257,10 +257,39 @@ def _values_taken_as_paths(config: pytest.Config) -> List[str]:
         if flag in takes_value and not value.startswith("-") and (here / value).exists():
             target = (here / value).resolve()
             # A file in the folder pytest was started in (`--sits-profile h100.yaml`) leads pytest to the same
-            # rootdir and ini file as no path at all: only a value elsewhere changes them.
+            # rootdir and ini file as no path at all: only a value elsewhere can change them.
             if (target.parent if target.is_file() else target) != here.resolve():
                 out.append(f"{flag} {value}")
+    if out and _setup_unchanged(config):
+        return []
     return out
+
+
+def _setup_unchanged(config: pytest.Config) -> bool:
+    """Whether pytest's own choice of rootdir and ini file, made again from the test paths alone (the values now
+    read as the options' values), is the one it made: then a value taken for a path changed nothing (a profile in
+    a folder below the one pytest was started in, under the same ini file).  False where it cannot be told."""
+    import inspect
+
+    try:
+        from _pytest.config.findpaths import determine_setup
+    except ImportError:  # pragma: no cover - another pytest
+        return False
+    opt = config.option
+    given: Dict[str, Any] = {"inifile": getattr(opt, "inifilename", None), "override_ini": getattr(opt, "override_ini", None),
+             "args": [str(a) for a in (getattr(opt, "file_or_dir", None) or [])],
+             "rootdir_cmd_arg": getattr(opt, "rootdir", None) or None,
+             "invocation_dir": Path(config.invocation_params.dir), "config": None}
+    try:
+        params = inspect.signature(determine_setup).parameters
+        kwargs = {name: given[name] for name in params if name in given}
+        if any(p.default is inspect.Parameter.empty and name not in kwargs for name, p in params.items()):
+            return False  # pragma: no cover - a signature this code does not know
+        rootpath, inipath = determine_setup(**kwargs)[:2]
+    except Exception:  # pragma: no cover - a pytest whose internals moved: refuse as before
+        return False
+    return (Path(rootpath).resolve() == Path(config.rootpath).resolve()
+            and (Path(inipath).resolve() if inipath else None) == (config.inipath.resolve() if config.inipath else None))
 
 
 def _option_names(config: pytest.Config) -> List[str]:
@@ -452,12 +481,15 @@ def pytest_collection(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: List[pytest.Item]) -> None:
-    """Mark each conformance test with its requirement ID (for -m/-k) and drop those above the level."""
+    """Mark each conformance test with its requirement ID (for -m/-k), drop those above the level, and run the
+    levels in order: every quick test first, then standard, then full (stable: in the order collected within a
+    level), so a run cut short by a time limit or a signal has decided the cheap, fundamental requirements."""
     run = config.stash.get(RUN_KEY, None)
     if run is None:
         return
     keep: List[pytest.Item] = []
     drop: List[pytest.Item] = []
+    rank: Dict[str, int] = {}
     for item in items:
         mark = item.get_closest_marker(MARKER)
         if mark is None:
@@ -470,10 +502,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         level = mark.kwargs.get("level") or CATALOGUE[req_id].level
         item.add_marker(req_id)
         item.user_properties.append((REQUIREMENT_PROPERTY, req_id))
+        rank[item.nodeid] = level_rank(level)
         (keep if level_rank(level) <= level_rank(run.level) else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    items[:] = sorted(keep, key=lambda it: rank.get(it.nodeid, 0))
 
 
 def _announce_lock_waits(config: pytest.Config) -> None:

@@ -1,0 +1,97 @@
+"""The DRAM hold in a process of its own (conditions/hold_process.py): its windows reach the measuring process, it
+pauses and resumes, and it never outlives the block or its parent."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pytest_sits.conditions.bandwidth import hold_cpus
+from pytest_sits.conditions.hold_process import HoldError, ProcessHold
+
+
+def _gone(pid, within=10.0):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_hold_runs_in_a_child_and_its_windows_reach_the_measuring_process():
+    hold = ProcessHold(2.0, 0.85, 0.92, cpus=sorted(os.sched_getaffinity(0))[:1], node=None, window_s=0.1)
+    hold.min_in_band_share, hold.reserved_cpus = 0.95, [3]
+    with hold:
+        pid = hold._proc.pid
+        assert pid != os.getpid() and not _gone(pid, 0.1)
+        time.sleep(1.0)
+        running = hold.evidence()
+        assert running["windows"] >= 3 and running["threads"] == 1 and "bindings" in running
+        assert all(r["t"] >= 0 for r in running["timeline"])
+        assert hold.timeline[-1]["t"] <= hold.clock()  # the child's window times are on the parent's clock
+        hold.pause()
+        time.sleep(0.4)
+        hold.resume()
+        time.sleep(0.4)
+    assert _gone(pid)
+    ev = hold.evidence()
+    assert ev["windows"] >= running["windows"] and ev["stop_latency_s"] is not None
+    assert any(r["phase"] == "paused" for r in ev["timeline"])
+    assert ev["process"]["pid"] == pid and ev["min_in_band_share"] == 0.95 and ev["reserved_cpus"] == [3]
+    # 2 GB/s asked of one thread: held in band, as the hold in process holds it
+    assert ev["windows_in_band"] >= 0.5 * ev["windows"]
+
+
+def test_an_exception_in_the_block_stops_the_child_and_keeps_its_windows():
+    hold = ProcessHold(2.0, cpus=sorted(os.sched_getaffinity(0))[:1], window_s=0.1)
+    with pytest.raises(KeyboardInterrupt):
+        with hold:
+            pid = hold._proc.pid
+            time.sleep(0.5)
+            raise KeyboardInterrupt
+    assert _gone(pid) and hold.evidence()["windows"] >= 1
+
+
+def test_a_child_that_cannot_hold_is_an_error_naming_why():
+    with pytest.raises(ValueError):
+        ProcessHold(0.0)
+    hold = ProcessHold(2.0, 0.9, 0.5, cpus=[0])  # not a band: the child's BandwidthHold refuses it
+    with pytest.raises(HoldError, match="ended before it held: the hold failed: ValueError: band"):
+        with hold:
+            pass
+    assert hold._proc.poll() is not None
+
+
+def test_the_child_stops_when_its_input_ends():
+    """The parent gone (its end of the pipe closed): the child stops the injectors and exits."""
+    spec = {"peak_gbps": 2.0, "low": 0.85, "high": 0.92, "cpus": sorted(os.sched_getaffinity(0))[:1], "node": None,
+            "window_s": 0.1, "settle_timeout_s": 2.0, "kernel": "copy"}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_sits.conditions.hold_process", json.dumps(spec)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        first = json.loads(proc.stdout.readline())
+        while "entered" not in first:
+            first = json.loads(proc.stdout.readline())
+        proc.stdin.close()
+        rest = proc.stdout.read()
+        assert proc.wait(10) == 0
+        assert '"evidence"' in rest.splitlines()[-1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_large_node_leaves_cpus_to_the_measurements():
+    assert hold_cpus([0, 1]) == ([0, 1], [])
+    assert hold_cpus(list(range(7))) == (list(range(7)), [])
+    assert hold_cpus(list(range(16))) == (list(range(14)), [14, 15])
+    cpus, left = hold_cpus(list(range(112)))
+    assert len(left) == 14 and len(cpus) == 98 and not set(cpus) & set(left)
+    assert hold_cpus(list(range(8))) == (list(range(6)), [6, 7])
