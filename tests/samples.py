@@ -433,16 +433,32 @@ def mixed(share_in, n=300, seed=3):
     return [0.88 if x < share_in else 0.80 for x in r.random(n)]
 
 
-def device_bw2(samples, floor=0.8, verified=True):
-    return ({"samples_gbps": samples, "gbps_median": float(np.median(samples)), "gbps_min": min(samples),
-             "gbps_max": max(samples), "verified": verified, "method": "m", "sequential": {"looks": 1}},
+def device_bw2(samples, floor=0.8, verified=True, **extra):
+    return (dict({"samples_gbps": samples, "gbps_median": float(np.median(samples)), "gbps_min": min(samples),
+                  "gbps_max": max(samples), "verified": verified, "method": "m", "sequential": {"looks": 1}}, **extra),
             th("MEM-BW-EFFICIENCY", min_efficiency=floor, datasheet_gbps=3350), "0000:17:00.0")
 
 
-def pcie_bw2(h2d, d2h, link=None):
+def pcie_bw2(h2d, d2h, link=None, **extra):
     one = lambda s: {"samples_gbps": s, "gbps_median": float(np.median(s))}  # noqa: E731
-    return ({"bandwidth": {"h2d": one(h2d), "d2h": one(d2h), "verified": True, "method": "m", "hold": "x"},
+    return ({"bandwidth": dict({"h2d": one(h2d), "d2h": one(d2h), "verified": True, "method": "m", "hold": "x"},
+                               **extra),
              "link": link or {"gen": 5, "width": 16}}, th("TOPO-PCIE-BW", min_efficiency=0.7), "d")
+
+
+#: A hold that lost its band under the copies (seen on an H200 host: the copies' DMA starved the injectors).
+HOLD_OFF = {"hold": "1/5 windows in band",
+            "hold_evidence": {"windows": 5, "windows_in_band": 1, "min_in_band_share": 0.95}}
+
+
+def root_bus_path(port_type):
+    """A device on a root bus with no port above it, of the given PCI Express port type (an H200 passed through to
+    a virtual machine reads "endpoint")."""
+    return ({"path": {"device": "0000:00:06.0", "pci_id": "10de:2335", "hops": [], "method": "exact",
+                      "device_port_type": port_type,
+                      "note": "no bridge above the device: it sits on a root bus (root-complex integrated, or a "
+                              "virtual machine's passthrough)"}},
+            th("TOPO-PCIE-DIRECT", max_switch_ports=0), "")
 
 
 def crg_node_th(**bounds):
@@ -568,12 +584,18 @@ NOISE_SAMPLES = {
         ("not-verified", lambda: device_bw2(scatter(3000, 0.003, 7), verified=False), FAIL),
         ("no-floor", lambda: device_bw2(scatter(3000, 0.003, 7), floor=None), WARN),
         ("absent", lambda: ({"absent": "no GPU"}, th("MEM-BW-EFFICIENCY", datasheet_gbps=3350), "x"), SKIP),
+        ("low-but-ungated", lambda: device_bw2(scatter(1900, 0.003, 7), gated=False), INCONCLUSIVE),
+        ("low-and-gated", lambda: device_bw2(scatter(1900, 0.003, 7), gated=True), FAIL),
     ],
     "TOPO-PCIE-BW": [
         ("gen5-x16", lambda: pcie_bw2(scatter(53.0, 0.01, 7), scatter(52.0, 0.01, 7, seed=2)), PASS),
         ("d2h-low", lambda: pcie_bw2(scatter(53.0, 0.01, 7), scatter(20.0, 0.01, 7, seed=2)), FAIL),
         ("d2h-on-the-floor", lambda: pcie_bw2(scatter(53.0, 0.01, 7), scatter(44.1, 0.05, 7, seed=2)), INCONCLUSIVE),
         ("unknown-link", lambda: pcie_bw2([53.0] * 7, [52.0] * 7, {"gen": None, "width": 16}), INCONCLUSIVE),
+        ("hold-out-of-band", lambda: pcie_bw2(scatter(53.0, 0.01, 7), scatter(52.0, 0.01, 7, seed=2), **HOLD_OFF),
+         INCONCLUSIVE),
+        ("d2h-low-but-ungated", lambda: pcie_bw2(scatter(53.0, 0.01, 7), scatter(20.0, 0.01, 7, seed=2), gated=False),
+         INCONCLUSIVE),
     ],
     "CRG-NODE": [
         ("within-floor", lambda: gemm2(scatter(700, 0.005, 5), scatter(690, 0.005, 5, 2), {"min_tflops": 500}), PASS),
@@ -809,6 +831,9 @@ SAMPLES = {
         ("lspci-behind-switch", lambda: lspci_path("0000:c4:00.0"), FAIL),
         ("sim-direct", lambda: sim_direct("sim:h100"), PASS),
         ("sim-switch", lambda: sim_direct("sim:h100+switch"), FAIL),
+        ("vm-endpoint-on-root-bus", lambda: root_bus_path("endpoint"), INCONCLUSIVE),
+        ("unread-on-root-bus", lambda: root_bus_path(None), INCONCLUSIVE),
+        ("rc-integrated-on-root-bus", lambda: root_bus_path("rc_integrated_endpoint"), PASS),
     ],
     "TOPO-PCIE-LINK": [
         ("sim-full-link", lambda: sim_link("sim:h100", True, PASS), PASS),
@@ -916,6 +941,22 @@ SAMPLES = {
 #: Earlier versions of the checks whose rule changed (kept registered for replay): (name, version) -> samples of
 #: the evidence they were given.
 LEGACY_SAMPLES = {
+    ("MEM-BW-EFFICIENCY", 2): [
+        ("3000-of-3350", lambda: device_bw2(scatter(3000, 0.003, 7)), PASS),
+        ("1900-of-3350", lambda: device_bw2(scatter(1900, 0.003, 7)), FAIL),
+        ("low-but-ungated", lambda: device_bw2(scatter(1900, 0.003, 7), gated=False), FAIL),
+    ],
+    ("TOPO-PCIE-BW", 2): [
+        ("gen5-x16", lambda: pcie_bw2(scatter(53.0, 0.01, 7), scatter(52.0, 0.01, 7, seed=2)), PASS),
+        ("d2h-low", lambda: pcie_bw2(scatter(53.0, 0.01, 7), scatter(20.0, 0.01, 7, seed=2)), FAIL),
+        ("hold-out-of-band", lambda: pcie_bw2(scatter(53.0, 0.01, 7), scatter(52.0, 0.01, 7, seed=2), **HOLD_OFF),
+         PASS),
+    ],
+    ("TOPO-PCIE-DIRECT", 1): [
+        ("lspci-direct", lambda: lspci_path("0000:01:00.0"), PASS),
+        ("lspci-behind-switch", lambda: lspci_path("0000:c4:00.0"), FAIL),
+        ("vm-endpoint-on-root-bus", lambda: root_bus_path("endpoint"), PASS),
+    ],
     ("MEM-BW-HOLD", 2): [
         ("in-band", lambda: hold([0.88] * 50), PASS),
         ("too-weak", lambda: hold([0.80] * 100), FAIL),

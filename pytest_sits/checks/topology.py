@@ -14,7 +14,7 @@ def _hop_text(h: Dict[str, Any]) -> str:
     return f"{h['bdf']} ({h['port_type']})"
 
 
-@check("TOPO-PCIE-DIRECT")
+@check("TOPO-PCIE-DIRECT", version=2)
 def check_pcie_direct(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
     """No switch port (upstream/downstream, or a bridge inferred as one) between device and root port.
 
@@ -38,6 +38,18 @@ def check_pcie_direct(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: F
     unknown = [h for h in path["hops"] if h["port_type"] == "unknown"]
     if unknown:
         return f(INCONCLUSIVE, f"cannot tell the type of {', '.join(h['bdf'] for h in unknown)} on the path {chain}")
+    if not path["hops"] and "device_port_type" in path and path["device_port_type"] != "rc_integrated_endpoint":
+        # Seen on an H200 in a virtual machine: a PCI Express endpoint on root bus 00 with no port above it.  On
+        # physical hardware an endpoint always hangs off a root port or a switch's downstream port; only a
+        # root-complex integrated endpoint sits on a root bus.  The path to the CPU is the hypervisor's to know.
+        what = (f"a PCI Express {path['device_port_type'].replace('_', ' ')}" if path["device_port_type"]
+                else "a device whose PCI Express capability could not be read")
+        return f(INCONCLUSIVE, f"{path['device']} is {what} on a root bus with no port above it: a virtual "
+                               "machine's PCI tree, which hides the physical path to the CPU's root complex (a "
+                               "switch on it cannot be seen); only a root-complex integrated endpoint sits on a "
+                               "root bus", measured=None,
+                 remediation="run the suite on the host (bare metal), or submit the host's `lspci -tv` / "
+                             "`lspci -PP` (sits audit)")
     top = path["hops"][-1]["port_type"] if path["hops"] else "root bus"
     return f(PASS, f"direct attach: {chain}" + (f" ({path['note']})" if path.get("note") else ""), measured=len(found),
              evidence=dict(ev, top=top))

@@ -36,7 +36,10 @@ def pcie_path(dev: Dict[str, Any], pci_index: Dict[str, Dict[str, Any]]) -> Dict
             how = f"inferred ({(hop.get('config') or {}).get('reason')})"
         hops.append({"bdf": bdf, "class": hop.get("class"), "pci_id": hop.get("pci_id"), "port_type": ptype,
                      "type_source": how, "link": hop.get("link", {})})
+    own = (dev.get("config") or {}).get("pcie")
     return {"device": dev["bdf"], "pci_id": dev.get("pci_id"), "hops": hops, "method": method,
+            # the device's own port type: an endpoint with no port above it is a virtual machine's view
+            "device_port_type": own["port_type"] if own else None,
             "note": None if chain else "no bridge above the device: it sits on a root bus "
                                        "(root-complex integrated, or a virtual machine's passthrough)"}
 

@@ -7,7 +7,11 @@ from typing import Any, Dict
 
 from ...probes.pcie import link_theoretical_gbps
 from ...verdict import ERROR, FAIL, INCONCLUSIVE, PASS, WARN, Verdict
-from .. import check
+from .. import Finding, check
+# Versions 2 of MEM-BW-EFFICIENCY and TOPO-PCIE-BW reuse the current decision helpers, which did not change with
+# them: their rules moved in the checks' bodies, copied below as they were.
+from ..bandwidth import _pct, device_bw_decision, pcie_bw_decisions
+from ..interval import FAIL_, PASS_, combine, describe, undecided_text
 
 
 # Frozen copies of the helpers these versions used: an edit of the current checks never changes an old verdict.
@@ -132,3 +136,86 @@ def check_pcie_bw_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subje
                                    "Request sizes (`lspci -vv`), and the NUMA binding of the copying thread")
     return Verdict("TOPO-PCIE-BW", PASS, text, measured=round(effs[worst], 4), threshold=threshold, unit="of link",
                    subject=subject, evidence=evid, method=ev["method"])
+
+
+@check("MEM-BW-EFFICIENCY", version=2, legacy=True)
+def check_device_bw_v2(ev: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 2 (reports before the copies were timed behind a gate), kept so that they replay.
+
+    MEM-BW-EFFICIENCY: the mean device-copy bandwidth over the copies measured (every look), as a share of
+    the datasheet peak, with its t-interval: PASS when the low end reaches ``min_efficiency``, FAIL when the
+    high end stays below, else INCONCLUSIVE; a figure that moved during its copies never FAILs.
+
+    thresholds: ``min_efficiency`` and ``datasheet_gbps`` (the profile's hardware.memory_bandwidth_gbps)."""
+    f = Finding("MEM-BW-EFFICIENCY", subject)
+    datasheet_gbps = thresholds.get("datasheet_gbps")  # a profile fact, not a threshold key: None where not given
+    floor = thresholds["min_efficiency"]
+    if not datasheet_gbps:
+        return f(INCONCLUSIVE, "the profile gives no datasheet memory bandwidth (hardware.memory_bandwidth_gbps)",
+                 evidence=ev or {})
+    f.set(threshold=f">= {floor:.0%} of {datasheet_gbps:.0f} GB/s" if floor is not None else "none set by the profile",
+          evidence=ev)
+    if not ev.get("verified"):
+        return f(FAIL, "the copy's data did not verify: device memory corrupted data",
+                 remediation="run the vendor's memory diagnostics (e.g. `dcgmi diag -r 3`), check ECC error counters "
+                             "and retired pages")
+    d = device_bw_decision(ev, thresholds)
+    ev = dict(ev, decision=d)
+    f.set(evidence=ev, method=ev.get("method"))
+    if d["estimate"] is None or d["trials"] < 2:
+        return f(INCONCLUSIVE, f"{d['trials']} copy measured: an interval needs two or more")
+    mean_gbps = d["estimate"] * float(datasheet_gbps)
+    text = (f"{mean_gbps:.0f} GB/s mean of {d['trials']} copies ({ev['gbps_min']:.0f}..{ev['gbps_max']:.0f}) = "
+            f"{describe(d, _pct)} of the datasheet {datasheet_gbps:.0f} GB/s")
+    f.set(measured=round(d["estimate"], 4), unit="of datasheet", method=f"{ev.get('method')}; decided: {d['rule']}")
+    if floor is None:
+        return f(WARN, text + "; the profile sets no floor")
+    if d["outcome"] == FAIL_:
+        return f(FAIL, text + f", below the floor {floor:.0%}",
+                 remediation="check clocks and throttling reasons (power, thermal), memory clock locks and "
+                             "MIG/partitioning; compare with the vendor's bandwidth test")
+    if d["outcome"] == PASS_:
+        return f(PASS, text)
+    return f(INCONCLUSIVE, f"{text}; {undecided_text(d, _pct, 'copies')}")
+
+
+@check("TOPO-PCIE-BW", version=2, legacy=True)
+def check_pcie_bw_v2(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 2 (reports before copies taken while the DRAM hold was out of its band were INCONCLUSIVE), kept so
+    that they replay.
+
+    TOPO-PCIE-BW: each direction's mean pinned-copy bandwidth over the copies measured, as a share of the link's
+    theoretical rate, with its t-interval: PASS when both low ends reach ``min_efficiency``, FAIL when a high end
+    stays below, else INCONCLUSIVE; a figure that moved during its copies never FAILs.
+
+    evidence: ``bandwidth`` (h2d/d2h copies, verified), ``link`` (gen, width: the link's maximum)."""
+    f = Finding("TOPO-PCIE-BW", subject)
+    ev, link = evidence["bandwidth"], evidence["link"]
+    gen, width = link.get("gen"), link.get("width")
+    floor = thresholds["min_efficiency"]
+    if not gen or not width:
+        return f(INCONCLUSIVE, "the link generation/width is unknown", evidence={"bandwidth": ev, "link": link})
+    theo = link_theoretical_gbps(gen, width)
+    evid = {"bandwidth": ev, "link": link, "theoretical_gbps": theo}
+    f.set(threshold=f">= {floor:.0%} of Gen{gen} x{width} = {theo:.1f} GB/s per direction", evidence=evid)
+    if not ev.get("verified"):
+        return f(FAIL, "data copied over the link did not verify",
+                 remediation="check AER errors (`dmesg | grep -i aer`, `lspci -vv` UESta/CESta) and reseat")
+    ds = pcie_bw_decisions(evidence, thresholds)
+    d = combine(ds)
+    evid["decisions"] = ds
+    evid["decision"] = d
+    if any(x["trials"] < 2 for x in ds):
+        return f(INCONCLUSIVE, "fewer than two copies each way: an interval needs two or more", method=ev.get("method"))
+    text = "; ".join(f"{x['copy_direction']} {x['estimate'] * theo:.1f} GB/s = {describe(x, _pct)}" for x in ds)
+    hold = ev.get("hold")
+    if hold is not None:
+        text += f"; host DRAM held at {hold}"
+    f.set(measured=round(d["estimate"], 4), unit="of link", method=f"{ev.get('method')}; decided per direction: {d['rule']}")
+    if d["outcome"] == FAIL_:
+        return f(FAIL, f"{text}: {d['copy_direction']} below {floor:.0%} of the link",
+                 remediation="check the link under load (TOPO-PCIE-LINK), IOMMU/ATS settings, Max Payload/Read Request "
+                             "sizes (`lspci -vv`), and the NUMA binding of the copying thread")
+    if d["outcome"] == PASS_:
+        return f(PASS, text)
+    return f(INCONCLUSIVE, f"{text}; {d['copy_direction']}: {undecided_text(d, _pct, 'copies')}")

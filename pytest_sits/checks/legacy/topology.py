@@ -7,6 +7,8 @@ from typing import Any, Dict, Optional
 from ...verdict import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, Verdict
 from ...probes.pcie import gen_of
 from .. import Finding, check
+from ..topology import _hop_text
+from ...probes.topology import switch_ports
 
 
 @check("LINK-NVLINK-MESH", version=1, legacy=True)
@@ -100,3 +102,36 @@ def check_pcie_link_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], sub
              f"{_fmt_link(want_s, want_w)}: {', '.join(short)}",
              remediation="reseat the card and check its riser/retimer and cable; check the BIOS slot speed and "
                          f"bifurcation settings; compare LnkCap and LnkSta in `lspci -vv -s {device}`")
+
+
+@check("TOPO-PCIE-DIRECT", version=1, legacy=True)
+def check_pcie_direct_v1(evidence: Dict[str, Any], thresholds: Dict[str, Any], subject: str = "") -> Verdict:
+    """Version 1 (reports before an endpoint with no port above it, a virtual machine's view, was INCONCLUSIVE),
+    kept so that they replay.
+
+    No switch port (upstream/downstream, or a bridge inferred as one) between device and root port.
+
+    evidence: ``path``, the device's PCIe path (``device``, ``hops`` with port types, ``method``)."""
+    f = Finding("TOPO-PCIE-DIRECT", subject)
+    path = evidence["path"]
+    limit = int(thresholds["max_switch_ports"])
+    chain = " <- ".join([path["device"]] + [_hop_text(h) for h in path["hops"]]) or path["device"]
+    found = switch_ports(path)
+    method = path.get("method_text") or (
+        "port types read from the PCI Express capability of each hop (exact)" if path["method"] == "exact"
+        else "port types inferred from class codes and bridge count: some config space was unreadable "
+             "(run as root for an exact reading)")
+    ev = {"path": path}
+    f.set(threshold=f"<= {limit} switch ports", unit="ports", subject=path["device"], evidence=ev, method=method)
+    if len(found) > limit:
+        return f(FAIL, f"{len(found)} switch port(s) between {path['device']} and its root port: {chain}",
+                 measured=len(found),
+                 remediation="move the accelerator to a slot wired directly to a CPU root port (see the board's block "
+                             "diagram), or, where the switch is part of the baseboard by design, waive "
+                             f"{f.requirement} in the profile with the reason")
+    unknown = [h for h in path["hops"] if h["port_type"] == "unknown"]
+    if unknown:
+        return f(INCONCLUSIVE, f"cannot tell the type of {', '.join(h['bdf'] for h in unknown)} on the path {chain}")
+    top = path["hops"][-1]["port_type"] if path["hops"] else "root bus"
+    return f(PASS, f"direct attach: {chain}" + (f" ({path['note']})" if path.get("note") else ""), measured=len(found),
+             evidence=dict(ev, top=top))
