@@ -353,7 +353,12 @@ def r_gpus(text: Any, run: Run, entry: Dict[str, Any]) -> Result:
         if want != got:
             return "DISAGREE", f"GPUs read {sorted(got)}; the fact names {sorted(want)}"
         return "agree", f"{len(got)} GPU(s) by nvidia-smi index: {', '.join(sorted(want))}"
-    want = {norm_bdf(b) for b in (text if isinstance(text, list) else [text])}
+    items = text if isinstance(text, list) else [text]
+    # a fact that describes its GPU around the address ("0  MTT S4000, PCIe 00000000:08:00.0, Device Type
+    # Physical"): the addresses in it
+    found = [m.group(0) for b in items for m in re.finditer(r"\b(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
+                                                            r"\.[0-7]\b", str(b))]
+    want = {norm_bdf(b) for b in (found if found and any(len(str(b).split()) > 1 for b in items) else items)}
     if want != got:
         return "DISAGREE", f"GPUs read {sorted(got)}; the fact lists {sorted(want)}"
     return "agree", f"{len(got)} GPU(s) at the listed addresses"

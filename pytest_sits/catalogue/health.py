@@ -46,7 +46,8 @@ declare(
     },
     cost=Cost("acc", fixed=0.1),  # its readings are the health window's (declared below)
     platforms=_WINDOW, faults=("throttle-power-brake",),
-    unsupported={"Huawei": "the frequency-reduction reasons: no library of this version reads it from an Ascend NPU (npu-smi is not read)"})
+    unsupported={"Huawei": "the frequency-reduction reasons: no library of this version reads them from an Ascend NPU, "
+                           "and `npu-smi info` does not show them"})
 
 declare(
     "DEP-PERSIST", "Persistence mode as the profile expects", "suite extension (health)",

@@ -31,7 +31,8 @@ declare(
     cost=Cost("host", fixed=0.5), platforms=("live", "snapshot", "evidence", "sim"),
     faults=("missing-device", "wrong-model", "small-memory"),
     # the memory part only: model and count come from sysfs for every vendor
-    unsupported={"Huawei": "the memory size: no library of this version reads it from an Ascend NPU (npu-smi is not read)"})
+    unsupported={"Huawei": "the memory size: no library of this version reads it from an Ascend NPU on the machine "
+                           "(a submitted `npu-smi info` text is read for it)"})
 
 declare(
     "MEM-CAPACITY", "Accelerator memory holds the workload's weights and full KV cache", "A §2.2",
@@ -51,7 +52,8 @@ declare(
                                         "workload at TP=2 needs 80.1 GB, A §2.2's \"at least 80 GB of VRAM per card\""}),
     },
     cost=Cost("host", fixed=0.2), platforms=("live", "snapshot", "evidence", "sim"), faults=("small-memory",),
-    unsupported={"Huawei": "the memory size: no library of this version reads it from an Ascend NPU (npu-smi is not read)"})
+    unsupported={"Huawei": "the memory size: no library of this version reads it from an Ascend NPU on the machine "
+                           "(a submitted `npu-smi info` text is read for it)"})
 
 declare(
     "DEP-DRIVER", "Driver and runtime version floor", "B §4.1",

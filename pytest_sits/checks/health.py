@@ -63,6 +63,14 @@ def check_ecc(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) 
             return f(FAIL, "ECC is disabled now; enabling is pending a GPU reset",
                      remediation="reset the GPU (`nvidia-smi -r -i <index>` with no process on it) or reboot so the "
                                  "pending ECC mode takes effect")
+        mode_text = evidence.get("ecc_mode_text")
+        if mode_text is not None and str(evidence.get("source") or "").startswith("submitted ") \
+                and "nvidia-smi" not in str(evidence.get("source")):
+            # another vendor's tool: its own words, and its own fix
+            return f(FAIL, f"ECC is disabled and the profile requires it ({evidence.get('source')} shows ECC Mode "
+                           f"{mode_text})",
+                     remediation="enable ECC with the vendor's tool where the card offers it; a card without ECC "
+                                 "cannot meet the requirement (waive it in the profile with the reason)")
         return f(FAIL, "ECC is disabled and the profile requires it",
                  remediation="enable ECC (`nvidia-smi -e 1`), then reset the GPU or reboot; the suite only reads the "
                              "setting")

@@ -33,9 +33,26 @@ def expected_vs_found(expected: Dict[str, Any], accs: List[Dict[str, Any]]) -> s
     return f"profile expects {expected['describe']}; {found_text(accs, expected.get('vendor'))}"
 
 
+def is_profiled(acc: Dict[str, Any], expected: Dict[str, Any]) -> bool:
+    """Whether an accelerator is the profile's model: its PCI ID among the profile's; where no text gives its PCI
+    ID (``npu-smi info`` and ``mthreads-gmi`` print a name only), its vendor and model name exactly as the
+    profile's identity names them."""
+    if acc.get("pci_id"):
+        return acc["pci_id"] in (expected.get("pci_ids") or [])
+    return (bool(acc.get("name")) and acc.get("name") == expected.get("model")
+            and bool(acc.get("vendor")) and acc.get("vendor") == expected.get("vendor"))
+
+
+def named_only(acc: Dict[str, Any]) -> bool:
+    """An accelerator whose tool names its model but gives no PCI ID (``npu-smi info``, ``mthreads-gmi``): its
+    name is its model.  An NVIDIA or AMD GPU without a PCI ID is one a partial text names (``nvidia-smi nvlink
+    -s``): its model is not known from it."""
+    return not acc.get("pci_id") and bool(acc.get("name")) and acc.get("vendor") not in (None, "NVIDIA", "AMD")
+
+
 def absent_reason(expected: Dict[str, Any], accs: List[Dict[str, Any]]) -> Optional[str]:
     """The SKIP reason for accelerator requirements, or None when devices are there."""
-    matching = [a for a in accs if a["pci_id"] in expected.get("pci_ids", [])]
+    matching = [a for a in accs if is_profiled(a, expected)]
     if matching:
         return None
     if not expected.get("count"):
@@ -52,8 +69,8 @@ def check_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Findi
     accelerators, nvml, expected = evidence["accelerators"], evidence.get("nvml") or {}, thresholds["expected"]
     want_n = int(expected.get("count", 0))
     ids = set(expected.get("pci_ids", []))
-    matching = [a for a in accelerators if a["pci_id"] in ids]
-    others = [a for a in accelerators if a["pci_id"] not in ids]
+    matching = [a for a in accelerators if is_profiled(a, expected)]
+    others = [a for a in accelerators if not is_profiled(a, expected)]
     ev = {"expected": expected, "found": [{k: a.get(k) for k in ("bdf", "pci_id", "name", "memory_total_bytes",
                                                                  "memory_source")} for a in accelerators],
           "coverage": evidence.get("coverage"),
@@ -134,8 +151,8 @@ def _submitted_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: 
     expected = thresholds["expected"]
     cov = evidence["coverage"]
     accs = evidence["accelerators"]
-    unknown = [a for a in accs if not a.get("pci_id")]
-    wrong = [a for a in others if a.get("pci_id")]
+    unknown = [a for a in accs if not a.get("pci_id") and not is_profiled(a, expected) and not named_only(a)]
+    wrong = [a for a in others if a.get("pci_id") or named_only(a)]
     declared = [d for d in (cov.get("declared") or {}).values() if d.get("count") is not None]
     n_declared = sum(d["count"] for d in declared) if declared else None
     count = n_declared if n_declared is not None else (len(accs) if cov.get("listing") else None)

@@ -111,10 +111,14 @@ def init_text(inv: dict, source: str) -> str:
     import re
 
     accs = [a for a in inv.get("accelerators") or [] if a.get("pci_id")]
+    by_name = False
+    if not accs:  # npu-smi info, mthreads-gmi: a vendor and a model name, no PCI ID
+        accs = [a for a in inv.get("accelerators") or [] if a.get("name") and a.get("vendor")]
+        by_name = bool(accs)
     if not accs:
         raise ValueError("the texts show no accelerator with a PCI ID (nvidia-smi -q, lspci, rocm-smi or amd-smi "
-                         "give one); a profile names its model by PCI ID")
-    ids = sorted({a["pci_id"] for a in accs})
+                         "give one) or a model name (npu-smi info, mthreads-gmi); a profile names its model by them")
+    ids = sorted({a["name"] if by_name else a["pci_id"] for a in accs})
     if len(ids) > 1:
         raise ValueError(f"the texts show several models ({', '.join(ids)}); fix: one profile per model: submit "
                          "one model's texts")
@@ -140,8 +144,9 @@ def init_text(inv: dict, source: str) -> str:
         "identity:",
         f"  vendor: {q(first.get('vendor') or 'unknown')}  # {where(first)}",
         f"  model: {q(name)}  # {where(first)}",
-        "  kind: gpu",
-        f"  pci_ids: [{q(ids[0])}]  # {where(first)}",
+        f"  kind: {'npu' if first.get('vendor') == 'Huawei' else 'gpu'}",
+        (f"  pci_ids: []  # {where(first)} gives no PCI ID: the model is matched by its vendor and name (add the "
+         "PCI ID from `lspci -nn` to match by it)" if by_name else f"  pci_ids: [{q(ids[0])}]  # {where(first)}"),
         f"  count: {len(accs)}  # {len(accs)} in the texts: INV-DEVICES holds the machine to this count, so a "
         "count copied from texts that lack a GPU passes them; set the count the machine must have",
     ]

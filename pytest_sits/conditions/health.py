@@ -57,6 +57,8 @@ def acquire_ecc(inventory: Dict[str, Any], acc: Dict[str, Any],
     ev = {"device": acc["bdf"], "source": f["source"], "ecc_mode_current": m.get("ecc_mode_current"),
           "ecc_mode_pending": m.get("ecc_mode_pending"), "counts": counts,
           "errors": relevant_errors(f["errors"], ECC_FIELDS)}
+    if m.get("ecc_mode_text") is not None:  # another vendor's tool: the words it showed
+        ev["ecc_mode_text"] = m["ecc_mode_text"]
     w = window or {}
     after = w.get("ecc_after")
     if isinstance(after, dict) and any(after.get(k) is not None for k in ECC_COUNTS):

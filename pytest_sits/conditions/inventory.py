@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ..catalogue import CATALOGUE, unsupported_for
-from ..checks.inventory import absent_reason, expected_vs_found
+from ..checks.inventory import absent_reason, expected_vs_found, is_profiled
 
 NVIDIA, AMD = "10de:", "1002:"
 
 
 def matching(inventory: Dict[str, Any], expected: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The accelerators present that match the profile's PCI IDs (the ones its requirements judge)."""
-    ids = set(expected.get("pci_ids", []))
-    return [a for a in inventory["accelerators"] if a["pci_id"] in ids]
+    return [a for a in inventory["accelerators"] if is_profiled(a, expected)]
 
 
 # ---- submitted evidence (the ``evidence`` platform: ``inventory["submitted"]``) ------------------------------
@@ -44,8 +43,11 @@ def _named(files: List[str], most: int = 3) -> str:
     return ", ".join(files[:most]) + (f" and {len(files) - most} more" if len(files) > most else "")
 
 
-def unknown_models(inventory: Dict[str, Any]) -> List[Dict[str, Any]]:
-    return [a for a in inventory["accelerators"] if not a.get("pci_id")]
+def unknown_models(inventory: Dict[str, Any], expected: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+    """The accelerators whose model the texts do not give: no PCI ID, and (given the profile's identity) not named
+    as its model either."""
+    return [a for a in inventory["accelerators"] if not a.get("pci_id")
+            and not (expected is not None and is_profiled(a, expected))]
 
 
 def accelerators_absent(expected: Dict[str, Any], inventory: Dict[str, Any]) -> Optional[str]:
@@ -82,14 +84,15 @@ def acquire_devices(inventory: Dict[str, Any]) -> Dict[str, Any]:
     ev["coverage"] = {"declared": declared, "listing": listing, "files": files_read(inventory),
                       "unknown_models": [a["bdf"] for a in unknown_models(inventory)],
                       "rule": "a count the texts declare ('Attached GPUs') or a text that lists every device decides "
-                              "the count; models are compared by PCI ID"}
+                              "the count; models are compared by PCI ID (by vendor and name where the texts give "
+                              "none)"}
     return ev
 
 
 def acquire_capacity(inventory: Dict[str, Any], expected: Dict[str, Any]) -> Dict[str, Any]:
     absent = accelerators_absent(expected, inventory)
     if absent and submitted(inventory) is not None:
-        unknown = unknown_models(inventory)
+        unknown = unknown_models(inventory, expected)
         if unknown or not inventory["accelerators"]:
             return absent_accelerator(expected, inventory) if not unknown else {
                 "unavailable": f"the texts do not give the model (PCI ID) of {', '.join(a['bdf'] for a in unknown[:8])}"
@@ -129,6 +132,11 @@ def management_facts(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Dict[str
     vendor = acc.get("vendor")
     lib = "nvml" if pci.startswith(NVIDIA) or (not pci and vendor == "NVIDIA") else \
         "amdsmi" if pci.startswith(AMD) or (not pci and vendor == "AMD") else None
+    if lib is None and submitted(inventory) is not None and acc.get("management"):
+        # another vendor's tool among the submitted texts (mthreads-gmi, npu-smi info): the facts its text shows
+        m = acc["management"]
+        return {"facts": m, "errors": [e for e in m.get("errors") or [] if isinstance(e, dict)],
+                "source": m.get("source") or "the submitted texts", "library": None, "top": {}}
     if lib is None:
         return {"absent": f"{acc['bdf']}: {acc.get('vendor')} devices' health fields are read by no management "
                           "library in this version (NVML and amdsmi only)"}

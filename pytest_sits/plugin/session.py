@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..catalogue import LEVELS
+from ..checks.inventory import named_only
 from ..platforms import Platform, PlatformError, from_spec
 from ..profiles import Profile, ProfileError, auto_pick, resolve
 from .interrupts import Interrupts
@@ -64,11 +65,16 @@ def redact_args(args: Any) -> list:
 
 
 def _unprofiled(accelerators: List[Dict[str, Any]]) -> List[str]:
-    """The accelerator models (with a known PCI ID) no bundled profile is for, as "8 × NAME (PCI ID)"."""
+    """The accelerator models no bundled profile is for, as "8 × NAME (PCI ID)": those with a known PCI ID, and
+    those a text names without one (an Ascend NPU of `npu-smi info`: "1 × Ascend 910ProB (Huawei, no PCI ID in
+    the texts)"), which no bundled profile can be picked for."""
     counts: Dict[Tuple[str, str], int] = {}
     for a in accelerators:
         if a.get("pci_id"):
             key = (str(a["pci_id"]), str(a.get("name") or f"{a.get('vendor') or 'an'} accelerator"))
+            counts[key] = counts.get(key, 0) + 1
+        elif named_only(a):
+            key = (f"{a['vendor']}, no PCI ID in the texts", str(a["name"]))
             counts[key] = counts.get(key, 0) + 1
     return [f"{n} × {name} ({pci_id})" for (pci_id, name), n in sorted(counts.items())]
 
@@ -449,5 +455,7 @@ class SitsRun:
 
     def expected_accelerators(self) -> list:
         """The accelerators present that match the profile's PCI IDs (the ones its requirements judge)."""
-        ids = set(self.profile.identity.get("pci_ids", []))
-        return [a for a in self.platform.inventory()["accelerators"] if a["pci_id"] in ids]
+        from ..checks.inventory import is_profiled
+
+        expected = self.profile.expected()
+        return [a for a in self.platform.inventory()["accelerators"] if is_profiled(a, expected)]

@@ -74,10 +74,9 @@ def tool_of(kind: str) -> str:
 #: the vendor before any reader looks, so their devices are never taken for NVIDIA's.  Matched on the tool's own
 #: banner or an nvidia-smi-style "Product Name   :" field (an lspci listing naming the vendor is still lspci).
 LOOK_ALIKES: List[Tuple[str, str, re.Pattern[str]]] = [
-    ("Moore Threads", "mthreads-gmi", re.compile(r"\bmthreads-gmi\b|^\s*Product Name\s+:\s*MTT ", re.M)),
+    ("Moore Threads", "mthreads-gmi -q", re.compile(r"^\s*Product Name\s+:\s*MTT ", re.M)),
     ("MetaX", "mx-smi", re.compile(r"\bmx-smi\b|^\s*Product Name\s+:\s*MetaX", re.M | re.I)),
     ("Iluvatar CoreX", "ixsmi", re.compile(r"\bixsmi\b|^\s*Product Name\s+:\s*Iluvatar", re.M | re.I)),
-    ("Huawei Ascend", "npu-smi", re.compile(r"\bnpu-smi\b", re.I)),
     ("Hygon DCU", "hy-smi", re.compile(r"\bhy-smi\b", re.I)),
     ("Cambricon", "cnmon", re.compile(r"\bcnmon\b|^\s*Product Name\s+:\s*MLU\d", re.M | re.I)),
     ("Enflame", "efsmi", re.compile(r"\befsmi\b", re.I)),

@@ -29,6 +29,8 @@ NVIDIA_DEVICES = 10
 AMD_NUMBERING = 20
 #: AMD GPUs and their management facts (``amd-smi``, ``rocm-smi``).
 AMD_DEVICES = 21
+#: Other vendors' accelerators (``npu-smi info``, ``mthreads-gmi``).
+OTHER_DEVICES = 22
 #: PCI functions, PCIe paths and link readings (``lspci``).
 PCI = 30
 #: The peer mesh, NUMA affinity and PCIe cells of ``nvidia-smi topo -m`` (GPUs matched to PCI addresses).
