@@ -27,6 +27,10 @@ def _gone(pid, within=10.0):
 def test_the_hold_runs_in_a_child_and_its_windows_reach_the_measuring_process():
     hold = ProcessHold(2.0, 0.85, 0.92, cpus=sorted(os.sched_getaffinity(0))[:1], node=None, window_s=0.1)
     hold.min_in_band_share, hold.reserved_cpus = 0.95, [3]
+    # what the measurements and the recorder use of a hold (conditions/bandwidth.py, conditions/environment.py)
+    for name in ("evidence", "now", "wait", "starved", "timeline", "saturated_windows", "pause", "resume", "kernel",
+                 "window_s", "progress", "peak_gbps", "clock"):
+        assert hasattr(hold, name), name
     with hold:
         pid = hold._proc.pid
         assert pid != os.getpid() and not _gone(pid, 0.1)
@@ -95,3 +99,31 @@ def test_a_large_node_leaves_cpus_to_the_measurements():
     cpus, left = hold_cpus(list(range(112)))
     assert len(left) == 14 and len(cpus) == 98 and not set(cpus) & set(left)
     assert hold_cpus(list(range(8))) == (list(range(6)), [6, 7])
+
+
+def test_a_starved_hold_in_its_process_is_paused_re_measured_and_resumed():
+    """Asked for far more than the DRAM gives, the injectors run flat out below the band: the child says so, the
+    measuring side pauses it, re-measures the peak and resumes it (each re-measurement in the evidence), as with a
+    hold in process."""
+    from pytest_sits.conditions.bandwidth import MAX_REMEASURES, acquire_hold
+    from contextlib import contextmanager
+
+    peak = {"kernels": {"copy": {"gbps_median": 10_000.0}}, "validated": True}
+    made = []
+
+    @contextmanager
+    def factory():
+        hold = ProcessHold(10_000.0, cpus=sorted(os.sched_getaffinity(0))[:1], window_s=0.1, settle_timeout_s=0.5)
+        made.append(hold)
+        with hold:
+            yield hold
+    measured = []
+
+    def remeasure():
+        measured.append(time.monotonic())
+        return {"gbps": 10_000.0, "cpu_share": 1.0}
+    ev = acquire_hold(peak, factory, 2.0, remeasure=remeasure)
+    hold = made[0]
+    assert hold.saturated_windows == 5 and 2 <= len(measured) <= MAX_REMEASURES + 1  # during it, and after it
+    assert "injectors saturated below the band for 5 windows" in json.dumps(ev)
+    assert _gone(hold._proc.pid)

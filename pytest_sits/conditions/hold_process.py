@@ -62,6 +62,9 @@ class ProcessHold:
         self._reader: Optional[threading.Thread] = None
         self._lock = threading.Lock()
         self.stop_latency_s: Optional[float] = None
+        #: Windows flat out below the band before the hold says it starved (the child's, once it held).
+        self.saturated_windows = 5
+        self._resumes = 0  # resumes sent: a starvation the child said before the last one is stale
         #: CPUs of the node left without an injector, for the measurements (set by the platform that made the hold)
         self.reserved_cpus: List[int] = []
         #: MEM-BW-HOLD's share of windows in band, for measurements under the hold to be judged by
@@ -85,9 +88,11 @@ class ProcessHold:
             if "rec" in msg:
                 self.timeline.append(msg["rec"])
             elif msg.get("starved"):
-                self.starved.set()
+                if int(msg.get("resumes") or 0) >= self._resumes:
+                    self.starved.set()
             elif "entered" in msg:
                 self._static = msg["entered"]
+                self.saturated_windows = int(self._static.get("remeasure_after_windows") or self.saturated_windows)
                 self._entered.set()
             elif "evidence" in msg:
                 self._final = msg["evidence"]
@@ -166,6 +171,7 @@ class ProcessHold:
         self._send("pause")
 
     def resume(self) -> None:
+        self._resumes += 1
         self.starved.clear()
         self._send("resume")
 
@@ -222,12 +228,15 @@ def _child(spec: Dict[str, Any]) -> int:
                          counter_reason=found["reason"])
     hold.kernel = spec.get("kernel") or "copy"
 
+    resumes = [0]
+
     def commands() -> None:
         for line in sys.stdin:
             word = line.strip()
             if word == "pause":
                 hold.pause()
             elif word == "resume":
+                resumes[0] += 1
                 hold.resume()
             elif word == "stop":
                 break
@@ -244,7 +253,7 @@ def _child(spec: Dict[str, Any]) -> int:
             say({"rec": r})
         sent += len(rows)
         if hold.starved.is_set() and not starved_said:
-            say({"starved": True})
+            say({"starved": True, "resumes": resumes[0]})
         starved_said = hold.starved.is_set()
 
     with hold:
