@@ -70,8 +70,11 @@ def check_pcie_link(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Fin
     samples = evidence["samples"]
     device = evidence["device"]
     want_s, want_w = cap["achievable_speed_gts"], cap["achievable_width"]
+    slot = ("no port above the device to read a slot maximum from"
+            if cap.get("slot_max_speed_gts") is None and cap.get("slot_max_width") is None
+            else f"slot max {_fmt_link(cap['slot_max_speed_gts'], cap['slot_max_width'])}")
     threshold = f">= {_fmt_link(want_s, want_w)} (device max {_fmt_link(cap['device_max_speed_gts'], cap['device_max_width'])}, " \
-                f"slot max {_fmt_link(cap['slot_max_speed_gts'], cap['slot_max_width'])})"
+                f"{slot})"
     method = evidence.get("method_text") or (
         "max of the readings of current_link_speed/width taken while a load ran on the device"
         if any(s["under_load"] for s in samples) else "readings taken without load")
