@@ -127,3 +127,47 @@ def test_a_starved_hold_in_its_process_is_paused_re_measured_and_resumed():
     assert hold.saturated_windows == 5 and 2 <= len(measured) <= MAX_REMEASURES + 1  # during it, and after it
     assert "injectors saturated below the band for 5 windows" in json.dumps(ev)
     assert _gone(hold._proc.pid)
+
+
+def _hold_children(parent):
+    """The hold processes whose parent is ``parent`` (from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and b"pytest_sits.conditions.hold_process" in cmd:
+            out.append(int(d))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGKILL"])
+def test_a_run_stopped_during_the_live_hold_leaves_no_hold_process(tmp_path, how):
+    """MEM-BW-HOLD on this machine, stopped while its hold runs: the run stops the hold's process (it ignores
+    SIGINT itself) and writes its report; killed outright, the hold dies with it (the parent-death signal)."""
+    import signal
+
+    from helpers import SUITE, pytest_running
+
+    with pytest_running(*SUITE, "--sits-level=standard", "-m", "MEM-BW-HOLD", f"--sits-report-dir={tmp_path / 'r'}",
+                        cwd=tmp_path) as run:
+        deadline = time.monotonic() + 120
+        kids = []
+        while not kids and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.2)
+            kids = _hold_children(run.pid)
+        assert kids, "the hold's process never started"
+        time.sleep(1.0)
+        run.send_signal(getattr(signal, how))
+        out, _ = run.communicate(timeout=120)
+    assert all(_gone(k) for k in kids), f"a hold process outlived the run ({how})"
+    if how != "SIGKILL":
+        report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
+        assert report["run"]["completed"] is False and report["run"]["interrupts"][0]["signal"] == how, out[-2000:]
