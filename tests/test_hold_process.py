@@ -73,7 +73,8 @@ def test_a_child_that_cannot_hold_is_an_error_naming_why():
 
 
 def test_the_child_stops_when_its_input_ends():
-    """The parent gone (its end of the pipe closed): the child stops the injectors and exits."""
+    """The parent gone (its end of the pipe closed, as when it is killed outright): the child stops the injectors
+    and exits at once (SIGTERM to itself: 143), saying nothing more, since nobody reads it."""
     spec = {"peak_gbps": 2.0, "low": 0.85, "high": 0.92, "cpus": sorted(os.sched_getaffinity(0))[:1], "node": None,
             "window_s": 0.1, "settle_timeout_s": 2.0, "kernel": "copy"}
     proc = subprocess.Popen([sys.executable, "-m", "pytest_sits.conditions.hold_process", json.dumps(spec)],
@@ -82,10 +83,10 @@ def test_the_child_stops_when_its_input_ends():
         first = json.loads(proc.stdout.readline())
         while "entered" not in first:
             first = json.loads(proc.stdout.readline())
+        t0 = time.monotonic()
         proc.stdin.close()
-        rest = proc.stdout.read()
-        assert proc.wait(10) == 0
-        assert '"evidence"' in rest.splitlines()[-1]
+        proc.stdout.read()
+        assert proc.wait(10) == 143 and time.monotonic() - t0 < 5
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -171,3 +172,39 @@ def test_a_run_stopped_during_the_live_hold_leaves_no_hold_process(tmp_path, how
     if how != "SIGKILL":
         report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
         assert report["run"]["completed"] is False and report["run"]["interrupts"][0]["signal"] == how, out[-2000:]
+
+
+def test_a_child_killed_while_it_settles_exits_at_once():
+    """SIGTERM while the hold cannot reach its band (settling, up to its settle timeout): the child exits at once."""
+    import signal
+
+    spec = {"peak_gbps": 10_000.0, "low": 0.85, "high": 0.92, "cpus": sorted(os.sched_getaffinity(0))[:1],
+            "node": None, "window_s": 0.1, "settle_timeout_s": 30.0, "kernel": "copy"}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_sits.conditions.hold_process", json.dumps(spec)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        proc.stdout.readline()  # the first window: it runs, settling
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 143 and time.monotonic() - t0 < 5
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_windows_of_a_short_measurement_are_there_when_its_evidence_is_built():
+    """The child streams its windows a window or so behind: the environment's block waits for them (caught_up)."""
+    from pytest_sits.conditions.environment import hold_state
+
+    hold = ProcessHold(2.0, cpus=sorted(os.sched_getaffinity(0))[:1], window_s=0.1)
+    with hold:
+        t0 = time.time()
+        time.sleep(0.15)
+        t1 = time.time()
+        state = hold_state(hold)
+        assert [w for w in state["windows"] if t0 <= w[0] <= t1 + 0.5]
+    t = time.monotonic()
+    hold.caught_up(5.0)  # a hold that ended has nothing more to wait for: no wait
+    assert time.monotonic() - t < 0.5

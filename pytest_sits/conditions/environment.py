@@ -236,7 +236,11 @@ def _short(cpus: Optional[List[int]]) -> Optional[str]:
 
 
 def hold_state(hold: Any) -> Dict[str, Any]:
-    """What the recorder needs of a running DRAM hold: its windows stamped with the wall clock."""
+    """What the recorder needs of a running DRAM hold: its windows stamped with the wall clock (a hold in its own
+    process first catches up with the windows it streams)."""
+    catch_up = getattr(hold, "caught_up", None)
+    if callable(catch_up):
+        catch_up()
     offset = time.time() - hold.clock()
     ev = hold.evidence()
     return {"windows": [[r["t"] + offset, bool(r.get("in_band"))] for r in list(hold.timeline)

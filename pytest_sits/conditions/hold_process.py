@@ -10,9 +10,10 @@ child they share only the DRAM (and the CPUs, which the kernel schedules), which
 The protocol is JSON lines: the child writes ``{"entered": ...}`` once the hold settled, one ``{"rec": window}``
 per window, ``{"starved": true}`` when the injectors ran flat out below the band (the peak is then re-measured by
 the parent, as for a hold in process), and ``{"evidence": ...}`` after it stopped; the parent writes ``pause``,
-``resume`` and ``stop``.  The child stops on ``stop``, on the end of its input (the parent is gone), on SIGTERM,
-and with its parent (``PR_SET_PDEATHSIG``); it ignores SIGINT, so a Ctrl-C reaches the run, which stops it and
-keeps its windows.
+``resume`` and ``stop``.  The child stops on ``stop`` (and says its evidence), and at once on SIGTERM or at the end
+of its input: the parent is gone, killed outright too, since its end of the pipe closes with it (the end of input,
+not the parent-death signal: that one follows the thread that started the child, which may end before the hold
+should).  It ignores SIGINT, so a Ctrl-C reaches the run, which stops it and keeps its windows.
 """
 
 from __future__ import annotations
@@ -111,14 +112,12 @@ class ProcessHold:
                 pass
 
     def __enter__(self) -> ProcessHold:
-        from ..inference.launch import _die_with_parent
-
-        # its own session: a Ctrl-C reaches the run, which stops the child and keeps what it measured
+        # its own session: a Ctrl-C reaches the run, which stops the child and keeps what it measured; the pipe to
+        # its input is this process's alone (close_fds), so it closes when this process ends, however it ends
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "pytest_sits.conditions.hold_process", json.dumps(self.spec())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-            start_new_session=True, cwd="/",
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+            start_new_session=True, cwd="/", close_fds=True)
         self.started_at = time.time()
         assert self._proc.stdout is not None
         self._reader = threading.Thread(target=self._read, args=(self._proc.stdout,), name="sits-hold-reader",
@@ -159,6 +158,20 @@ class ProcessHold:
         if self._reader is not None:
             self._reader.join(5)
         self.stop_latency_s = time.perf_counter() - t0
+
+    def caught_up(self, timeout_s: float = 1.0) -> bool:
+        """Wait until the child's windows up to now have arrived (they are streamed, a window or so behind), at most
+        ``timeout_s``: a block of evidence built right after a short measurement sees the windows it spanned.
+        False when they did not come in time (the child stopped, or is late)."""
+        target = self.clock() - self.window_s
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.timeline and self.timeline[-1].get("t", 0.0) >= target:
+                return True
+            if self._done.is_set():
+                return False
+            time.sleep(0.01)
+        return False
 
     # -- what the measurements use ----------------------------------------------
     def now(self) -> float:
@@ -211,7 +224,8 @@ def _child(spec: Dict[str, Any]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def term(signum: int, frame: Any) -> None:
-        stop.set()
+        # at once, wherever the main thread is (settling too): the injectors stop as the hold's block unwinds
+        raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, term)
     stop = threading.Event()
     out_lock = threading.Lock()
@@ -239,8 +253,10 @@ def _child(spec: Dict[str, Any]) -> int:
                 resumes[0] += 1
                 hold.resume()
             elif word == "stop":
-                break
-        stop.set()  # "stop", or the end of input: the parent is gone
+                stop.set()
+                return
+        # the end of input without "stop": the parent is gone (killed, maybe): stop at once
+        os.kill(os.getpid(), signal.SIGTERM)
     threading.Thread(target=commands, name="sits-hold-commands", daemon=True).start()
 
     sent = 0
