@@ -96,9 +96,9 @@ class EvidencePlatform(RecordedPlatform):
             raise EvidenceError(f"{where}: no submitted file could be read" + (":\n  " + "\n  ".join(lines[:40])
                                                                              if lines else " (the folder is empty)")
                                 + "\nfix: submit the unedited output of nvidia-smi -q (or -q -x), nvidia-smi topo "
-                                  "-m, nvidia-smi nvlink -e / -s, nvbandwidth, dcgmi diag, lspci -tv / -vv / -PP, rocm-smi, amd-smi, the "
-                                  "kernel log, or an MLPerf Inference submission's LoadGen logs, systems JSON and "
-                                  "spl.txt")
+                                  "-m, nvidia-smi nvlink -e / -s, nvbandwidth, dcgmi diag, lspci -tv / -vv / -PP, "
+                                  "rocm-smi, amd-smi, npu-smi info, mthreads-gmi, the kernel log, or an MLPerf "
+                                  "Inference submission's LoadGen logs, systems JSON and spl.txt")
         kinds: Dict[str, int] = {}
         for f in read:
             kinds[f["tool"]] = kinds.get(f["tool"], 0) + 1
