@@ -131,6 +131,21 @@ def served_pid(log: Path, seen: str = "ready", seconds: float = 120) -> int:
     raise AssertionError(f"the server's log never said {seen!r}: {text}")
 
 
+def pid_gone(pid: int, within: float = 10.0) -> bool:
+    """Whether the process ``pid`` is gone (signal 0 no longer reaches it) within ``within`` seconds."""
+    import os
+    import time
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def group_gone(pid: int, seconds: float = 30) -> bool:
     """Whether no live process is left in the process group ``pid`` led, within ``seconds``."""
     import time

@@ -17,6 +17,8 @@ import pytest
 
 from pytest_sits.commands.child import run_child
 
+from helpers import pid_gone
+
 pytestmark = pytest.mark.slow  # processes that signal each other
 
 #: A child that records the signals it gets in a file, then ends (or, with IGNORE, ignores SIGTERM).
@@ -57,24 +59,13 @@ def _start(tmp_path: Path, grace: float = 30.0, env: dict | None = None) -> tupl
     return parent, out, int(Path(str(out) + ".pid").read_text())
 
 
-def _gone(pid: int, within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_to_the_command_reaches_the_child_which_ends(tmp_path, sig):
     parent, out, child = _start(tmp_path)
     parent.send_signal(sig)
     seen = json.loads(parent.communicate(timeout=30)[0])
     assert seen == {"rc": 2, "signals": [sig.name], "killed": False}
-    assert out.read_text().split() == [sig.name] and _gone(child)
+    assert out.read_text().split() == [sig.name] and pid_gone(child)
 
 
 def test_a_child_that_ignores_the_signal_is_killed_after_the_grace(tmp_path):
@@ -82,7 +73,7 @@ def test_a_child_that_ignores_the_signal_is_killed_after_the_grace(tmp_path):
     parent.send_signal(signal.SIGTERM)
     seen = json.loads(parent.communicate(timeout=30)[0])
     assert seen["signals"] == ["SIGTERM"] and seen["killed"] and seen["rc"] == -signal.SIGKILL
-    assert out.read_text().split() == ["SIGTERM"] and _gone(child)
+    assert out.read_text().split() == ["SIGTERM"] and pid_gone(child)
 
 
 def test_a_command_killed_outright_still_stops_its_child(tmp_path):
@@ -92,7 +83,7 @@ def test_a_command_killed_outright_still_stops_its_child(tmp_path):
     parent, out, child = _start(tmp_path)
     parent.kill()
     parent.wait()
-    assert _gone(child), "the child ran on after its command was killed"
+    assert pid_gone(child), "the child ran on after its command was killed"
     assert out.read_text().split() == ["SIGTERM"]
 
 

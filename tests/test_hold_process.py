@@ -6,22 +6,28 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import pytest
 
 from pytest_sits.conditions.bandwidth import hold_cpus
 from pytest_sits.conditions.hold_process import HoldError, ProcessHold
 
+from helpers import pid_gone
 
-def _gone(pid, within=10.0):
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
+
+@contextmanager
+def hold_child(peak_gbps, **kw):
+    """The hold's child process as ProcessHold starts it (its spec), driven by hand; never left behind."""
+    spec = ProcessHold(peak_gbps, cpus=sorted(os.sched_getaffinity(0))[:1], window_s=0.1, **kw).spec()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_sits.conditions.hold_process", json.dumps(spec)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_the_hold_runs_in_a_child_and_its_windows_reach_the_measuring_process():
@@ -33,7 +39,7 @@ def test_the_hold_runs_in_a_child_and_its_windows_reach_the_measuring_process():
         assert hasattr(hold, name), name
     with hold:
         pid = hold._proc.pid
-        assert pid != os.getpid() and not _gone(pid, 0.1)
+        assert pid != os.getpid() and not pid_gone(pid, 0.1)
         time.sleep(1.0)
         running = hold.evidence()
         assert running["windows"] >= 3 and running["threads"] == 1 and "bindings" in running
@@ -43,7 +49,7 @@ def test_the_hold_runs_in_a_child_and_its_windows_reach_the_measuring_process():
         time.sleep(0.4)
         hold.resume()
         time.sleep(0.4)
-    assert _gone(pid)
+    assert pid_gone(pid)
     ev = hold.evidence()
     assert ev["windows"] >= running["windows"] and ev["stop_latency_s"] is not None
     assert any(r["phase"] == "paused" for r in ev["timeline"])
@@ -59,7 +65,7 @@ def test_an_exception_in_the_block_stops_the_child_and_keeps_its_windows():
             pid = hold._proc.pid
             time.sleep(0.5)
             raise KeyboardInterrupt
-    assert _gone(pid) and hold.evidence()["windows"] >= 1
+    assert pid_gone(pid) and hold.evidence()["windows"] >= 1
 
 
 def test_a_child_that_cannot_hold_is_an_error_naming_why():
@@ -75,11 +81,7 @@ def test_a_child_that_cannot_hold_is_an_error_naming_why():
 def test_the_child_stops_when_its_input_ends():
     """The parent gone (its end of the pipe closed, as when it is killed outright): the child stops the injectors
     and exits at once (SIGTERM to itself: 143), saying nothing more, since nobody reads it."""
-    spec = {"peak_gbps": 2.0, "low": 0.85, "high": 0.92, "cpus": sorted(os.sched_getaffinity(0))[:1], "node": None,
-            "window_s": 0.1, "settle_timeout_s": 2.0, "kernel": "copy"}
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_sits.conditions.hold_process", json.dumps(spec)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
-    try:
+    with hold_child(2.0, settle_timeout_s=2.0) as proc:
         first = json.loads(proc.stdout.readline())
         while "entered" not in first:
             first = json.loads(proc.stdout.readline())
@@ -87,10 +89,6 @@ def test_the_child_stops_when_its_input_ends():
         proc.stdin.close()
         proc.stdout.read()
         assert proc.wait(10) == 143 and time.monotonic() - t0 < 5
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_a_large_node_leaves_cpus_to_the_measurements():
@@ -127,7 +125,7 @@ def test_a_starved_hold_in_its_process_is_paused_re_measured_and_resumed():
     hold = made[0]
     assert hold.saturated_windows == 5 and 2 <= len(measured) <= MAX_REMEASURES + 1  # during it, and after it
     assert "injectors saturated below the band for 5 windows" in json.dumps(ev)
-    assert _gone(hold._proc.pid)
+    assert pid_gone(hold._proc.pid)
 
 
 def _hold_children(parent):
@@ -168,7 +166,7 @@ def test_a_run_stopped_during_the_live_hold_leaves_no_hold_process(tmp_path, how
         time.sleep(1.0)
         run.send_signal(getattr(signal, how))
         out, _ = run.communicate(timeout=120)
-    assert all(_gone(k) for k in kids), f"a hold process outlived the run ({how})"
+    assert all(pid_gone(k) for k in kids), f"a hold process outlived the run ({how})"
     if how != "SIGKILL":
         report = json.loads((tmp_path / "r" / "sits-report.json").read_text())
         assert report["run"]["completed"] is False and report["run"]["interrupts"][0]["signal"] == how, out[-2000:]
@@ -178,20 +176,12 @@ def test_a_child_killed_while_it_settles_exits_at_once():
     """SIGTERM while the hold cannot reach its band (settling, up to its settle timeout): the child exits at once."""
     import signal
 
-    spec = {"peak_gbps": 10_000.0, "low": 0.85, "high": 0.92, "cpus": sorted(os.sched_getaffinity(0))[:1],
-            "node": None, "window_s": 0.1, "settle_timeout_s": 30.0, "kernel": "copy"}
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_sits.conditions.hold_process", json.dumps(spec)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
-    try:
+    with hold_child(10_000.0, settle_timeout_s=30.0) as proc:
         proc.stdout.readline()  # the first window: it runs, settling
         time.sleep(0.5)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 143 and time.monotonic() - t0 < 5
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_the_windows_of_a_short_measurement_are_there_when_its_evidence_is_built():

@@ -18,6 +18,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
+from .device_bw import all_gated
 from .loads import LoadUnavailable
 from .locks import exclusive
 from .trials import TrialPlan, next_step, sequential
@@ -264,9 +265,8 @@ def _copy_look(fn: Callable[[int], Dict[str, Any]], keys: List[str], plan: Optio
             first.update(ev)
         else:
             first["verified"] = bool(first.get("verified")) and bool(ev.get("verified"))
-            if first.get("gated") is not None or ev.get("gated") is not None:  # every look's gate held, or not
-                first["gated"] = (None if first.get("gated") is None or ev.get("gated") is None
-                                  else bool(first["gated"]) and bool(ev["gated"]))
+            if "gated" in first or "gated" in ev:  # every look's gate held, or not
+                first["gated"] = all_gated(first.get("gated"), ev.get("gated"))
         for key in keys:
             part = ev[key] if key else ev
             samples[key].extend(float(g) for g in part["samples_gbps"])

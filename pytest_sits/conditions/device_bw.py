@@ -58,6 +58,11 @@ def _timed(torch: Any, device: Any, fn: Callable[[], Any], runs: int) -> Tuple[L
     return out, None
 
 
+def all_gated(*gated: Optional[bool]) -> Optional[bool]:
+    """Whether every look (or direction) was timed behind a gate that held: None where one had no gate."""
+    return None if any(g is None for g in gated) else all(gated)
+
+
 def _how(gated: Optional[bool]) -> str:
     if gated is None:
         return "each copy timed on the host after a synchronise, median of runs"
@@ -107,7 +112,7 @@ def host_device_bandwidth(device: str, nbytes: int = 256 << 20, runs: int = 7) -
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     verified = bool(torch.equal(back, host))
-    gated = None if gated_h2d is None or gated_d2h is None else gated_h2d and gated_d2h
+    gated = all_gated(gated_h2d, gated_d2h)
     out = {"device": device, "bytes": n * 4, "runs": runs, "pinned": pinned, "verified": verified, "gated": gated,
            "method": "pinned host tensor copy_ each way, " + _how(gated) + ", data verified",
            "h2d": _stats([n * 4 / t / 1e9 for t in h2d]), "d2h": _stats([n * 4 / t / 1e9 for t in d2h])}

@@ -334,26 +334,38 @@ class BandwidthHold:
     # -- evidence ---------------------------------------------------------
     def progress(self) -> str:
         """One line for the terminal: windows in band so far, the last occupancy."""
-        hold = [r for r in list(self.timeline) if r["phase"] == "hold"]
-        if not hold:
-            return "settling"
-        inb = sum(1 for r in hold if r["in_band"])
-        return (f"{inb}/{len(hold)} windows in band ({inb / len(hold):.0%}), occupancy now "
-                f"{hold[-1]['occupancy']:.3f} of the {self.peak_gbps:.1f} GB/s peak")
+        return progress_line(self.timeline, self.peak_gbps)
 
     def evidence(self) -> Dict[str, Any]:
-        hold = [r for r in self.timeline if r["phase"] == "hold"]
-        t0 = self.timeline[0]["t"] if self.timeline else 0.0
         return {
             "band": [self.low, self.high], "peak_gbps": self.peak_gbps, "peak_kernel": self.kernel,
             "window_s": self.window_s,
             "threads": self.threads, "cpus": self.cpus, "node": self.node, "bindings": self.bindings,
             "source": self.counter.source if self.counter is not None else "own accounting (injected bytes only)",
             "counter_reason": self.counter_reason, "counter_scale": self.counter_scale,
-            "windows": len(hold), "windows_in_band": sum(1 for r in hold if r["in_band"]),
-            "settle_windows": sum(1 for r in self.timeline if r["phase"] == "settle"),
             "stop_latency_s": self.stop_latency_s, "errors": self.errors,
             "remeasure_after_windows": self.saturated_windows,
             "min_in_band_share": getattr(self, "min_in_band_share", None),
-            "timeline": [dict(r, t=round(r["t"] - t0, 3)) for r in self.timeline],
+            **windows_summary(self.timeline),
         }
+
+
+def progress_line(timeline: List[Dict[str, Any]], peak_gbps: float) -> str:
+    """A hold's line for the terminal: its windows in band so far and the last occupancy (``settling`` before)."""
+    hold = [r for r in list(timeline) if r.get("phase") == "hold"]
+    if not hold:
+        return "settling"
+    inb = sum(1 for r in hold if r.get("in_band"))
+    return (f"{inb}/{len(hold)} windows in band ({inb / len(hold):.0%}), occupancy now "
+            f"{hold[-1]['occupancy']:.3f} of the {peak_gbps:.1f} GB/s peak")
+
+
+def windows_summary(timeline: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """A hold's window counts and its timeline from its first window (the evidence of a hold in process, and of one
+    in its own process while it runs)."""
+    rows = list(timeline)
+    hold = [r for r in rows if r.get("phase") == "hold"]
+    t0 = rows[0]["t"] if rows else 0.0
+    return {"windows": len(hold), "windows_in_band": sum(1 for r in hold if r.get("in_band")),
+            "settle_windows": sum(1 for r in rows if r.get("phase") == "settle"),
+            "timeline": [dict(r, t=round(r["t"] - t0, 3)) for r in rows]}

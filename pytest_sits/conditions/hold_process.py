@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, IO, List, Optional
 
-from .hold import BandwidthHold, find_counter
+from .hold import BandwidthHold, find_counter, progress_line, windows_summary
 
 
 class HoldError(RuntimeError):
@@ -189,26 +189,15 @@ class ProcessHold:
         self._send("resume")
 
     def progress(self) -> str:
-        hold = [r for r in list(self.timeline) if r.get("phase") == "hold"]
-        if not hold:
-            return "settling"
-        inb = sum(1 for r in hold if r.get("in_band"))
-        return (f"{inb}/{len(hold)} windows in band ({inb / len(hold):.0%}), occupancy now "
-                f"{hold[-1]['occupancy']:.3f} of the {self.peak_gbps:.1f} GB/s peak")
+        return progress_line(self.timeline, self.peak_gbps)
 
     def evidence(self) -> Dict[str, Any]:
         """The child's own evidence once it stopped; while it runs, the same shape from the windows received."""
         if self._final is not None:
             ev = dict(self._final)
         else:
-            timeline = list(self.timeline)
-            hold = [r for r in timeline if r.get("phase") == "hold"]
-            t0 = timeline[0]["t"] if timeline else 0.0
             ev = dict(self._static, band=[self.low, self.high], peak_gbps=self.peak_gbps, peak_kernel=self.kernel,
-                      window_s=self.window_s, windows=len(hold),
-                      windows_in_band=sum(1 for r in hold if r.get("in_band")),
-                      settle_windows=sum(1 for r in timeline if r.get("phase") == "settle"),
-                      timeline=[dict(r, t=round(r["t"] - t0, 3)) for r in timeline])
+                      window_s=self.window_s, **windows_summary(self.timeline))
         ev["process"] = {"pid": self._proc.pid if self._proc else None, "stop_latency_s": self.stop_latency_s,
                          "why": "the injectors run in a process of their own: in the measuring process they would "
                                 "contend for its interpreter lock with the measurement",

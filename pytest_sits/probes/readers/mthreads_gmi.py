@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Optional
 
-from .base import OTHER_DEVICES, Detection, Entry, Machine, Reader
-from .vendor_smi import _MT_BANNER, merge_devices, parse_mthreads_gmi
+from .base import Detection
+from .vendor_smi import _MT_BANNER, VendorTable, parse_mthreads_gmi
 
 
-class MthreadsGmi(Reader):
+class MthreadsGmi(VendorTable):
     kinds = {"mthreads-gmi": "mthreads-gmi"}
-    steps = (OTHER_DEVICES,)
     order = 9  # its banner is its own: before nvidia-smi -q, whose look-alike it is
     option = "--mthreads-gmi"
     option_help = "`mthreads-gmi` output (Moore Threads)"
@@ -22,9 +21,6 @@ class MthreadsGmi(Reader):
 
     def parse(self, kind: str, text: str, known_ids: Iterable[str] = ()) -> Dict[str, Any]:
         return parse_mthreads_gmi(text)
-
-    def merge(self, machine: Machine, entry: Entry, step: int) -> None:
-        merge_devices(machine, entry)
 
 
 READER = MthreadsGmi()

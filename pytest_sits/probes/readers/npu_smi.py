@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Optional
 
-from .base import OTHER_DEVICES, Detection, Entry, Machine, Reader
-from .vendor_smi import _NPU_BANNER, merge_devices, parse_npu_smi
+from .base import Detection
+from .vendor_smi import _NPU_BANNER, VendorTable, parse_npu_smi
 
 
-class NpuSmi(Reader):
+class NpuSmi(VendorTable):
     kinds = {"npu-smi": "npu-smi info"}
-    steps = (OTHER_DEVICES,)
     order = 8  # its banner is its own: before nvidia-smi -q, whose look-alike it is
     option = "--npu-smi"
     option_help = "`npu-smi info` output (Huawei Ascend)"
@@ -22,9 +21,6 @@ class NpuSmi(Reader):
 
     def parse(self, kind: str, text: str, known_ids: Iterable[str] = ()) -> Dict[str, Any]:
         return parse_npu_smi(text)
-
-    def merge(self, machine: Machine, entry: Entry, step: int) -> None:
-        merge_devices(machine, entry)
 
 
 READER = NpuSmi()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
-from .base import Entry, Machine, new_accelerator
+from .base import OTHER_DEVICES, Entry, Machine, Reader, new_accelerator
 from .text import check_device_count, text_lines
 
 _NPU_BANNER = re.compile(r"^\|?\s*npu-smi\s+(\S{1,40})\s+Version:\s*(\S{1,40})", re.M)
@@ -153,3 +153,13 @@ def merge_devices(machine: Machine, f: Entry) -> None:
         machine.notes.extend(dev.get("notes") or [])
     if facts["devices"] and not facts.get("cuts"):
         machine.complete.setdefault(vendor.lower(), []).append(f"{f['name']} ({tool} lists every device)")
+
+
+class VendorTable(Reader):
+    """A reader of one of these tables: its module gives the kind, its place, its ``detect`` and ``parse``; the
+    devices are merged alike (:func:`merge_devices`), in their own step."""
+
+    steps = (OTHER_DEVICES,)
+
+    def merge(self, machine: Machine, entry: Entry, step: int) -> None:
+        merge_devices(machine, entry)
