@@ -219,7 +219,18 @@ def test_vllm_launched_by_the_suite_is_swept_its_kv_pool_and_cold_start_measured
     assert all(p.is_file() for p in (tmp_path / "r" / "serving").glob("coldstart-*/server.log"))
 
 
+#: The tenants' targets for vLLM here: the bundled ``host`` profile's 250 ms interactive P99 is sized for the built-in
+#: decoder on an idle 2-core host; vLLM's CPU build beside another test worker read 429 ms [338, 545] at the same
+#: load (healthy: no errors, 23.5 of 24 req/s served). These tests ask whether a healthy server is decided and
+#: named, so its targets leave that machine's load room; the offered load, and so the >1000 queries a tenant needs
+#: for its error rate, stay the profile's.
+VLLM_TENANTS = ("thresholds:\n  SVC-SLA:\n    tenants:\n"
+                "      - {name: interactive, share: 0.6, p99_ms: 2500, min_rps: 16}\n"
+                "      - {name: batch, share: 0.4, p99_ms: 5000, min_rps: 5}\n")
+
+
 def served_profile(folder: Path) -> str:
-    """The ``host`` profile without the test environment's DRAM hold (tests/helpers.py NO_HOLD), written there."""
-    (folder / "host-served.yaml").write_text(HOST_SERVED)
+    """The ``host`` profile without the test environment's DRAM hold (tests/helpers.py NO_HOLD), with the tenants'
+    targets above, written there."""
+    (folder / "host-served.yaml").write_text(HOST_SERVED + VLLM_TENANTS)
     return f"--sits-profile={folder / 'host-served.yaml'}"
