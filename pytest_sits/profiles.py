@@ -618,6 +618,12 @@ def _bundled_data() -> Dict[Path, Any]:
             for path in sorted(folder.glob("*.yaml"))}
 
 
+def bundled_identities() -> Dict[str, Dict[str, Any]]:
+    """Each bundled profile's name and its ``identity`` section (as written: a profile that extends another and
+    sets none has an empty one)."""
+    return {path.stem: dict((data or {}).get("identity") or {}) for path, data in _bundled_data().items()}
+
+
 def _bundled_index() -> Dict[str, Path]:
     """name and alias -> bundled file."""
     index: Dict[str, Path] = {}

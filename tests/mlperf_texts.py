@@ -81,10 +81,30 @@ def detail(scenario: str = "Server", samples_per_s: float = 50.0, tokens_per_s: 
     return "\n".join(lines) + "\n"
 
 
-def system(count: Any = 8, model: str = "NVIDIA H100-SXM-80GB") -> str:
-    return json.dumps({"system_name": "Test system (8x H100)", "submitter": "Tests", "division": "closed",
-                       "accelerator_model_name": model, "accelerators_per_node": count,
-                       "accelerator_interconnect": "NVLink", "cooling": "air", "status": "available"}, indent=4)
+def system(count: Any = 8, model: str = "NVIDIA H100-SXM-80GB", memory: Optional[str] = None,
+           stack: Optional[str] = None) -> str:
+    """A systems JSON; ``memory`` (accelerator_memory_capacity, "80 GB") and ``stack`` (other_software_stack,
+    "TensorRT 10.8, CUDA 12.8, Driver 570.124.06") where given."""
+    data: Dict[str, Any] = {"system_name": "Test system (8x H100)", "submitter": "Tests", "division": "closed",
+                            "accelerator_model_name": model, "accelerators_per_node": count,
+                            "accelerator_interconnect": "NVLink", "cooling": "air", "status": "available"}
+    if memory is not None:
+        data["accelerator_memory_capacity"] = memory
+    if stack is not None:
+        data["other_software_stack"] = stack
+    return json.dumps(data, indent=4)
+
+
+#: An accuracy run's scores for llama2-70b (values of our own, near the reference's).
+ACCURACY = {"rouge1": 44.4517, "rouge2": 22.0731, "rougeL": 28.6402, "rougeLsum": 42.0977, "gen_len": 28915362,
+            "gen_num": 24576, "gen_tok_len": 7231119, "tokens_per_sample": 294.2}
+
+
+def accuracy(scores: Optional[Dict[str, Any]] = None, with_hash: bool = True, preamble: str = "") -> str:
+    """accuracy.txt as the llama2-70b accuracy script writes it: "Results", the Python dict of the scores, the hash
+    of the accuracy log."""
+    text = preamble + "\nResults\n\n" + repr(dict(scores if scores is not None else ACCURACY)) + "\n\n"
+    return text + ("hash=" + "3c" * 32 + "\n" if with_hash else "")
 
 
 def power(start: str = "01-02-2026 09:58:00.000", seconds: int = 900, idle_w: float = 3000.0,
@@ -105,9 +125,11 @@ def power(start: str = "01-02-2026 09:58:00.000", seconds: int = 900, idle_w: fl
 
 
 def submission(root: Path, server: Optional[Dict[str, Any]] = None, offline: Optional[Dict[str, Any]] = None,
-               with_power: bool = True, with_offline: bool = True) -> Path:
+               with_power: bool = True, with_offline: bool = True, accuracy_text: Optional[str] = None,
+               system_text: Optional[str] = None) -> Path:
     """A submission tree under ``root``: ``closed/Tests/results/SYS/llama2-70b-99/{Server,Offline}/performance/
-    run_1`` with each run's summary and detail log, the Server run's ``spl.txt``, and ``systems/SYS.json``."""
+    run_1`` with each run's summary and detail log, the Server run's ``spl.txt``, ``systems/SYS.json``
+    (``system_text`` where given) and, where given, ``Server/accuracy/accuracy.txt``."""
     server, offline = dict(server or {}), dict(offline or {})
     base = root / "closed" / "Tests" / "results" / "SYS" / "llama2-70b-99"
     s = base / "Server" / "performance" / "run_1"
@@ -124,5 +146,8 @@ def submission(root: Path, server: Optional[Dict[str, Any]] = None, offline: Opt
         (o / "mlperf_log_summary.txt").write_text(summary("Offline", **offline))
         (o / "mlperf_log_detail.txt").write_text(detail("Offline", **{k: v for k, v in offline.items() if k in dkeys}))
     (root / "closed" / "Tests" / "systems").mkdir(parents=True)
-    (root / "closed" / "Tests" / "systems" / "SYS.json").write_text(system())
+    (root / "closed" / "Tests" / "systems" / "SYS.json").write_text(system_text or system())
+    if accuracy_text is not None:
+        (base / "Server" / "accuracy").mkdir(parents=True)
+        (base / "Server" / "accuracy" / "accuracy.txt").write_text(accuracy_text)
     return root

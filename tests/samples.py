@@ -755,7 +755,76 @@ def dcgmi(tests=(), messages=(), gpu=0):
             "match_rule": None, "cut": False}
 
 
+def mlperf_accuracy(scores=None, with_hash=True, path="closed/T/results/S/llama2-70b-99.9/Server/accuracy/accuracy.txt"):
+    """EQ-PRECISION on an accuracy.txt (tests/mlperf_texts.py) read by the MLPerf reader, at ``path`` (its benchmark
+    is told from it)."""
+    from mlperf_texts import ACCURACY, accuracy
+    from pytest_sits.conditions.inference.mlperf import accuracy_evidence
+    from pytest_sits.probes.readers.mlperf import parse_accuracy
+
+    facts = parse_accuracy(accuracy(dict(ACCURACY, **(scores or {})), with_hash=with_hash))["accuracy"]
+    [(subject, ev)] = accuracy_evidence({"submitted": {"mlperf": {"accuracy": [dict(facts, file=path)]}}})
+    return ev, th("EQ-PRECISION"), subject
+
+
+def declared_inventory(**system):
+    """The inventory of submitted texts that hold an MLPerf systems JSON (tests/mlperf_texts.py) and no reading."""
+    from mlperf_texts import system as system_json
+    from pytest_sits.probes.readers.mlperf import parse_system
+
+    facts = dict(parse_system(system_json(**system))["system"], file="closed/T/systems/S.json")
+    return {"accelerators": [], "management": {"nvml": {"available": False}},
+            "submitted": {"files": [], "mlperf": {"runs": [], "power": [], "systems": [facts]}}}
+
+
+def declared(req, **system):
+    """INV-DEVICES, MEM-CAPACITY or DEP-DRIVER on a systems JSON alone, with the h100 profile's thresholds."""
+    from pytest_sits.conditions.inventory import acquire_capacity, acquire_devices, acquire_driver
+
+    inv = declared_inventory(**system)
+    exp, prof = _profile("h100")
+    if req == "INV-DEVICES":
+        return acquire_devices(inv), dict(prof.thresholds(req), expected=exp), "accelerators"
+    if req == "MEM-CAPACITY":
+        return acquire_capacity(inv, exp), prof.thresholds(req), "accelerators"
+    return acquire_driver(inv), prof.thresholds(req), "driver"
+
+
+H100_DECLARED = {"model": "NVIDIA H100-SXM-80GB", "memory": "80 GB", "stack": "TensorRT 10.8, CUDA 12.8, Driver 570.124.06"}
+
+#: INV-DEVICES, MEM-CAPACITY and DEP-DRIVER on an MLPerf systems JSON alone (as declared), added to theirs below.
+DECLARED_SAMPLES = {
+    "INV-DEVICES": [
+        ("h100-declared", lambda: declared("INV-DEVICES", **H100_DECLARED), WARN),
+        ("h200-declared", lambda: declared("INV-DEVICES", **dict(H100_DECLARED, model="NVIDIA H200-SXM-141GB")), FAIL),
+        ("four-declared", lambda: declared("INV-DEVICES", count=4, **H100_DECLARED), FAIL),
+        ("no-form-factor", lambda: declared("INV-DEVICES", **dict(H100_DECLARED, model="NVIDIA H100 80GB HBM3")),
+         INCONCLUSIVE),
+    ],
+    "MEM-CAPACITY": [
+        ("141-gb", lambda: declared("MEM-CAPACITY", **dict(H100_DECLARED, memory="141 GB")), WARN),
+        ("48-gb", lambda: declared("MEM-CAPACITY", **dict(H100_DECLARED, memory="48 GB")), FAIL),
+        ("80-gb-between", lambda: declared("MEM-CAPACITY", **H100_DECLARED), INCONCLUSIVE),
+    ],
+    "DEP-DRIVER": [
+        ("570", lambda: declared("DEP-DRIVER", **H100_DECLARED), WARN),
+        ("550-carries-12.4", lambda: declared("DEP-DRIVER", **dict(H100_DECLARED, stack="CUDA 12.4, Driver 550.90.07")),
+         FAIL),
+        ("535", lambda: declared("DEP-DRIVER", **dict(H100_DECLARED, stack="Driver 535.104.05")), FAIL),
+        ("no-driver", lambda: declared("DEP-DRIVER", **dict(H100_DECLARED, stack="TensorRT 10.8")), INCONCLUSIVE),
+    ],
+}
+
 MLPERF_SAMPLES = {
+    "EQ-PRECISION/mlperf": [
+        ("targets-met", lambda: mlperf_accuracy(), PASS),
+        ("rouge1-below-99.9", lambda: mlperf_accuracy({"rouge1": 44.30}), FAIL),
+        ("tokens-per-sample-above", lambda: mlperf_accuracy({"tokens_per_sample": 330.0}), FAIL),
+        ("99-class-0.6pct-short", lambda: mlperf_accuracy({"rouge2": 21.90}, path="r/S/llama2-70b-99/Offline/accuracy/"
+                                                                                    "accuracy.txt"), WARN),
+        ("no-hash", lambda: mlperf_accuracy(with_hash=False), INCONCLUSIVE),
+        ("benchmark-unknown", lambda: mlperf_accuracy(path="accuracy.txt"), INCONCLUSIVE),
+    ],
     "DEP-PERSIST/dcgmi": [
         ("pass", lambda: (dcgmi([("Persistence Mode", "Deployment", "pass")]), th("DEP-PERSIST"), "GPU0"), PASS),
         ("fail", lambda: (dcgmi([("Persistence Mode", "Deployment", "fail")]), th("DEP-PERSIST"), "GPU0"), FAIL),
@@ -937,6 +1006,8 @@ SAMPLES = {
     ],
     **NOISE_SAMPLES,
 }
+for _name, _samples in DECLARED_SAMPLES.items():
+    SAMPLES[_name] = SAMPLES[_name] + _samples
 
 #: Earlier versions of the checks whose rule changed (kept registered for replay): (name, version) -> samples of
 #: the evidence they were given.

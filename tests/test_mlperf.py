@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_texts import detail, power, submission, summary, system
+from mlperf_texts import ACCURACY, accuracy, detail, power, submission, summary, system
 from pytest_sits.checks.inference import check_mlperf_latency, check_mlperf_power, check_mlperf_ppl, check_mlperf_sla
 from pytest_sits.cli import main
 from pytest_sits.conditions.inference.mlperf import evidence
@@ -207,9 +207,10 @@ def test_latency_without_a_ceiling_is_reported(tmp_path):
 
 @pytest.mark.slow
 def test_audit_of_a_submission_tree_decides_and_replays(tmp_path, capsys):
-    root = submission(tmp_path / "sub")
+    root = submission(tmp_path / "sub", accuracy_text=accuracy(),
+                      system_text=system(memory="80 GB", stack="TensorRT 10.8, CUDA 12.8, Driver 570.124.06"))
     prof = tmp_path / "lab.yaml"
-    prof.write_text("name: lab\nextends: host\nthresholds:\n  SVC-SLA:\n    p99_ms: 2000\n    min_rps: 40\n"
+    prof.write_text("name: lab\nextends: h100-sxm5\nthresholds:\n  SVC-SLA:\n    p99_ms: 2000\n    min_rps: 40\n"
                     "    workload: {samples: 1000, prompt_tokens: [16, 128], output_tokens: [1, 512]}\n"
                     "  PLP-LATENCY:\n    metric: token\n    max_latency_us: 50000\n"
                     "  PLP-POWER:\n    max_node_power_w: 10000\n    at_load_max: 0.8\n")
@@ -220,6 +221,18 @@ def test_audit_of_a_submission_tree_decides_and_replays(tmp_path, capsys):
     assert by["SVC-SLA"]["status"] == PASS and by["PLP-LATENCY"]["status"] == PASS
     assert by["PLP-POWER"]["status"] == PASS and by["PLP-PPL"]["status"] == INCONCLUSIVE
     assert "SVC-SLA" in out and rc == 11  # PLP-PPL undecided: the run is not conformant on this evidence alone
+    # the systems JSON's declaration: the profile's model and count, the driver's floor, as declared (WARN), never
+    # a PASS; 80 GB declared against an 80.1 GB need lies between GB read as 10^9 and as 2^30 bytes
+    declared = {v["requirement"]: v for v in report["verdicts"]
+                if v["requirement"] in ("INV-DEVICES", "MEM-CAPACITY", "DEP-DRIVER")}
+    assert declared["INV-DEVICES"]["status"] == WARN and "as declared in closed/Tests/systems/SYS.json" in \
+        declared["INV-DEVICES"]["reason"], declared["INV-DEVICES"]
+    assert declared["DEP-DRIVER"]["status"] == WARN and "570.124.06" in declared["DEP-DRIVER"]["reason"]
+    assert declared["MEM-CAPACITY"]["status"] in (WARN, INCONCLUSIVE), declared["MEM-CAPACITY"]
+    # the accuracy run's scores against llama2-70b-99's targets, naming the file's line
+    [acc] = [v for v in report["verdicts"] if v["subject"].startswith("MLPerf accuracy")]
+    assert acc["requirement"] == "EQ-PRECISION" and acc["status"] == PASS and "llama2-70b-99" in acc["reason"]
+    assert "Server/accuracy/accuracy.txt line 4" in acc["reason"], acc["reason"]
     assert main(["replay", str(tmp_path / "rep" / "sits-report.json")]) == 0, capsys.readouterr()
 
 
@@ -329,3 +342,111 @@ def test_a_tree_of_several_organisations_says_a_report_is_about_one_machine(tmp_
     notes = EvidencePlatform(both).inventory()["submitted"]["notes"]
     said = [n for n in notes if "submissions of 2 systems" in n]
     assert said and "OtherOrg/SYS" in said[0] and "Tests/SYS" in said[0] and "audit one system's folder" in said[0]
+
+
+# ---- accuracy.txt (EQ-PRECISION) -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    accuracy(),
+    accuracy(preamble="Processed 5000 in 130.3s\n 59.90% pass@1\n{'typescript': 443, 'ruby': 400}\n"),
+    "accuracy=76.214%, good=38107, total=50000\nhash=" + "ab" * 32 + "\n",
+    "{\"exact_match\": 83.912, \"f1\": 90.903}\nhash=" + "cd" * 32 + "\n",
+])
+def test_accuracy_txt_is_told_from_its_content_and_its_scores_read(text):
+    from pytest_sits.probes.readers.mlperf import parse_accuracy
+
+    assert classify(text)[0] == "mlperf-accuracy"
+    facts = parse_accuracy(text)["accuracy"]
+    assert facts["hash_line"] is not None and facts["metrics"]
+    if "rouge1" in text:
+        assert facts["metrics"]["rouge1"] == {"value": ACCURACY["rouge1"], "line": text.splitlines().index(
+            repr(ACCURACY)) + 1}
+
+
+def test_a_text_with_a_hash_and_no_score_is_not_taken_for_accuracy():
+    assert classify("some log\nhash=" + "ab" * 32 + "\n")[0] is None
+
+
+@pytest.mark.parametrize("path, bench", [
+    ("closed/X/results/S/llama2-70b-99.9/Server/accuracy/accuracy.txt", "llama2-70b-99.9"),
+    ("closed/X/results/S/llama2-70b-99/Offline/accuracy/accuracy.txt", "llama2-70b-99"),
+    ("closed/X/results/S/llama3_1-8b/Offline/accuracy/accuracy.txt", "llama3.1-8b"),
+    ("vendor-llama2-70b-99-server-accuracy.txt", "llama2-70b-99"),
+    ("vendor-mixtral-8x7b-offline-accuracy.txt", "mixtral-8x7b"),
+    ("accuracy.txt", None),
+])
+def test_the_benchmark_of_an_accuracy_file_is_told_from_its_path(path, bench):
+    from pytest_sits.catalogue.mlperf import benchmark_in
+
+    assert benchmark_in(path)[0] == bench
+
+
+def test_a_compliance_audits_accuracy_is_not_judged(tmp_path):
+    from pytest_sits.conditions.inference.mlperf import accuracy_evidence
+
+    root = submission(tmp_path / "s", accuracy_text=accuracy())
+    t06 = root / "closed" / "Tests" / "compliance" / "SYS" / "llama2-70b-99" / "Server" / "TEST06" / "accuracy"
+    t06.mkdir(parents=True)
+    (t06 / "accuracy.txt").write_text(accuracy({"rouge1": 10.0}))
+    runs = accuracy_evidence(EvidencePlatform(root).inventory())
+    assert runs is not None and [ev["file"] for _, ev in runs] == [
+        "closed/Tests/results/SYS/llama2-70b-99/Server/accuracy/accuracy.txt"]
+
+
+# ---- the systems JSON's declaration (INV-DEVICES, MEM-CAPACITY, DEP-DRIVER) -----------------------------------
+
+@pytest.mark.parametrize("name, model, vendor, says", [
+    ("NVIDIA H100-SXM-80GB", "H100 SXM5", "NVIDIA", True),
+    ("NVIDIA H200-SXM-141GB", "H200", "NVIDIA", True),
+    ("NVIDIA H100-SXM-80GB", "H200", "NVIDIA", False),
+    ("NVIDIA H100-PCIe-80GB", "H100 SXM5", "NVIDIA", False),
+    ("NVIDIA H100 80GB HBM3", "H100 SXM5", "NVIDIA", None),
+    ("AMD Instinct MI300X-NPS1-SPX-192GB-750W", "Instinct MI300X", "AMD", True),
+    ("AMD Instinct MI300X 192GB", "H100 SXM5", "NVIDIA", False),
+    ("NVIDIA H20", "H200", "NVIDIA", False),
+    ("GPU accelerator", "H200", "NVIDIA", None),
+])
+def test_a_declared_model_is_compared_by_vendor_model_number_and_form_factor(name, model, vendor, says):
+    from pytest_sits.checks.inventory import declared_model
+
+    assert declared_model(name, {"model": model, "vendor": vendor})[0] is says
+
+
+def test_readings_decide_and_a_declaration_that_disagrees_is_named(tmp_path):
+    from pytest_sits.checks.inventory import check_devices
+    from pytest_sits.conditions.inventory import acquire_devices
+    from samples import _gpus, _profile
+
+    root = submission(tmp_path / "s", system_text=system(model="NVIDIA H200-SXM-141GB"))
+    inv = EvidencePlatform(root).inventory()
+    inv["accelerators"] = _gpus(8)  # as if an nvidia-smi -q of eight H100 came with the submission
+    inv["submitted"]["declared"] = {"nvidia": {"count": 8, "source": "nvidia-smi -q 'Attached GPUs : 8'"}}
+    exp, prof = _profile("h100")
+    v = check_devices(acquire_devices(inv), dict(prof.thresholds("INV-DEVICES"), expected=exp), "accelerators")
+    assert v.status == PASS, v.reason
+    assert "the systems JSON closed/Tests/systems/SYS.json declares 'NVIDIA H200-SXM-141GB'" in v.reason
+    assert "(the readings decide)" in v.reason
+
+
+@pytest.mark.slow
+def test_audit_picks_the_declared_models_profile_or_names_it_and_profile_init_writes_one(tmp_path, capsys):
+    h200 = submission(tmp_path / "h200", system_text=system(model="NVIDIA H200-SXM-141GB", memory="141 GB",
+                                                              stack="CUDA 12.8, Driver 570.124.06"))
+    rc = main(["audit", str(h200), f"--json={tmp_path / 'v.json'}"])
+    out = capsys.readouterr().out
+    assert "profile:  h200 (the MLPerf systems JSON declares 8 × NVIDIA H200-SXM-141GB" in out, out[:600]
+    inv = [v for v in json.loads((tmp_path / "v.json").read_text()) if v["requirement"] == "INV-DEVICES"]
+    assert [v["status"] for v in inv] == [WARN] and rc in (0, 10, 11)
+    other = submission(tmp_path / "b60", system_text=system(model="Intel Arc Pro B60", count=4, memory="24 GB"))
+    assert main(["audit", str(other)]) == 4
+    err = capsys.readouterr().err
+    assert "declares 4 × Intel Arc Pro B60" in err and "no bundled profile is for that model" in err, err
+    assert f"sits profile init --from={other}" in err
+    assert main(["profile", "init", f"--from={other}", f"--out={tmp_path / 'b60.yaml'}"]) == 0
+    text = (tmp_path / "b60.yaml").read_text()
+    assert 'model: "Intel Arc Pro B60"' in text and "count: 4" in text and "memory_gb: 24" in text
+    assert "as DECLARED in the" in text and "systems/SYS.json line" in text
+    capsys.readouterr()
+    rc = main(["audit", str(other), f"--profile={tmp_path / 'b60.yaml'}", f"--json={tmp_path / 'w.json'}"])
+    inv = [v for v in json.loads((tmp_path / "w.json").read_text()) if v["requirement"] == "INV-DEVICES"]
+    assert [v["status"] for v in inv] == [WARN], inv

@@ -19,7 +19,8 @@ declare(
                           "A §4.4: absolute tolerance by risk class"),
     },
     cost=Cost("host", fixed=21.0),  # 36 operator/dtype pairs on each device, torch loaded
-    platforms=("live", "sim"), no_fault=_NO_FAULT)
+    # evidence: an MLPerf submission's accuracy.txt against its benchmark's targets
+    platforms=("live", "sim", "evidence"), no_fault=_NO_FAULT)
 
 declare(
     "EQ-THROUGHPUT", "Throughput fluctuation (coefficient of variation)", "A §4.4",

@@ -125,6 +125,77 @@ def check_golden_coverage(evidence: Dict[str, Any], thresholds: Dict[str, Any], 
 CONTROL_MOVE = 0.10
 
 
+@check("EQ-PRECISION/mlperf", requirement="EQ-PRECISION", version=1, default_subject="MLPerf accuracy")
+def check_mlperf_accuracy(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
+    """An MLPerf accuracy run's scores (``accuracy.txt``) against its benchmark's accuracy targets, as MLPerf's
+    submission checker holds them: each quality score at least its fraction (99 % or 99.9 %) of the reference
+    implementation's, each length within its range.  FAIL when a score misses its target; INCONCLUSIVE when the
+    benchmark, a score or the ``hash=`` line tying the scores to their accuracy log is not in the text.  Every target
+    met: PASS where each quality score is within the profile's ``rtol_fp16`` of the reference; WARN where one falls
+    further below it (the benchmark's target allows up to 1 %): a task score is not the element-wise comparison of
+    A §4.4, which the operator corpus makes on the machine.
+
+    evidence: ``benchmark``, ``metrics`` ({name: {value, line}}), ``hash_line``, ``targets`` (resolved from
+    :data:`pytest_sits.catalogue.mlperf.TARGETS` when it was acquired), ``file``."""
+    rtol = float(thresholds["rtol_fp16"])
+    bench, metrics, targets = evidence.get("benchmark"), evidence.get("metrics") or {}, evidence.get("targets") or []
+    name = evidence.get("file")
+
+    def where(metric: str) -> str:
+        return f"{name} line {metrics[metric]['line']}"
+
+    def span(t: Dict[str, Any]) -> str:
+        if t.get("reference") is not None and t.get("quality"):
+            return f"{t['metric']} >= {t['low']:.6g} ({t['fraction']:.1%} of the reference {t['reference']:g})"
+        return f"{t['metric']} in [{t['low']:.6g}, {t['high']:.6g}]" if t.get("high") is not None else \
+            f"{t['metric']} >= {t['low']:.6g}"
+    f.set(threshold=("; ".join(span(t) for t in targets) if targets else "the benchmark's accuracy targets")
+          + f"; quality within {rtol:.1%} of the reference for a PASS",
+          unit="% of reference", evidence=evidence,
+          method="accuracy.txt's scores (read as MLPerf's submission checker reads them) against the benchmark's "
+                 "targets; each quality score's shortfall from the reference against the profile's rtol_fp16")
+    if not bench:
+        return f(INCONCLUSIVE, f"{name}: which benchmark these scores are of is not in the file's path; submit it in "
+                 "its submission folder (<system>/<benchmark>/<scenario>/accuracy/accuracy.txt) or with the benchmark "
+                 "in its name (llama2-70b-99, ...)")
+    if not targets:
+        return f(INCONCLUSIVE, f"{name}: no accuracy target is known for the benchmark {bench}; its scores: "
+                 + ", ".join(f"{k} {v['value']:g}" for k, v in list(metrics.items())[:8]))
+    missing = [t["metric"] for t in targets if t["metric"] not in metrics]
+    low = [(t, metrics[t["metric"]]["value"]) for t in targets if t["metric"] in metrics
+           and metrics[t["metric"]]["value"] < t["low"]]
+    high = [(t, metrics[t["metric"]]["value"]) for t in targets if t["metric"] in metrics
+            and t.get("high") is not None and metrics[t["metric"]]["value"] > t["high"]]
+    ratios = [(t, metrics[t["metric"]]["value"] / t["reference"]) for t in targets if t.get("quality")
+              and t["metric"] in metrics and t.get("reference")]
+    worst = min(ratios, key=lambda tr: tr[1]) if ratios else None
+    if worst is not None:
+        f.set(measured=round(worst[1] * 100, 3))
+    shown = "; ".join(f"{t['metric']} {metrics[t['metric']]['value']:g} ({where(t['metric'])})" for t in targets
+                      if t["metric"] in metrics)
+    if low or high:
+        bad = [f"{t['metric']} {v:g} below its target {t['low']:.6g} ({where(t['metric'])})" for t, v in low] + \
+              [f"{t['metric']} {v:g} above its limit {t['high']:.6g} ({where(t['metric'])})" for t, v in high]
+        return f(FAIL, f"{bench}: " + "; ".join(bad) + f" — scores: {shown}",
+                 remediation="the outputs under test fall short of the benchmark's reference accuracy: compare the "
+                             "quantisation, kernels and serving settings with the reference implementation's, or "
+                             "submit the accuracy run of the configuration the performance runs used")
+    if missing:
+        return f(INCONCLUSIVE, f"{bench}: {', '.join(missing)} not in {name}; the benchmark's targets need every one "
+                 f"(found: {shown or 'none of them'})")
+    if evidence.get("hash_line") is None:
+        return f(INCONCLUSIVE, f"{bench}: every target met ({shown}), but {name} has no `hash=` line tying the scores "
+                 "to their accuracy log (mlperf_log_accuracy.json); submit accuracy.txt as the accuracy script wrote it")
+    short = [(t, r) for t, r in ratios if r < 1 - rtol]
+    if short:
+        return f(WARN, f"{bench}: every MLPerf accuracy target met ({shown}); "
+                 + ", ".join(f"{t['metric']} {(1 - r):.2%} below the reference" for t, r in short)
+                 + f", beyond the profile's {rtol:.1%}: a task score, not A §4.4's element-wise comparison, which "
+                   "the operator corpus makes on the machine")
+    return f(PASS, f"{bench}: every MLPerf accuracy target met, each quality score within {rtol:.1%} of the reference "
+             f"({shown})")
+
+
 def _pct(x: float) -> str:
     return f"{x:.2%}"
 

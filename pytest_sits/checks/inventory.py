@@ -50,6 +50,46 @@ def named_only(acc: Dict[str, Any]) -> bool:
     return not acc.get("pci_id") and bool(acc.get("name")) and acc.get("vendor") not in (None, "NVIDIA", "AMD")
 
 
+#: Vendors a declared accelerator name can carry ("NVIDIA H200-SXM-141GB", "AMD Instinct MI300X ...").
+_VENDOR_WORDS = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "huawei": "Huawei", "habana": "Intel",
+                 "qualcomm": "Qualcomm", "google": "Google", "metax": "MetaX", "iluvatar": "Iluvatar",
+                 "cambricon": "Cambricon", "biren": "Biren", "enflame": "Enflame"}
+_FORM = re.compile(r"^(sxm\d*|pcie|nvl|oam)$")
+_SIZE = re.compile(r"^\d+(?:gb|gib|g|tb)$|^hbm\d*e?$|^gddr\d*x?$|^\d+w$")
+
+
+def model_tokens(text: str) -> Tuple[set, set, set]:
+    """(vendors, model numbers, form factors) named in an accelerator's name: a model number holds letters and
+    digits ("h200", "mi300x", "b60"), not a memory size, memory type or power; SXM5 is form factor SXM."""
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    vendors = {_VENDOR_WORDS[w] for w in words if w in _VENDOR_WORDS}
+    forms = {("sxm" if w.startswith("sxm") else w) for w in words if _FORM.match(w)}
+    numbers = {w for w in words if re.search(r"[a-z]", w) and re.search(r"\d", w) and not _FORM.match(w)
+               and not _SIZE.match(w)}
+    return vendors, numbers, forms
+
+
+def declared_model(name: str, expected: Dict[str, Any]) -> Tuple[Optional[bool], str]:
+    """Whether an accelerator name a submitter declared (an MLPerf systems JSON's ``accelerator_model_name``) is
+    the profile's model: False when it names another vendor, another model number or another form factor; True
+    when it names the profile's model number (and form factor, where the profile's model has one); None when it
+    does not say (the reason)."""
+    d_vendors, d_numbers, d_forms = model_tokens(name)
+    p_vendors, p_numbers, p_forms = model_tokens(str(expected.get("model") or ""))
+    vendor = expected.get("vendor")
+    if d_vendors and vendor and vendor != "any" and vendor not in d_vendors:
+        return False, f"it names {', '.join(sorted(d_vendors))}, not {vendor}"
+    if p_numbers and d_numbers and not p_numbers <= d_numbers:
+        return False, f"its model {', '.join(sorted(d_numbers))} is not {', '.join(sorted(p_numbers))}"
+    if p_forms and d_forms and not p_forms & d_forms:
+        return False, f"its form factor {', '.join(sorted(d_forms)).upper()} is not {', '.join(sorted(p_forms)).upper()}"
+    if not p_numbers or not d_numbers:
+        return None, "it names no model number to compare with the profile's"
+    if p_forms and not d_forms:
+        return None, f"it does not say the form factor ({', '.join(sorted(p_forms)).upper()})"
+    return True, "the profile's model"
+
+
 def absent_reason(expected: Dict[str, Any], accs: List[Dict[str, Any]]) -> Optional[str]:
     """The SKIP reason for accelerator requirements, or None when devices are there."""
     matching = [a for a in accs if is_profiled(a, expected)]
@@ -77,8 +117,12 @@ def check_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Findi
           "nvml": {k: nvml.get(k) for k in ("available", "reason", "driver_version")}}
     threshold = f"{want_n} × {expected.get('model', '?')}"
     f.set(unit="devices", evidence=ev)
+    if evidence.get("declared_only"):
+        return _declared_devices(evidence["declared_system"], thresholds, f, want_n, threshold)
     if evidence.get("coverage") is not None:
-        return _submitted_devices(evidence, thresholds, f, matching, others, want_n, threshold)
+        verdict = _submitted_devices(evidence, thresholds, f, matching, others, want_n, threshold)
+        verdict.reason += declared_disagreement(evidence.get("declared_system"), expected, want_n)
+        return verdict
     if want_n == 0:
         if not accelerators:
             return f(PASS, "the profile expects no accelerator and none was found", measured=0, threshold=0)
@@ -140,6 +184,108 @@ def _memory_verdict(expected: Dict[str, Any], thresholds: Dict[str, Any], matchi
              threshold=f">= {mem_gb} GiB - {tol:.0%} = {floor / GIB:.1f} GiB", unit="GiB", method=None,
              remediation="check the model and SKU (a smaller-memory variant), MIG or vGPU partitioning; or correct "
                          "hardware.memory_gb in the profile")
+
+
+def declared_where(decl: Dict[str, Any], key: str) -> str:
+    """Where a declared fact was read: "systems/X.json line 12 (accelerator_model_name)"."""
+    line = (decl.get("lines") or {}).get(key)
+    return f"{decl['file']}{f' line {line}' if line else ''} ({key})"
+
+
+def _several(decl: Dict[str, Any], f: Finding) -> Optional[Verdict]:
+    if decl.get("several"):
+        return f(INCONCLUSIVE, "the submitted systems JSONs declare different systems ("
+                 + ", ".join(decl["several"][:6]) + "): which one is the machine under audit is not in the evidence; "
+                 "audit one system's folder")
+    return None
+
+
+def declared_disagreement(decl: Optional[Dict[str, Any]], expected: Dict[str, Any], want_n: int) -> str:
+    """A note where the readings decide and the systems JSON declares another model or count ("" where it agrees
+    or says nothing): the submission's runs were not made on the machine the readings show."""
+    if not decl or decl.get("several"):
+        return ""
+    said = []
+    match, why = declared_model(str(decl.get("accelerator_model_name") or ""), expected)
+    if match is False:
+        said.append(f"{decl.get('accelerator_model_name')!r} ({why})")
+    n = decl.get("accelerators_per_node")
+    if n is not None and n != want_n:
+        said.append(f"{n} per node")
+    if not said:
+        return ""
+    return (f"; the systems JSON {decl['file']} declares " + " and ".join(said) + ": its runs may not be of the "
+            "machine these readings show (the readings decide)")
+
+
+def _declared_devices(decl: Dict[str, Any], thresholds: Dict[str, Any], f: Finding, want_n: int,
+                      threshold: str) -> Verdict:
+    """INV-DEVICES on an MLPerf systems JSON alone: the submitter's declaration, never a reading.  FAIL where it
+    declares another model, count or a smaller memory than the profile's (the submitter's own statement); WARN
+    where it declares the profile's (stated as declared); INCONCLUSIVE where it does not say."""
+    several = _several(decl, f)
+    if several is not None:
+        return several
+    expected = thresholds["expected"]
+    model, n = str(decl.get("accelerator_model_name") or ""), decl.get("accelerators_per_node")
+    f.set(threshold=threshold, unit="devices", measured=n,
+          method="as declared in the MLPerf systems JSON (accelerator_model_name, accelerators_per_node, "
+                 "accelerator_memory_capacity): the submitter's statement, not a reading of the machine")
+    match, why = declared_model(model, expected)
+    fails, gaps = [], []
+    if match is False:
+        fails.append(f"it declares {model!r} ({declared_where(decl, 'accelerator_model_name')}): {why}")
+    elif match is None:
+        gaps.append(f"the declared model {model!r} does not say whether it is the profile's {expected.get('model')} "
+                    f"({why})")
+    if n is None:
+        gaps.append(f"accelerators_per_node is not a count ({declared_where(decl, 'accelerators_per_node')})")
+    elif n != want_n:
+        fails.append(f"it declares {n} per node ({declared_where(decl, 'accelerators_per_node')}); the profile "
+                     f"expects {want_n}")
+    mem, mem_gb = decl.get("memory"), expected.get("memory_gb")
+    tol = float(thresholds["memory_tolerance"])
+    if mem and mem_gb and mem["gb"] < mem_gb * (1 - tol):
+        fails.append(f"it declares {mem['text']} per accelerator ({declared_where(decl, mem['key'])}); the profile's "
+                     f"model has {mem_gb} GB")
+    if fails:
+        return f(FAIL, f"the MLPerf systems JSON {decl['file']} declares another system than the profile's: "
+                 + "; ".join(fails),
+                 remediation="audit the submission with the profile of the system it declares (sits profile init "
+                             "--from=DIR writes one), or check that the files are of the machine under audit")
+    if gaps:
+        return f(INCONCLUSIVE, "; ".join(gaps) + f" — as declared in {decl['file']}")
+    return f(WARN, f"{n} × {model}" + (f", {mem['text']} each" if mem else "")
+             + f" as declared in {decl['file']} (the submitter's declaration, not a reading of the machine): the "
+               "profile's model and count; submit nvidia-smi -q (or amd-smi / rocm-smi) of the machine to decide")
+
+
+def declared_capacity(decl: Dict[str, Any], required: float, f: Finding) -> Verdict:
+    """MEM-CAPACITY on a systems JSON's declared memory per accelerator ("141 GB"): a declared GB may be 10^9 or
+    2^30 bytes, so FAIL only where even 2^30 falls short, WARN (as declared) where even 10^9 suffices, else
+    INCONCLUSIVE."""
+    several = _several(decl, f)
+    if several is not None:
+        return several
+    mem = decl.get("memory")
+    if not mem:
+        return f(INCONCLUSIVE, f"the systems JSON {decl['file']} declares no accelerator memory size "
+                 "(accelerator_memory_capacity)")
+    low, high = mem["gb"] * GB, mem["gb"] * GIB
+    f.set(measured=round(mem["gb"], 2),
+          method="as declared in the MLPerf systems JSON (accelerator_memory_capacity, read as 10^9 to 2^30 bytes "
+                 "per GB): the submitter's statement, not a reading")
+    where = declared_where(decl, mem["key"])
+    if high < required:
+        return f(FAIL, f"the systems JSON declares {mem['text']} per accelerator ({where}), less than the "
+                 f"{required / GB:.1f} GB a card needs even read as GiB",
+                 remediation="raise tensor_parallel in the workload (more cards share the model), use a smaller dtype, "
+                             "or use cards with more memory")
+    if low >= required:
+        return f(WARN, f"{mem['text']} per accelerator as declared ({where}; the submitter's declaration, not a "
+                 f"reading) holds the {required / GB:.1f} GB a card needs; submit nvidia-smi -q (or amd-smi) to decide")
+    return f(INCONCLUSIVE, f"{mem['text']} per accelerator as declared ({where}): the {required / GB:.1f} GB a card "
+             "needs lies between the size read as 10^9 and as 2^30 bytes per GB; submit nvidia-smi -q (or amd-smi)")
 
 
 def _submitted_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding,
@@ -232,6 +378,8 @@ def check_capacity(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Find
           "cards": [{"bdf": a["bdf"], "memory_total_bytes": a.get("memory_total_bytes"),
                      "memory_source": a.get("memory_source")} for a in accelerators]}
     f.set(threshold=threshold, unit="GB", evidence=ev)
+    if evidence.get("declared_only"):
+        return declared_capacity(evidence["declared_system"], required, f)
     known = [a for a in accelerators if a.get("memory_total_bytes") is not None]
     if not known:
         return f(INCONCLUSIVE, "no card reported its memory size (management library unavailable)")
@@ -261,9 +409,11 @@ def check_driver(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Findin
     """DEP-DRIVER: NVIDIA driver and CUDA driver API at or above the floor.  evidence: ``nvml`` (facts).  A version
     the evidence does not give (a dcgmi diag names no CUDA version) leaves the verdict INCONCLUSIVE unless the
     other is below its floor (version 1 failed it)."""
-    nvml = evidence["nvml"]
     min_drv, min_cuda = thresholds["min_nvidia_driver"], thresholds["min_cuda"]
     threshold = f"driver >= {min_drv}, CUDA >= {min_cuda}"
+    if evidence.get("declared_only"):
+        return _declared_driver(evidence["declared_system"], min_drv, min_cuda, threshold, f)
+    nvml = evidence["nvml"]
     f.set(threshold=threshold, evidence={k: nvml.get(k) for k in ("available", "reason", "driver_version",
                                                                   "cuda_driver_version", "source")})
     if not nvml.get("available"):
@@ -288,3 +438,48 @@ def check_driver(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Findin
         return f(INCONCLUSIVE, f"{measured}: {' and '.join(unknown)} not in the evidence"
                  + (f" ({nvml['source']})" if nvml.get("source") else ""), measured=measured)
     return f(PASS, f"{measured} meets the floor", measured=measured)
+
+
+#: The CUDA driver API each NVIDIA driver branch carries (the CUDA toolkit release notes' minimum drivers): a
+#: declared driver's API is the one of the highest branch at or below it (a lower bound between branches).
+DRIVER_CUDA = ((535, "12.2"), (545, "12.3"), (550, "12.4"), (555, "12.5"), (560, "12.6"), (565, "12.7"),
+               (570, "12.8"), (575, "12.9"), (580, "13.0"))
+
+
+def _declared_driver(decl: Dict[str, Any], min_drv: str, min_cuda: str, threshold: str, f: Finding) -> Verdict:
+    """DEP-DRIVER on a systems JSON's declared driver ("Driver 570.86.15" in other_software_stack): its CUDA driver
+    API from the branch it belongs to (:data:`DRIVER_CUDA`).  FAIL below a floor, WARN (as declared) at or above
+    both, INCONCLUSIVE where the declaration does not say."""
+    f.set(threshold=threshold, evidence={"declared_system": decl},
+          method="as declared in the MLPerf systems JSON (the driver named in other_software_stack, sw_notes or "
+                 "framework), its CUDA driver API from the driver's branch: the submitter's statement, not a reading")
+    several = _several(decl, f)
+    if several is not None:
+        return several
+    drv = (decl.get("driver") or {}).get("version")
+    if not drv:
+        return f(INCONCLUSIVE, f"the systems JSON {decl['file']} declares no NVIDIA driver version (other_software_stack, "
+                 "sw_notes, framework); submit nvidia-smi -q to decide")
+    where = declared_where(decl, decl["driver"]["key"])
+    have = cast(Tuple[int, ...], _version_tuple(drv))
+    branch = have[0]
+    api = next((c for b, c in reversed(DRIVER_CUDA) if b <= branch), None)
+    exact = any(b == branch for b, _ in DRIVER_CUDA)
+    measured = f"driver {drv} (declared), CUDA {api or '?'} (its branch's)"
+    f.set(measured=measured)
+    low = []
+    if min_drv and have < cast(Tuple[int, ...], _version_tuple(min_drv)):
+        low.append(f"driver {drv} < {min_drv}")
+    cuda_ok = api is not None and cast(Tuple[int, ...], _version_tuple(api)) >= \
+        cast(Tuple[int, ...], _version_tuple(min_cuda))
+    if api is not None and not cuda_ok and exact:
+        low.append(f"CUDA {api} (the {branch} branch's driver API) < {min_cuda}")
+    if low:
+        return f(FAIL, "; ".join(low) + f", as declared in {where}",
+                 remediation=f"install NVIDIA driver {min_drv} or newer carrying the CUDA {min_cuda} driver API, or "
+                             "submit nvidia-smi -q of the machine if the declaration is out of date")
+    if not cuda_ok:
+        return f(INCONCLUSIVE, f"driver {drv} as declared ({where}): which CUDA driver API it carries is not known "
+                 f"from its branch; submit nvidia-smi -q (its 'CUDA Version')")
+    return f(WARN, f"driver {drv} as declared in {where} (the submitter's declaration, not a reading), carrying CUDA "
+             f"{api}: meets the floor; submit nvidia-smi -q of the machine to decide")

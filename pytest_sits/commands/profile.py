@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from .base import USAGE_ERROR, add, err, yaml_text
 
@@ -116,8 +116,12 @@ def init_text(inv: dict, source: str) -> str:
         accs = [a for a in inv.get("accelerators") or [] if a.get("name") and a.get("vendor")]
         by_name = bool(accs)
     if not accs:
+        declared = _declared_text(inv, source)
+        if declared is not None:
+            return declared
         raise ValueError("the texts show no accelerator with a PCI ID (nvidia-smi -q, lspci, rocm-smi or amd-smi "
-                         "give one) or a model name (npu-smi info, mthreads-gmi); a profile names its model by them")
+                         "give one) or a model name (npu-smi info, mthreads-gmi, an MLPerf systems JSON); a profile "
+                         "names its model by them")
     ids = sorted({a["name"] if by_name else a["pci_id"] for a in accs})
     if len(ids) > 1:
         raise ValueError(f"the texts show several models ({', '.join(ids)}); fix: one profile per model: submit "
@@ -164,4 +168,50 @@ def init_text(inv: dict, source: str) -> str:
         hw.append(f"  tdp_w: {round(tdp / 1000)}  # {where(first)}: the default power limit")
     if hw:
         lines += ["hardware:"] + hw
+    return "\n".join(lines) + "\n"
+
+
+def _declared_text(inv: dict, source: str) -> Optional[str]:
+    """A profile from an MLPerf systems JSON alone (no accelerator reading among the texts): the model, count and
+    memory it declares, each commented as declared; None where the texts hold no such declaration."""
+    import re
+
+    from ..checks.inventory import model_tokens
+    from ..conditions.inventory import declared_system
+
+    decl = declared_system(inv)
+    if decl is None:
+        return None
+    if decl.get("several"):
+        raise ValueError(f"the systems JSONs declare several systems ({', '.join(decl['several'][:6])}); fix: one "
+                         "profile per model: submit one system's folder")
+    name = str(decl.get("accelerator_model_name") or "").strip()
+    if not name:
+        return None
+    vendors = sorted(model_tokens(name)[0])
+    lines_of = decl.get("lines") or {}
+    at = lambda key: f"{decl['file']}" + (f" line {lines_of[key]}" if lines_of.get(key) else "")  # noqa: E731
+    q = lambda v: json.dumps(v, ensure_ascii=True)  # noqa: E731
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "accelerator"
+    n = decl.get("accelerators_per_node")
+    lines = [
+        f"# A profile for {name}, written by `sits profile init --from={source}`.",
+        "# The texts hold no reading of an accelerator: every identity and hardware value below is as DECLARED in the",
+        "# MLPerf systems JSON (the file and line in its comment); every threshold is base's. Check each value against",
+        "# the datasheet, and add the PCI ID (`lspci -nn`) before certifying with it.",
+        f"name: {q(slug)}",
+        "extends: base",
+        f"description: {q(name + ' (declared in an MLPerf systems JSON; check against the datasheet)')}",
+        "identity:",
+        f"  vendor: {q(vendors[0] if len(vendors) == 1 else 'unknown')}  # {at('accelerator_model_name')}"
+        + ("" if len(vendors) == 1 else ": the name names no one vendor; set it"),
+        f"  model: {q(name)}  # {at('accelerator_model_name')}",
+        "  kind: gpu",
+        "  pci_ids: []  # declared, no PCI ID: the model is matched by vendor and name (add it from `lspci -nn`)",
+        f"  count: {n if isinstance(n, int) else 1}  # {at('accelerators_per_node')}: accelerators_per_node as declared"
+        + ("" if isinstance(n, int) else " (not a count there: set it)"),
+    ]
+    mem = decl.get("memory")
+    if mem:
+        lines += ["hardware:", f"  memory_gb: {mem['gb']:g}  # {at(mem['key'])}: {mem['text']} as declared"]
     return "\n".join(lines) + "\n"

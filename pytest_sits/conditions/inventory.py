@@ -64,6 +64,30 @@ def absent_accelerator(expected: Dict[str, Any], inventory: Dict[str, Any]) -> D
     return {"absent": accelerators_absent(expected, inventory) or expected_vs_found(expected, inventory["accelerators"])}
 
 
+def declared_system(inventory: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The system an MLPerf submission's ``systems/<system>.json`` declares (model, count per node, memory, driver),
+    or None where none was submitted; ``{"several": [files]}`` where the submitted ones declare different
+    systems.  A declaration, never a reading: the readings decide where there are any."""
+    sub = submitted(inventory) or {}
+    systems = ((sub.get("mlperf") or {}).get("systems")) or []
+    if not systems:
+        return None
+    shape = lambda s: (s.get("accelerator_model_name"), s.get("accelerators_per_node_n"),  # noqa: E731
+                       s.get("accelerator_memory_capacity"), (s.get("driver_declared") or {}).get("version"))
+    if len({shape(s) for s in systems}) > 1:
+        return {"several": [s["file"] for s in systems]}
+    s = systems[0]
+    return {"file": s["file"], "system_name": s.get("system_name"),
+            "accelerator_model_name": s.get("accelerator_model_name"),
+            "accelerators_per_node": s.get("accelerators_per_node_n"), "number_of_nodes": s.get("number_of_nodes"),
+            "memory": s.get("memory_declared"), "driver": s.get("driver_declared"), "cuda": s.get("cuda_declared"),
+            "lines": s.get("lines") or {}}
+
+
+def _declares_nvidia(decl: Dict[str, Any]) -> bool:
+    return bool(decl.get("driver")) or "nvidia" in str(decl.get("accelerator_model_name") or "").lower()
+
+
 def acquire_devices(inventory: Dict[str, Any]) -> Dict[str, Any]:
     ev = {"accelerators": inventory["accelerators"], "nvml": inventory["management"]["nvml"]}
     vendors = sorted({str(a.get("vendor")) for a in inventory["accelerators"]
@@ -75,10 +99,15 @@ def acquire_devices(inventory: Dict[str, Any]) -> Dict[str, Any]:
     if sub is None:
         return ev
     listing = _listing(inventory)
+    decl = declared_system(inventory)
     if not inventory["accelerators"] and listing is None and not sub.get("declared"):
+        if decl is not None:
+            return {"accelerators": [], "declared_only": True, "declared_system": decl}
         return {"unavailable": f"the submitted texts ({_named(files_read(inventory))}) show no "
                                "accelerator and none of them lists every device of the machine: how many it has is "
                                "not in the evidence"}
+    if decl is not None:
+        ev["declared_system"] = decl
     declared = {v: {"count": d["count"], "source": d["source"], "covered": d.get("covered")}
                 for v, d in (sub.get("declared") or {}).items()}
     ev["coverage"] = {"declared": declared, "listing": listing, "files": files_read(inventory),
@@ -90,6 +119,9 @@ def acquire_devices(inventory: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def acquire_capacity(inventory: Dict[str, Any], expected: Dict[str, Any]) -> Dict[str, Any]:
+    decl = declared_system(inventory)
+    if submitted(inventory) is not None and not inventory["accelerators"] and decl is not None:
+        return {"accelerators": [], "declared_only": True, "declared_system": decl}
     absent = accelerators_absent(expected, inventory)
     if absent and submitted(inventory) is not None:
         unknown = unknown_models(inventory, expected)
@@ -111,6 +143,10 @@ def acquire_capacity(inventory: Dict[str, Any], expected: Dict[str, Any]) -> Dic
 
 
 def acquire_driver(inventory: Dict[str, Any]) -> Dict[str, Any]:
+    decl = declared_system(inventory)
+    if submitted(inventory) is not None and decl is not None and not inventory["management"]["nvml"].get("available") \
+            and not inventory["accelerators"] and (decl.get("several") or _declares_nvidia(decl)):
+        return {"declared_only": True, "declared_system": decl}
     if not any(str(a.get("pci_id") or "").startswith("10de:") or a.get("vendor") == "NVIDIA"
                for a in inventory["accelerators"]):
         return {"absent": "no NVIDIA device: the NVIDIA driver floor does not apply"}

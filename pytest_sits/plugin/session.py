@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..catalogue import LEVELS
-from ..checks.inventory import named_only
+from ..checks.inventory import declared_model, named_only
 from ..platforms import Platform, PlatformError, from_spec
-from ..profiles import Profile, ProfileError, auto_pick, resolve
+from ..profiles import Profile, ProfileError, auto_pick, bundled_identities, resolve
 from .interrupts import Interrupts
 
 ENV_PROFILE, ENV_PLATFORM, ENV_LEVEL, ENV_REPORT_DIR = (
@@ -77,6 +77,23 @@ def _unprofiled(accelerators: List[Dict[str, Any]]) -> List[str]:
             key = (f"{a['vendor']}, no PCI ID in the texts", str(a["name"]))
             counts[key] = counts.get(key, 0) + 1
     return [f"{n} × {name} ({pci_id})" for (pci_id, name), n in sorted(counts.items())]
+
+
+def _declared_pick(inventory: Dict[str, Any]) -> Optional[Tuple[List[str], str]]:
+    """Submitted texts with no accelerator reading but an MLPerf systems JSON: the bundled profiles of the model it
+    declares (by name: :func:`pytest_sits.checks.inventory.declared_model`) and what it declares; None where there
+    is no such declaration."""
+    from ..conditions.inventory import declared_system
+
+    decl = declared_system(inventory)
+    if decl is None or decl.get("several") or inventory["accelerators"]:
+        return None
+    model = str(decl.get("accelerator_model_name") or "")
+    n = decl.get("accelerators_per_node")
+    said = f"{n if n is not None else '?'} × {model} (declared in {decl['file']})"
+    names = [name for name, ident in sorted(bundled_identities().items())
+             if ident.get("model") and declared_model(model, ident)[0] is True]
+    return names, said
 
 
 class SitsUsageError(Exception):
@@ -373,6 +390,19 @@ class SitsRun:
             else:
                 accs = platform.inventory()["accelerators"]
                 name, why = auto_pick(accs)
+                declared = _declared_pick(platform.inventory()) if platform.kind == "evidence" else None
+                if declared is not None:
+                    names, said = declared
+                    if len(names) != 1:
+                        texts = getattr(platform, "path", None)
+                        raise SitsUsageError(
+                            f"the texts hold no accelerator reading, and the MLPerf systems JSON declares {said}; "
+                            + ("no bundled profile is for that model" if not names else
+                               f"the bundled profiles {', '.join(names)} all name it")
+                            + "; fix: --sits-profile=NAME or FILE (`sits audit --profile=...`) with the profile of "
+                              "that model" + (f" (`sits profile init --from={texts}` writes one from these texts)"
+                                              if texts else ""))
+                    name, why = names[0], f"the MLPerf systems JSON declares {said}"
                 unknown = _unprofiled(accs) if name == "host" else []
                 if unknown:
                     texts = getattr(platform, "path", None)

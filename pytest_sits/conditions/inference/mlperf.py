@@ -4,7 +4,9 @@
 * SVC-SLA and PLP-LATENCY: each Server run (its latency, TTFT and TPOT percentiles, completed samples per second,
   LoadGen's validity, early stopping and error count);
 * PLP-PPL: each Server run with the same system's Offline run of the same benchmark (its maximum);
-* PLP-POWER: each Server run with the power log of its folder over the run's window, or a power log alone.
+* PLP-POWER: each Server run with the power log of its folder over the run's window, or a power log alone;
+* EQ-PRECISION: each accuracy run's ``accuracy.txt`` with its benchmark's accuracy targets
+  (:func:`accuracy_evidence`).
 
 A Server run and an Offline run are of one system and benchmark when they sit in one submission tree under the
 same ``<system>/<benchmark>`` folders (``.../<benchmark>/Server/performance/run_1`` and ``.../Offline/...``), or
@@ -17,6 +19,8 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 from typing import Any, Dict, List, Optional, Tuple
+
+from ...catalogue.mlperf import TARGETS, benchmark_in
 
 #: The run fields a verdict's evidence carries.
 RUN_FIELDS = ("id", "scenario", "mode", "sut_name", "result", "perf_constraints_met", "min_duration_met",
@@ -118,3 +122,40 @@ def evidence(inventory: Dict[str, Any], req: str) -> List[Tuple[str, Dict[str, A
             ev["offline"] = _offline_of(m, r)
         out.append((_subject(r), ev))
     return out or [("MLPerf", {"unavailable": none})]
+
+
+#: The scenarios of MLPerf Inference, as submission folders spell them.
+SCENARIOS = ("Offline", "Server", "Interactive", "SingleStream", "MultiStream")
+
+
+def _scenario_in(path: str) -> Optional[str]:
+    parts = PurePosixPath(path).parts
+    for part in reversed(parts[:-1]):
+        if part in SCENARIOS:
+            return part
+    low = parts[-1].lower() if parts else ""
+    return next((s for s in SCENARIOS if re.search(rf"(?<![a-z]){s.lower()}(?![a-z])", low)), None)
+
+
+def accuracy_evidence(inventory: Dict[str, Any]) -> Optional[List[Tuple[str, Dict[str, Any]]]]:
+    """(subject, evidence) for each accuracy run's ``accuracy.txt`` among the submitted files (a compliance
+    audit's, ``TEST06/accuracy``, is not the result and is not judged); None where there is none.  The evidence
+    carries the benchmark's targets (:data:`pytest_sits.catalogue.mlperf.TARGETS`), so that replay judges it on
+    the targets it was judged on."""
+    m = (inventory.get("submitted") or {}).get("mlperf") or {}
+    files = [a for a in m.get("accuracy") or [] if not compliance_run({"summary_file": a["file"]})]
+    if not files:
+        return None
+    out = []
+    folders = [str(PurePosixPath(a["file"]).parent) for a in files]
+    for a in files:
+        bench, named_by = benchmark_in(a["file"])
+        folder = str(PurePosixPath(a["file"]).parent)
+        if folders.count(folder) > 1:
+            folder = a["file"]
+        ev = {"source": "mlperf-accuracy", "file": a["file"], "benchmark": bench, "benchmark_named_by": named_by,
+              "scenario": _scenario_in(a["file"]), "metrics": a["metrics"], "hash_line": a.get("hash_line"),
+              "targets": [dict(t) for t in TARGETS.get(bench or "", [])],
+              "targets_source": "MLPerf Inference's accuracy targets (rules and submission checker, v5.0-v6.0)"}
+        out.append((f"MLPerf accuracy {folder if folder not in ('.', '') else a['file']}", ev))
+    return out

@@ -1,11 +1,13 @@
 """MLPerf Inference submissions: LoadGen's summary (``mlperf_log_summary.txt``) and detail log
-(``mlperf_log_detail.txt``, ``:::MLLOG`` JSON lines), the system description (``systems/<system>.json``) and
-PTDaemon's power log (``spl.txt``).
+(``mlperf_log_detail.txt``, ``:::MLLOG`` JSON lines), the system description (``systems/<system>.json``),
+PTDaemon's power log (``spl.txt``) and the accuracy run's scores (``accuracy/accuracy.txt``).
 
 What they decide (:mod:`pytest_sits.conditions.inference.mlperf`): SVC-SLA and PLP-LATENCY from a Server run's
 latency, TTFT and TPOT percentiles, PLP-PPL from the Server run's throughput over the same system's Offline run,
-PLP-POWER from the power log over the run's window (``power_begin`` / ``power_end`` of the detail log).  The
-system description is the submitter's *declaration*: it is recorded, never taken for a reading.
+PLP-POWER from the power log over the run's window (``power_begin`` / ``power_end`` of the detail log), EQ-PRECISION
+from ``accuracy.txt`` against the benchmark's accuracy target (:mod:`pytest_sits.catalogue.mlperf`).  The system
+description is the submitter's *declaration* (INV-DEVICES, MEM-CAPACITY, DEP-DRIVER as declared,
+:mod:`pytest_sits.conditions.inventory`): never taken for a reading.
 
 A summary and a detail log of one run are one run: files in one folder with the same scenario are merged (the
 detail log's figures fill what the summary lacks; where both give a figure they must agree).  A power log goes
@@ -46,6 +48,21 @@ _MLLOG = re.compile(r'^:::MLLOG \{"key": "([A-Za-z0-9_.\-]{1,120})"')
 _POWER = re.compile(r"^Time,(\d\d-\d\d-\d{4} \d\d:\d\d:\d\d\.\d{1,6}),Watts,")
 _PERCENTILE = re.compile(r"^(\d{1,2}\.\d{2}) percentile (latency|first token latency|time to output token) \(ns\)\s*:\s*"
                          r"(\d{1,20})\s*$", re.I)
+#: accuracy.txt: the ``hash=<sha256 of the accuracy log>`` line, the scores' Python dict (LLMs, SDXL), and the
+#: one-line forms of the other benchmarks (as MLPerf's submission checker reads them).
+_ACC_HASH = re.compile(r"^hash=([0-9A-Fa-f]{16,128})\s*$", re.M)
+_ACC_DICT = re.compile(r"^\{'(?:rouge1|rougeL|exact_match|gsm8k|CLIP_SCORE|FID_SCORE|tokens_per_sample|gen_len)'\s*:",
+                       re.M)
+_ACC_PAIR = re.compile(r"'([A-Za-z_][A-Za-z0-9_]{0,40})':\s+'?(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)'?")
+_ACC_ONE = (("accuracy", re.compile(r"^accuracy=(\d+(?:\.\d+)?)")),
+            ("mAP", re.compile(r"^mAP=(\d+(?:\.\d+)?)")),
+            ("AUC", re.compile(r"^AUC=(\d+(?:\.\d+)?)")),
+            ("f1", re.compile(r"""^\{["']exact_match["']:\s*[\d.]+,\s*["']f1["']:\s*(\d+(?:\.\d+)?)\}""")),
+            ("DICE", re.compile(r"Accuracy:\s*mean\s*=\s*(\d+(?:\.\d+)?)")),
+            ("ACCURACY", re.compile(r"Word Error Rate:.*, accuracy=(\d+(?:\.\d+)?)%")),
+            ("acc", re.compile(r"^acc(?:uracy)?\s*[:=]\s*(\d+(?:\.\d+)?)\s*$")))
+#: accuracy.txt's size: a few hundred bytes, some with per-category lines before the scores.
+MAX_ACCURACY_LINES = 5000
 _KV = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 _().\-]{0,80}?)\s*:\s*(.{0,200}?)\s*$")
 #: The summary's keys, as printed, and the field each is read into.
 _SUMMARY_KEYS = {
@@ -266,7 +283,53 @@ def parse_system(text: str) -> Dict[str, Any]:
     out["accelerators_per_node_n"] = int(count) if isinstance(count, int) and not isinstance(count, bool) else (
         int(count.strip()) if isinstance(count, str) and count.strip().isdigit() else None)
     out["accelerators_per_node_is_text"] = isinstance(count, str)
+    mem = re.search(r"(\d+(?:\.\d+)?)\s*(GB|GiB|G|TB)\b", str(out.get("accelerator_memory_capacity") or ""), re.I)
+    if mem:
+        scale = 1000.0 if mem.group(2).upper() == "TB" else 1.0
+        out["memory_declared"] = {"gb": float(mem.group(1)) * scale, "unit": mem.group(2),
+                                  "text": out["accelerator_memory_capacity"], "key": "accelerator_memory_capacity"}
+    for key in ("other_software_stack", "sw_notes", "framework", "hw_notes"):
+        text = str(out.get(key) or "")
+        drv = _DECLARED_DRIVER.search(text)
+        if drv and "driver_declared" not in out:
+            out["driver_declared"] = {"version": drv.group(1), "key": key, "text": drv.group(0).strip()}
+        cuda = _DECLARED_CUDA.search(text)
+        if cuda and "cuda_declared" not in out:
+            out["cuda_declared"] = {"version": cuda.group(1), "key": key, "text": cuda.group(0).strip()}
     return {"system": out, "cuts": []}
+
+
+#: A driver and a CUDA version as submitters write them in a systems JSON ("TensorRT 10.8, CUDA 12.9, cuDNN 8.9.7,
+#: Driver 575.57"): the CUDA named there is the toolkit the run was built with.
+_DECLARED_DRIVER = re.compile(r"\b(?:NVIDIA\s+)?driver(?:\s+version)?\s*[:=]?\s*v?(\d{3,4}(?:\.\d{1,3}){1,2})\b", re.I)
+_DECLARED_CUDA = re.compile(r"\bCUDA(?:\s+(?:toolkit|version))?\s*[:=]?\s*v?(\d{1,2}\.\d{1,2})\b", re.I)
+
+
+def parse_accuracy(text: str) -> Dict[str, Any]:
+    """MLPerf's ``accuracy.txt`` (the accuracy script's output, then ``hash=``): {"accuracy": {"metrics": {name:
+    {"value", "line"}}, "hash_line"}}.  The scores are read as MLPerf's submission checker reads them: each metric
+    from the first line that gives it (the Python dict of an LLM's scores, or a benchmark's one-line form)."""
+    lines = text_lines(text, "MLPerf accuracy.txt", MAX_ACCURACY_LINES, MAX_LINE)
+    metrics: Dict[str, Dict[str, Any]] = {}
+    hash_line = None
+    for n, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if _ACC_HASH.match(line):
+            hash_line = hash_line or n
+            continue
+        if line.startswith("{'"):
+            for key, value in _ACC_PAIR.findall(line):
+                if key not in metrics:
+                    metrics[key] = {"value": float(value), "line": n}
+            continue
+        for key, rx in _ACC_ONE:
+            m = rx.search(line)
+            if m and key not in metrics:
+                metrics[key] = {"value": float(m.group(1)), "line": n}
+    if not metrics:
+        raise TextEvidenceError("line 1: no score (`{'rouge1': ...}`, `accuracy=`, `mAP=`, ...) in the text; fix: "
+                                "submit the accuracy run's accuracy.txt as its accuracy script wrote it")
+    return {"accuracy": {"metrics": metrics, "hash_line": hash_line, "lines": len(lines)}, "cuts": []}
 
 
 def _ts(text: str) -> datetime:
@@ -336,12 +399,14 @@ class MLPerf(Reader):
     kinds = {"mlperf-summary": "MLPerf LoadGen summary (mlperf_log_summary.txt)",
              "mlperf-detail": "MLPerf LoadGen detail log (mlperf_log_detail.txt)",
              "mlperf-system": "MLPerf system description (systems/<system>.json)",
-             "mlperf-power": "MLPerf power log (PTDaemon spl.txt)"}
+             "mlperf-power": "MLPerf power log (PTDaemon spl.txt)",
+             "mlperf-accuracy": "MLPerf accuracy scores (accuracy.txt)"}
     steps = (MLPERF_STEP,)
     order = 7  # its banners are its own: tried before the device tools
     option = "--mlperf"
     option_help = ("an MLPerf Inference file: LoadGen's mlperf_log_summary.txt or mlperf_log_detail.txt, a "
-                   "systems/<system>.json, or PTDaemon's spl.txt (the kind is told from the content)")
+                   "systems/<system>.json, PTDaemon's spl.txt, or an accuracy run's accuracy.txt (the kind is told "
+                   "from the content)")
 
     def detect_document(self, head: str) -> Optional[Detection]:
         s = head.lstrip()
@@ -357,6 +422,11 @@ class MLPerf(Reader):
             return "mlperf-detail", "`:::MLLOG {...}` JSON lines"
         if _POWER.match(head.lstrip()):
             return "mlperf-power", "`Time,<date time>,Watts,...` samples (PTDaemon)"
+        if _ACC_DICT.search(head[:65536]):
+            return "mlperf-accuracy", "a `{'rouge1': ...}` line of scores (accuracy.txt)"
+        if _ACC_HASH.search(head[:65536]) and any(rx.search(ln) for ln in head[:65536].splitlines()
+                                                  for _, rx in _ACC_ONE):
+            return "mlperf-accuracy", "a score line and a `hash=` line (accuracy.txt)"
         return None
 
     def parse(self, kind: str, text: str, known_ids: Iterable[str] = ()) -> Dict[str, Any]:
@@ -366,13 +436,17 @@ class MLPerf(Reader):
             return parse_detail(text)
         if kind == "mlperf-system":
             return parse_system(text)
+        if kind == "mlperf-accuracy":
+            return parse_accuracy(text)
         return parse_power(text)
 
     def merge(self, machine: Machine, entry: Entry, step: int) -> None:
-        mine = machine.scratch.setdefault("mlperf", {"runs": [], "systems": [], "power": []})
+        mine = machine.scratch.setdefault("mlperf", {"runs": [], "systems": [], "power": [], "accuracy": []})
         folder = str(PurePosixPath(entry["name"]).parent)
         facts = entry["facts"]
-        if entry["kind"] == "mlperf-system":
+        if entry["kind"] == "mlperf-accuracy":
+            mine["accuracy"].append(dict(facts["accuracy"], file=entry["name"], folder=folder))
+        elif entry["kind"] == "mlperf-system":
             mine["systems"].append(dict(facts["system"], file=entry["name"]))
         elif entry["kind"] == "mlperf-power":
             mine["power"].append(dict(facts, file=entry["name"], folder=folder))
@@ -408,8 +482,10 @@ class MLPerf(Reader):
                 machine.notes.append(f"{p['file']}: several runs with a power window in its folder; the power log "
                                      "is not matched to a run (one run per folder)")
             power.append(rec)
-        machine.scratch["mlperf_out"] = {"runs": runs, "systems": mine["systems"], "power": power}
-        owners = sorted({o for o in (_owner(f["file"]) for f in mine["runs"] + mine["systems"]) if o})
+        machine.scratch["mlperf_out"] = {"runs": runs, "systems": mine["systems"], "power": power,
+                                         "accuracy": mine["accuracy"]}
+        owners = sorted({o for o in (_owner(f["file"]) for f in mine["runs"] + mine["systems"] + mine["accuracy"])
+                         if o})
         if len(owners) > 1:
             machine.notes.append(
                 f"the files hold the submissions of {len(owners)} systems ({', '.join(owners[:6])}"
