@@ -153,6 +153,20 @@ class Machine:
         """The PCI addresses of the vendor's accelerators known so far, in bus order."""
         return sorted(k for k in self.order if is_bdf(k) and self.accs[k]["vendor"] == vendor)
 
+    def by_bus_order(self, indices: Iterable[int], vendor: str = "NVIDIA") -> Dict[int, str]:
+        """A text's GPU indices onto the vendor's GPUs the other texts name, in bus order, where the counts agree
+        (the order nvidia-smi, DCGM and CUDA by default number GPUs in); {} where they differ or none is known."""
+        keys, idx = self.keys_of(vendor), sorted(set(indices))
+        return dict(zip(idx, keys)) if idx and len(idx) == len(keys) else {}
+
+    def named_gpu(self, index: int, pci_id: Optional[str], name: Optional[str], source: str, how: str) -> str:
+        """An NVIDIA GPU that a text names only by its index (no text gives its PCI address): added as
+        ``GPU<index>``, its note saying ``how`` it is named; its key."""
+        key = f"GPU{index}"
+        a = self.add(key, new_accelerator(key, pci_id, "NVIDIA", name, source))
+        a["note"] = f"named by its {how}; no text gives its PCI address"
+        return key
+
     @staticmethod
     def conflict(what: str, a: Any, b: Any, fa: Optional[str], fb: Optional[str]) -> None:
         raise EvidenceConflict(f"{fa} and {fb} disagree on {what} ({a!r} and {b!r}): they describe different machines "

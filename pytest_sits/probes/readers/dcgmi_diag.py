@@ -32,7 +32,7 @@ import json
 import re
 from typing import Any, Dict, Iterable, Optional
 
-from .base import Detection, Entry, Machine, Reader, new_accelerator
+from .base import Detection, Entry, Machine, Reader
 from .text import TextEvidenceError, check_device_count, text_lines
 
 DCGMI_STEP = 48
@@ -207,22 +207,17 @@ class DcgmiDiag(Reader):
         ids |= {m["gpu"] for m in facts["errors"] + facts["warnings"] if m.get("gpu") is not None}
         nv_keys = machine.keys_of("NVIDIA")
         n = len(facts["device_ids"]) or (max(ids) + 1 if ids else 0)
-        by_index: Dict[int, str] = {}
-        rule = None
-        if n and len(nv_keys) == n:
-            by_index = {i: k for i, k in enumerate(nv_keys)}
-            rule = "its DCGM id in bus order (the counts agree)"
-        elif nv_keys and n:
+        by_index = machine.by_bus_order(range(n))
+        rule = "its DCGM id in bus order (the counts agree)" if by_index else None
+        if not by_index and nv_keys and n:
             machine.notes.append(f"{f['name']}: {n} GPUs, the other texts {len(nv_keys)}: its GPUs are not matched to "
                                  "them (named GPU<id>)")
         for i in sorted(ids):
             if i in by_index:
                 continue
-            key = f"GPU{i}"
             did = facts["device_ids"][i] if i < len(facts["device_ids"]) else None
-            a = machine.add(key, new_accelerator(key, f"10de:{did}" if did else None, "NVIDIA", None, f["name"]))
-            a["note"] = "named by its DCGM id in dcgmi diag; no text gives its PCI address"
-            by_index[i] = key
+            by_index[i] = machine.named_gpu(i, f"10de:{did}" if did else None, None, f["name"],
+                                            "DCGM id in dcgmi diag")
         drv = facts.get("driver")
         nvml = machine.nvml
         if drv and nvml.get("driver_version") and nvml["driver_version"] != drv:

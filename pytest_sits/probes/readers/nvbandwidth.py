@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Iterable, List, Optional
 
-from .base import Detection, Entry, Machine, Reader, new_accelerator
+from .base import Detection, Entry, Machine, Reader
 from .text import TextEvidenceError, check_device_count, text_lines
 
 #: After the devices, topology and links.
@@ -152,21 +152,16 @@ class Nvbandwidth(Reader):
         f, facts = entry, entry["facts"]
         nv_keys = machine.keys_of("NVIDIA")
         devices = sorted(facts["devices"], key=lambda d: d["index"])
-        by_index: Dict[int, str] = {}
-        rule = None
-        if devices and len(nv_keys) == len(devices):
-            by_index = {d["index"]: k for d, k in zip(devices, nv_keys)}
-            rule = "its CUDA index in bus order (the counts agree)"
-        elif devices and nv_keys:
+        by_index = machine.by_bus_order(d["index"] for d in devices)
+        rule = "its CUDA index in bus order (the counts agree)" if by_index else None
+        if not by_index and devices and nv_keys:
             machine.notes.append(f"{f['name']}: {len(devices)} devices, the other texts {len(nv_keys)} GPUs: its "
                                  "devices are not matched to them (named GPU<index>)")
         for d in devices:
             key = by_index.get(d["index"])
             if key is None:
-                key = f"GPU{d['index']}"
-                a = machine.add(key, new_accelerator(key, None, "NVIDIA", d["name"], f["name"]))
-                a["note"] = "named by its CUDA index in nvbandwidth; no text gives its PCI address"
-                by_index[d["index"]] = key
+                key = by_index[d["index"]] = machine.named_gpu(d["index"], None, d["name"], f["name"],
+                                                               "CUDA index in nvbandwidth")
             acc = machine.accs[key]
             acc["sources"] = sorted(set(acc["sources"]) | {f["name"]})
         nvml = machine.nvml

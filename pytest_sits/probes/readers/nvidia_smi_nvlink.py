@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Iterable, List, Optional
 
-from .base import Detection, Entry, Machine, Reader, new_accelerator
+from .base import Detection, Entry, Machine, Reader
 from .text import TextEvidenceError, text_lines
 
 #: After the devices (``nvidia-smi -q``) and the topology: the GPUs are known by then.
@@ -110,7 +110,7 @@ class NvidiaSmiNvlink(Reader):
         f, gpus = entry, entry["facts"]["gpus"]
         nv_keys = machine.keys_of("NVIDIA")
         by_uuid = {str((machine.accs[k].get("management") or {}).get("uuid") or ""): k for k in nv_keys}
-        by_index = dict(zip(sorted(g["index"] for g in gpus), nv_keys)) if len(nv_keys) == len(gpus) else {}
+        by_index = machine.by_bus_order(g["index"] for g in gpus)
         for g in gpus:
             key = by_uuid.get(str(g["uuid"])) if g["uuid"] else None
             rule = "its UUID" if key else None
@@ -121,9 +121,7 @@ class NvidiaSmiNvlink(Reader):
                     machine.notes.append(f"{f['name']}: GPU {g['index']} (line {g['line']}) matches no GPU of the "
                                          "other texts by UUID, and the GPU counts differ: its counters are not used")
                     continue
-                key = f"GPU{g['index']}"
-                a = machine.add(key, new_accelerator(key, None, "NVIDIA", g["name"], f["name"]))
-                a["note"] = "named by its index in nvidia-smi nvlink -e; no text gives its PCI address"
+                key = machine.named_gpu(g["index"], None, g["name"], f["name"], "index in nvidia-smi nvlink -e")
                 rule = "no other text names the machine's GPUs"
             acc = machine.accs[key]
             if acc.get("nvlink_errors") is not None:
