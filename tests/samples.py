@@ -747,6 +747,28 @@ def nvb_edge(fwd, rev):
     return ev, dict(resolve("h100").check_thresholds("CRG-EDGE")), "0000:18:00.0<->0000:2a:00.0"
 
 
+def nvb_host(h2d, d2h, gen=5, width=16):
+    """One GPU's host<->device figures of a submitted nvbandwidth text (a modelled two-GPU run, figures of our own)
+    with its link from nvidia-smi -q, as conditions/bandwidth.py submitted_pcie_bw() gives them."""
+    from pytest_sits.conditions.bandwidth import submitted_pcie_bw
+    from pytest_sits.probes.readers.nvbandwidth import parse_nvbandwidth
+
+    text = ("nvbandwidth Version: v0.5\nDevice 0: NVIDIA H100 80GB HBM3 (00000000:18:00)\n"
+            "Device 1: NVIDIA H100 80GB HBM3 (00000000:2a:00)\n\nRunning host_to_device_memcpy_ce.\n"
+            "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n           0         1\n"
+            f" 0     {h2d:8.2f}     55.31\n\nSUM host_to_device_memcpy_ce {h2d + 55.31:.2f}\n\n"
+            "Running device_to_host_memcpy_ce.\nmemcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)\n"
+            f"           0         1\n 0     {d2h:8.2f}     55.12\n\nSUM device_to_host_memcpy_ce {d2h + 55.12:.2f}\n")
+    facts = parse_nvbandwidth(text)
+    bdf = "0000:18:00.0"
+    inv = {"submitted": {"nvbandwidth": [{"file": "nvbandwidth.txt", "version": facts["version"], "tests": facts["tests"],
+                                          "index_to_key": {"0": bdf, "1": "0000:2a:00.0"}, "cuts": [],
+                                          "match_rule": "its CUDA index in bus order (the counts agree)"}],
+                         "links": {bdf: {"capability": {"achievable_gen": gen, "achievable_width": width}}
+                                   if gen else {}}}}
+    return submitted_pcie_bw(inv, {"bdf": bdf}), th("TOPO-PCIE-BW"), bdf
+
+
 def dcgmi(tests=(), messages=(), gpu=0):
     """One GPU's results of a submitted dcgmi diag, as conditions/health.py submitted_dcgmi() gives them."""
     return {"source": "dcgmi diag", "file": "dcgmi.txt", "version": "3.3.9", "gpu": gpu, "device": f"GPU{gpu}",
@@ -816,6 +838,12 @@ DECLARED_SAMPLES = {
 }
 
 MLPERF_SAMPLES = {
+    "TOPO-PCIE-BW/nvbandwidth": [
+        ("gen5-x16-40pct", lambda: nvb_host(25.1, 55.2), FAIL),
+        ("gen5-x16-88pct", lambda: nvb_host(55.3, 55.2), INCONCLUSIVE),
+        ("above-the-link-c2c", lambda: nvb_host(359.1, 377.2), INCONCLUSIVE),
+        ("no-link-facts", lambda: nvb_host(55.3, 55.2, gen=None), INCONCLUSIVE),
+    ],
     "EQ-PRECISION/mlperf": [
         ("targets-met", lambda: mlperf_accuracy(), PASS),
         ("rouge1-below-99.9", lambda: mlperf_accuracy({"rouge1": 44.30}), FAIL),
@@ -1179,6 +1207,9 @@ LEGACY_SAMPLES = {
 
 #: Checks whose best decision on good evidence is not PASS, and why; their good sample decides that status instead.
 NO_PASS = {
+    "TOPO-PCIE-BW/nvbandwidth": (INCONCLUSIVE, "a submitted nvbandwidth text was not taken under the DRAM hold: a "
+                                               "figure below the floor without the hold is below it with the hold "
+                                               "(FAIL); one above it says nothing of the copies under the hold"),
     "DEP-ECC/dcgmi": (INCONCLUSIVE, "DCGM's memory test reads no ECC mode nor error count: a pass of it is not "
                                     "DEP-ECC's, a fail of it is"),
     "PLP-PPL/mlperf": (INCONCLUSIVE, "PLP-PPL asks ρ over sliding 10 ms windows and LoadGen's logs give whole-run "

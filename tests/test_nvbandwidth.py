@@ -112,3 +112,33 @@ def test_audit_decides_crg_edge_and_the_driver(tmp_path, capsys):
     drv = [v for v in vs if v["requirement"] == "DEP-DRIVER"]
     assert drv and drv[0]["status"] == FAIL and "525.105.17" in str(drv[0]["measured"])
     assert rc == 10
+
+
+# ---- host<->device: TOPO-PCIE-BW -----------------------------------------------------------------------------
+
+def test_host_to_device_figures_are_matched_to_the_gpus_and_their_link(tmp_path):
+    """With nvidia-smi -q of the same eight GPUs (Gen5 x16), each GPU's figures of the CPU row are judged against its
+    link: 55.3 GB/s one way, and only one direction in the text, so not decided; never a PASS."""
+    from pytest_sits.checks.bandwidth import check_pcie_bw_nvbandwidth
+    from pytest_sits.conditions.bandwidth import submitted_pcie_bw
+
+    data = Path(__file__).resolve().parent / "data"
+    (tmp_path / "q.txt").write_text((data / "nvidia-smi-q-h100-570.txt").read_text())
+    (tmp_path / "nvbandwidth.txt").write_text(nvbandwidth(n=8, driver="570.124.06"))
+    inv = EvidencePlatform(tmp_path).inventory()
+    acc = inv["accelerators"][0]
+    ev = submitted_pcie_bw(inv, acc)
+    assert ev is not None and ev["index"] == 0 and ev["h2d_gbps"] == 55.3 and ev["d2h_gbps"] is None
+    assert ev["link"]["gen"] == 5 and ev["link"]["width"] == 16 and ev["match_rule"].startswith("its CUDA index")
+    v = check_pcie_bw_nvbandwidth(ev, resolve("h100").thresholds("TOPO-PCIE-BW"), acc["bdf"])
+    assert v.status == INCONCLUSIVE and "a direction is not in the text" in v.reason
+
+
+@pytest.mark.slow
+def test_audit_judges_host_device_figures_without_a_pass(tmp_path, capsys):
+    (tmp_path / "nvbandwidth.txt").write_text(nvbandwidth(n=8))
+    rc = main(["audit", str(tmp_path), "--profile=h100-sxm5", "--level=standard", f"--json={tmp_path / 'v.json'}"])
+    capsys.readouterr()
+    bw = [v for v in json.loads((tmp_path / "v.json").read_text()) if v["requirement"] == "TOPO-PCIE-BW"]
+    assert len(bw) == 8 and all(v["status"] == INCONCLUSIVE for v in bw), bw
+    assert rc in (10, 11)

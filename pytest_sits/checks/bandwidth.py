@@ -357,3 +357,45 @@ def check_pcie_bw(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Findi
     if d["outcome"] == PASS_:
         return f(PASS, text)
     return f(INCONCLUSIVE, f"{text}; {d['copy_direction']}: {undecided_text(d, _pct, 'copies')}")
+
+
+@check("TOPO-PCIE-BW/nvbandwidth", requirement="TOPO-PCIE-BW", version=1, default_subject="accelerators")
+def check_pcie_bw_nvbandwidth(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Finding) -> Verdict:
+    """One device's host<->device figures of a submitted ``nvbandwidth`` text (one figure per direction, nvbandwidth's
+    mean over its own iterations) as a share of the link's rate after line encoding.  The text was not taken under
+    the DRAM hold TOPO-PCIE-BW is measured under; the hold only takes host memory bandwidth from the copies, so a
+    figure below ``min_efficiency`` without it is below with it: FAIL.  A figure at or above it says nothing of the
+    copies under the hold: INCONCLUSIVE (never PASS).  A figure above what the link carries is not a PCIe link's
+    (NVLink-C2C): INCONCLUSIVE."""
+    floor = float(thresholds["min_efficiency"])
+    link = evidence.get("link") or {}
+    gen, width = link.get("gen"), link.get("width")
+    h2d, d2h = evidence.get("h2d_gbps"), evidence.get("d2h_gbps")
+    where = (f"{evidence['file']} lines {evidence['lines'][0]} and {evidence['lines'][1]} "
+             f"({' / '.join(evidence['tests'])}, nvbandwidth {evidence.get('version') or '?'})")
+    f.set(unit="of link", evidence=evidence,
+          method=f"nvbandwidth's figure of each direction ({where}), without the DRAM hold; devices matched by "
+                 f"{evidence.get('match_rule') or 'their CUDA index (no text gives their PCI address)'}")
+    if h2d is None or d2h is None:
+        return f(INCONCLUSIVE, f"host->device {h2d} GB/s, device->host {d2h} GB/s: a direction is not in the text "
+                 f"({where})")
+    if not gen or not width:
+        return f(INCONCLUSIVE, f"host->device {h2d:g} GB/s, device->host {d2h:g} GB/s ({where}); the link's "
+                 "generation and width are not in the submitted texts: submit nvidia-smi -q or lspci -vv with it")
+    theo = link_theoretical_gbps(int(gen), int(width))
+    low = min(h2d, d2h)
+    eff = low / theo
+    f.set(threshold=f">= {floor:.0%} of Gen{gen} x{width} = {theo:.1f} GB/s per direction, under the hold",
+          measured=round(eff, 4))
+    text = (f"host->device {h2d:g} GB/s = {h2d / theo:.1%}, device->host {d2h:g} GB/s = {d2h / theo:.1%} of Gen{gen} "
+            f"x{width} ({where})")
+    if max(h2d, d2h) > theo * 1.02:
+        return f(INCONCLUSIVE, f"{text}: above what a PCIe Gen{gen} x{width} link carries: the host link these copies "
+                 "crossed is not that PCIe link (NVLink-C2C on a Grace system), or the link facts are another device's")
+    if eff < floor:
+        return f(FAIL, f"{text}: {'host->device' if h2d < d2h else 'device->host'} below {floor:.0%} of the link "
+                 "without the DRAM hold, which only takes host memory bandwidth from the copies",
+                 remediation="check the link under load (TOPO-PCIE-LINK), IOMMU/ATS settings, Max Payload/Read Request "
+                             "sizes (`lspci -vv`), and the NUMA binding of the copying thread")
+    return f(INCONCLUSIVE, f"{text}: at or above {floor:.0%} without the DRAM hold; TOPO-PCIE-BW is decided under it "
+             "(A §2.4's test environment): run the suite on the machine to decide")

@@ -302,6 +302,43 @@ def acquire_device_bw(platform: Any, acc: Dict[str, Any], nbytes: int = 1 << 30,
         return {"unavailable": str(exc)}
 
 
+#: nvbandwidth's host<->device cases, (host to device, device to host): copy engine first, then SM copies.
+NVBANDWIDTH_HOST_TESTS = (("host_to_device_memcpy_ce", "device_to_host_memcpy_ce"),
+                          ("host_to_device_memcpy_sm", "device_to_host_memcpy_sm"))
+
+
+def _host_row_figure(test: Dict[str, Any], index: int) -> Tuple[Optional[float], Optional[int]]:
+    """A host<->device case's figure for GPU ``index`` (the CPU row's column) and the case's line."""
+    rows = test.get("matrix") or {}
+    row: Dict[Any, Any] = rows.get(0) if 0 in rows else next(iter(rows.values()), {})
+    return (row or {}).get(index), test.get("line")
+
+
+def submitted_pcie_bw(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """TOPO-PCIE-BW evidence of a submitted ``nvbandwidth`` text for one device: its host-to-device and
+    device-to-host figures (the CPU row's column of the device) and the link maximum another text gives (``nvidia-smi
+    -q``, ``lspci -vv``); None where no nvbandwidth text with a host<->device case was submitted."""
+    sub = inventory.get("submitted") or {}
+    for nb in sub.get("nvbandwidth") or []:
+        pair = next((p for p in NVBANDWIDTH_HOST_TESTS if any((nb["tests"].get(t) or {}).get("matrix") for t in p)),
+                    None)
+        if pair is None:
+            continue
+        index = next((int(i) for i, k in (nb.get("index_to_key") or {}).items() if k == acc["bdf"]), None)
+        if index is None:
+            return {"unavailable": f"{nb['file']}: none of its devices is matched to {acc['bdf']} (the GPU counts of "
+                                   "the texts differ)"}
+        (h2d, h2d_line), (d2h, d2h_line) = (_host_row_figure(nb["tests"].get(t) or {}, index) for t in pair)
+        cap = ((sub.get("links") or {}).get(acc["bdf"]) or {}).get("capability") or {}
+        return {"source": "nvbandwidth", "file": nb["file"], "version": nb.get("version"), "device": acc["bdf"],
+                "index": index, "tests": list(pair), "lines": [h2d_line, d2h_line], "h2d_gbps": h2d, "d2h_gbps": d2h,
+                "match_rule": nb.get("match_rule"), "cut": bool(nb.get("cuts")),
+                "link": {"gen": cap.get("achievable_gen"), "width": cap.get("achievable_width"),
+                         "source": "the link maximum the submitted texts give (nvidia-smi -q, lspci -vv)"
+                         if cap else None}}
+    return None
+
+
 def acquire_pcie_bw(platform: Any, acc: Dict[str, Any], nbytes: int, peak: Dict[str, Any],
                     factory: Optional[Callable[[], Any]], thresholds: Optional[Dict[str, Any]] = None,
                     plan: Optional[TrialPlan] = None) -> Dict[str, Any]:
