@@ -309,9 +309,9 @@ NVBANDWIDTH_HOST_TESTS = (("host_to_device_memcpy_ce", "device_to_host_memcpy_ce
 
 def _host_row_figure(test: Dict[str, Any], index: int) -> Tuple[Optional[float], Optional[int]]:
     """A host<->device case's figure for GPU ``index`` (the CPU row's column) and the case's line."""
-    rows = test.get("matrix") or {}
-    row: Dict[Any, Any] = rows.get(0) if 0 in rows else next(iter(rows.values()), {})
-    return (row or {}).get(index), test.get("line")
+    rows: Dict[int, Dict[int, Optional[float]]] = test.get("matrix") or {}
+    row = rows[0] if 0 in rows else next(iter(rows.values()), {})
+    return row.get(index), test.get("line")
 
 
 def submitted_pcie_bw(inventory: Dict[str, Any], acc: Dict[str, Any]) -> Optional[Dict[str, Any]]:
