@@ -450,3 +450,14 @@ def test_audit_picks_the_declared_models_profile_or_names_it_and_profile_init_wr
     rc = main(["audit", str(other), f"--profile={tmp_path / 'b60.yaml'}", f"--json={tmp_path / 'w.json'}"])
     inv = [v for v in json.loads((tmp_path / "w.json").read_text()) if v["requirement"] == "INV-DEVICES"]
     assert [v["status"] for v in inv] == [WARN], inv
+
+
+def test_the_load_of_a_benchmark_without_tokens_is_its_samples_per_second(tmp_path):
+    """A non-LLM benchmark (ResNet, BERT...) logs no token rate: ρ is the Server run's completed samples per second
+    over the Offline run's, and PLP-LATENCY decides on the request P99 at that load."""
+    [(subject, ev)] = runs_of(submission(tmp_path), "PLP-LATENCY")
+    ev["run"]["tokens_per_s"] = ev["offline"]["tokens_per_s"] = None
+    v = check_mlperf_latency(ev, th("PLP-LATENCY", metric="query", max_latency_us=2_000_000, at_load_max=0.8),
+                             subject)
+    assert "ρ 0.833: the Server run's 50 samples/s over the Offline run's 60" in v.reason, v.reason
+    assert v.status == PASS and v.evidence["rho"] == pytest.approx(50 / 60)
