@@ -351,6 +351,8 @@ def test_a_tree_of_several_organisations_says_a_report_is_about_one_machine(tmp_
     accuracy(preamble="Processed 5000 in 130.3s\n 59.90% pass@1\n{'typescript': 443, 'ruby': 400}\n"),
     "accuracy=76.214%, good=38107, total=50000\nhash=" + "ab" * 32 + "\n",
     "{\"exact_match\": 83.912, \"f1\": 90.903}\nhash=" + "cd" * 32 + "\n",
+    "Accuracy: mean = 0.86311, kidney = 0.9352, tumor = 0.7910\nhash=" + "ef" * 32 + "\n",
+    "Word Error Rate: 2.1102%, accuracy=97.8898%\nhash=" + "01" * 32 + "\n",
 ])
 def test_accuracy_txt_is_told_from_its_content_and_its_scores_read(text):
     from pytest_sits.probes.readers.mlperf import parse_accuracy
@@ -461,3 +463,22 @@ def test_the_load_of_a_benchmark_without_tokens_is_its_samples_per_second(tmp_pa
                              subject)
     assert "ρ 0.833: the Server run's 50 samples/s over the Offline run's 60" in v.reason, v.reason
     assert v.status == PASS and v.evidence["rho"] == pytest.approx(50 / 60)
+
+
+@pytest.mark.parametrize("text, path, status", [
+    ("accuracy=76.402%, good=38201, total=50000", "r/S/resnet/Offline/accuracy/accuracy.txt", PASS),
+    ("accuracy=75.102%, good=37551, total=50000", "r/S/resnet/Offline/accuracy/accuracy.txt", FAIL),
+    ("Accuracy: mean = 0.86102, kidney = 0.9339, tumor = 0.7881", "r/S/3d-unet-99.9/Offline/accuracy/accuracy.txt",
+     PASS),
+    ("Accuracy: mean = 0.86002, kidney = 0.9329, tumor = 0.7871", "r/S/3d-unet-99.9/Offline/accuracy/accuracy.txt",
+     FAIL),
+])
+def test_one_line_scores_of_other_benchmarks_are_held_to_their_targets(text, path, status):
+    from pytest_sits.checks.equivalence import check_mlperf_accuracy
+    from pytest_sits.conditions.inference.mlperf import accuracy_evidence
+    from pytest_sits.probes.readers.mlperf import parse_accuracy
+
+    facts = parse_accuracy(text + "\nhash=" + "9a" * 32 + "\n")["accuracy"]
+    [(subject, ev)] = accuracy_evidence({"submitted": {"mlperf": {"accuracy": [dict(facts, file=path)]}}})
+    v = check_mlperf_accuracy(ev, resolve("h100").thresholds("EQ-PRECISION"), subject)
+    assert v.status == status, v.reason

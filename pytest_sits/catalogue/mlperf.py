@@ -74,7 +74,7 @@ TARGETS: Dict[str, List[Target]] = {
     "deepseek-r1": [_q("exact_match", 81.3582, 0.99), _len("tokens_per_sample", 3886.2274)],
     "stable-diffusion-xl": [_range("CLIP_SCORE", 31.68631873, 31.81331801),
                             _range("FID_SCORE", 23.01085758, 23.95007626)],
-    "rgat": [_q("acc", 0.7286, 0.99)],
+    "rgat": [_q("accuracy", 0.7286, 0.99)],
     "whisper": [_q("ACCURACY", 100.0 - 2.0671, 0.99)],
 }
 

@@ -59,8 +59,7 @@ _ACC_ONE = (("accuracy", re.compile(r"^accuracy=(\d+(?:\.\d+)?)")),
             ("AUC", re.compile(r"^AUC=(\d+(?:\.\d+)?)")),
             ("f1", re.compile(r"""^\{["']exact_match["']:\s*[\d.]+,\s*["']f1["']:\s*(\d+(?:\.\d+)?)\}""")),
             ("DICE", re.compile(r"Accuracy:\s*mean\s*=\s*(\d+(?:\.\d+)?)")),
-            ("ACCURACY", re.compile(r"Word Error Rate:.*, accuracy=(\d+(?:\.\d+)?)%")),
-            ("acc", re.compile(r"^acc(?:uracy)?\s*[:=]\s*(\d+(?:\.\d+)?)\s*$")))
+            ("ACCURACY", re.compile(r"Word Error Rate:.*, accuracy=(\d+(?:\.\d+)?)%")))
 #: accuracy.txt's size: a few hundred bytes, some with per-category lines before the scores.
 MAX_ACCURACY_LINES = 5000
 _KV = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 _().\-]{0,80}?)\s*:\s*(.{0,200}?)\s*$")
