@@ -362,7 +362,7 @@ def test_accuracy_txt_is_told_from_its_content_and_its_scores_read(text):
     assert facts["hash_line"] is not None and facts["metrics"]
     if "rouge1" in text:
         assert facts["metrics"]["rouge1"] == {"value": ACCURACY["rouge1"], "line": text.splitlines().index(
-            repr(ACCURACY)) + 1}
+            repr(ACCURACY)) + 1, "others": []}
 
 
 def test_a_text_with_a_hash_and_no_score_is_not_taken_for_accuracy():
@@ -482,3 +482,71 @@ def test_one_line_scores_of_other_benchmarks_are_held_to_their_targets(text, pat
     [(subject, ev)] = accuracy_evidence({"submitted": {"mlperf": {"accuracy": [dict(facts, file=path)]}}})
     v = check_mlperf_accuracy(ev, resolve("h100").thresholds("EQ-PRECISION"), subject)
     assert v.status == status, v.reason
+
+
+def _judge_accuracy(text, path):
+    from pytest_sits.checks.equivalence import check_mlperf_accuracy
+    from pytest_sits.conditions.inference.mlperf import accuracy_evidence
+    from pytest_sits.probes.readers.mlperf import parse_accuracy
+
+    facts = parse_accuracy(text)["accuracy"]
+    [(subject, ev)] = accuracy_evidence({"submitted": {"mlperf": {"accuracy": [dict(facts, file=path)]}}})
+    return check_mlperf_accuracy(ev, resolve("h100").thresholds("EQ-PRECISION"), subject)
+
+
+HASH = "\nhash=" + "5e" * 32 + "\n"
+LLAMA = "r/S/llama2-70b-99.9/Server/accuracy/accuracy.txt"
+
+
+def test_rgats_percentage_is_held_to_its_reference_as_a_percentage():
+    path = "r/S/rgat/Offline/accuracy/accuracy.txt"
+    assert _judge_accuracy("accuracy=72.911%, good=574823, total=788379" + HASH, path).status == PASS
+    assert _judge_accuracy("accuracy=5.000%, good=39418, total=788379" + HASH, path).status == FAIL
+
+
+def test_a_score_that_is_not_a_finite_number_is_refused_naming_the_line():
+    from pytest_sits.probes.readers.mlperf import parse_accuracy
+    from pytest_sits.probes.readers.text import TextEvidenceError
+
+    with pytest.raises(TextEvidenceError, match="line 2: rouge1 1e999 is not a finite score"):
+        parse_accuracy("Results\n" + repr(ACCURACY).replace("44.4517", "1e999") + HASH)
+
+
+def test_a_score_far_above_the_reference_is_not_judged():
+    v = _judge_accuracy(repr(dict(ACCURACY, rouge1=4445.17)) + HASH, LLAMA)
+    assert v.status == INCONCLUSIVE and "another unit or format" in v.reason, v.reason
+
+
+def test_scores_of_fewer_samples_than_the_dataset_decide_nothing():
+    v = _judge_accuracy(repr(dict(ACCURACY, gen_num=10)) + HASH, LLAMA)
+    assert v.status == INCONCLUSIVE and "10 samples (gen_num" in v.reason and "covers its 24576" in v.reason
+    v = _judge_accuracy("accuracy=77.000%, good=77, total=100" + HASH, "r/S/resnet/Offline/accuracy/accuracy.txt")
+    assert v.status == INCONCLUSIVE and "100 samples (total" in v.reason, v.reason
+
+
+def test_every_line_that_gives_a_score_is_held_to_its_target():
+    text = repr(ACCURACY) + "\n" + repr(dict(ACCURACY, rouge1=30.0)) + HASH
+    v = _judge_accuracy(text, LLAMA)
+    assert v.status == FAIL and "rouge1 30 below its target" in v.reason and "line 2" in v.reason, v.reason
+
+
+def test_sdxls_scores_after_a_prefix_are_read_and_held_to_their_ranges():
+    path = "r/S/stable-diffusion-xl/Offline/accuracy/accuracy.txt"
+    good = "Accuracy Results: {'FID_SCORE': '23.4187', 'CLIP_SCORE': '31.7512'}" + HASH
+    assert classify(good)[0] == "mlperf-accuracy"
+    assert _judge_accuracy(good, path).status == PASS
+    assert _judge_accuracy(good.replace("23.4187", "24.9102"), path).status == FAIL
+
+
+def test_whisper_is_held_to_its_target():
+    path = "r/S/whisper/Offline/accuracy/accuracy.txt"
+    assert _judge_accuracy("Word Error Rate: 2.1102%, accuracy=97.8898%" + HASH, path).status == PASS
+    assert _judge_accuracy("Word Error Rate: 4.9102%, accuracy=95.0898%" + HASH, path).status == FAIL
+
+
+def test_the_benchmark_is_the_folder_above_the_scenario_whatever_the_system_is_called():
+    from pytest_sits.catalogue.mlperf import benchmark_in
+
+    assert benchmark_in("results/8xH200_bert-99_tuned/yolo-99/Offline/accuracy/accuracy.txt") == ("yolo-99", "yolo-99")
+    v = _judge_accuracy("mAP=53.100%" + HASH, "results/8xH200_bert-99_tuned/yolo-99/Offline/accuracy/accuracy.txt")
+    assert v.status == INCONCLUSIVE and "no accuracy target is known here for the benchmark yolo-99" in v.reason

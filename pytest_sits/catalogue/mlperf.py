@@ -74,9 +74,23 @@ TARGETS: Dict[str, List[Target]] = {
     "deepseek-r1": [_q("exact_match", 81.3582, 0.99), _len("tokens_per_sample", 3886.2274)],
     "stable-diffusion-xl": [_range("CLIP_SCORE", 31.68631873, 31.81331801),
                             _range("FID_SCORE", 23.01085758, 23.95007626)],
-    "rgat": [_q("accuracy", 0.7286, 0.99)],
+    # R-GAT's accuracy script prints a percentage (accuracy=72.9%): its reference 0.7286 as a percentage
+    "rgat": [_q("accuracy", 72.86, 0.99)],
     "whisper": [_q("ACCURACY", 100.0 - 2.0671, 0.99)],
 }
+
+#: The samples a benchmark's accuracy run covers (its dataset): the count an accuracy.txt prints (an LLM's
+#: ``gen_num``, ResNet's ``total=``) must be this.
+DATASET = {"resnet": 50000, "retinanet": 24781, "bert-99": 10833, "bert-99.9": 10833, "dlrm-v2-99": 330067,
+           "dlrm-v2-99.9": 330067, "3d-unet-99": 43, "3d-unet-99.9": 43, "gptj-99": 13368, "gptj-99.9": 13368,
+           "llama2-70b-99": 24576, "llama2-70b-99.9": 24576, "llama2-70b-interactive-99": 24576,
+           "llama2-70b-interactive-99.9": 24576, "llama3.1-8b": 13368, "llama3.1-8b-edge": 5000,
+           "mixtral-8x7b": 15000, "llama3.1-405b": 8313, "deepseek-r1": 4388, "stable-diffusion-xl": 5000,
+           "rgat": 788379, "whisper": 1633}
+#: The keys under which an accuracy.txt prints how many samples it scored.
+COUNT_KEYS = ("gen_num", "total")
+#: A quality score this far above the reference is not one of this benchmark's (another unit or format): not judged.
+PLAUSIBLE_RATIO = 1.05
 
 #: The submission folders' other spellings of a benchmark.
 ALIASES = {"llama3_1-8b": "llama3.1-8b", "llama3_1-405b": "llama3.1-405b", "llama3_1-8b-edge": "llama3.1-8b-edge",
@@ -87,16 +101,20 @@ _IN_TEXT = re.compile(r"(?<![A-Za-z0-9.])(" + "|".join(re.escape(n) for n in _NA
                       re.I)
 
 
+#: MLPerf Inference's scenarios, as submission folders spell them.
+SCENARIOS = ("Offline", "Server", "Interactive", "SingleStream", "MultiStream")
+
+
 def benchmark_in(path: str) -> Tuple[Optional[str], Optional[str]]:
-    """The benchmark a submitted file belongs to, told from its path (a submission's
-    ``<system>/<benchmark>/<scenario>/accuracy/accuracy.txt``, or a file name that carries the benchmark), and the
-    path part that named it; (None, None) where the path names none."""
+    """The benchmark a submitted file belongs to, told from its path, and the path part that named it: in a
+    submission tree the folder above the scenario folder (``<system>/<benchmark>/<scenario>/accuracy/
+    accuracy.txt``), whatever it names (a benchmark with no target here is named, not guessed at); elsewhere a
+    benchmark named in the file's name or its folders, nearest first; (None, None) where the path names none."""
     parts = [p for p in re.split(r"[/\\]", path) if p]
-    for part in reversed(parts[:-1]):  # a folder named as the benchmark, nearest the file first
-        name = ALIASES.get(part.lower(), part.lower())
-        if name in TARGETS:
-            return name, part
-    for part in reversed(parts):  # else a benchmark named inside a file or folder name
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i] in SCENARIOS:
+            return ALIASES.get(parts[i - 1].lower(), parts[i - 1].lower()), parts[i - 1]
+    for part in reversed(parts):  # a benchmark named inside a file or folder name
         m = _IN_TEXT.search(part)
         if m:
             found = m.group(1).lower()

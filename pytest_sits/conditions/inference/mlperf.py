@@ -20,7 +20,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Any, Dict, List, Optional, Tuple
 
-from ...catalogue.mlperf import TARGETS, benchmark_in
+from ...catalogue.mlperf import DATASET, PLAUSIBLE_RATIO, SCENARIOS, TARGETS, benchmark_in
 
 #: The run fields a verdict's evidence carries.
 RUN_FIELDS = ("id", "scenario", "mode", "sut_name", "result", "perf_constraints_met", "min_duration_met",
@@ -124,10 +124,6 @@ def evidence(inventory: Dict[str, Any], req: str) -> List[Tuple[str, Dict[str, A
     return out or [("MLPerf", {"unavailable": none})]
 
 
-#: The scenarios of MLPerf Inference, as submission folders spell them.
-SCENARIOS = ("Offline", "Server", "Interactive", "SingleStream", "MultiStream")
-
-
 def _scenario_in(path: str) -> Optional[str]:
     parts = PurePosixPath(path).parts
     for part in reversed(parts[:-1]):
@@ -155,7 +151,8 @@ def accuracy_evidence(inventory: Dict[str, Any]) -> Optional[List[Tuple[str, Dic
             folder = a["file"]
         ev = {"source": "mlperf-accuracy", "file": a["file"], "benchmark": bench, "benchmark_named_by": named_by,
               "scenario": _scenario_in(a["file"]), "metrics": a["metrics"], "hash_line": a.get("hash_line"),
-              "targets": [dict(t) for t in TARGETS.get(bench or "", [])],
+              "targets": [dict(t) for t in TARGETS.get(bench or "", [])], "dataset_samples": DATASET.get(bench or ""),
+              "plausible_ratio": PLAUSIBLE_RATIO,
               "targets_source": "MLPerf Inference's accuracy targets (rules and submission checker, v5.0-v6.0)"}
         out.append((f"MLPerf accuracy {folder if folder not in ('.', '') else a['file']}", ev))
     return out
