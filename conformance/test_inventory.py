@@ -7,8 +7,9 @@ from pytest_sits.conditions.inventory import acquire_capacity, acquire_devices, 
 
 
 @pytest.mark.sits_requirement("INV-DEVICES")
-def test_devices_match_profile(sits_inventory, sits_thresholds, sits_record):
-    sits_record(check_devices(acquire_devices(sits_inventory), sits_thresholds, "accelerators"))
+def test_devices_match_profile(sits_inventory, sits_profile, sits_thresholds, sits_record):
+    sits_record(check_devices(acquire_devices(sits_inventory, sits_profile.lineage_names()), sits_thresholds,
+                              "accelerators"))
 
 
 @pytest.mark.sits_requirement("MEM-CAPACITY")

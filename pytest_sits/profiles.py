@@ -582,6 +582,17 @@ class Profile:
         ids = ", ".join(self.pci_ids) or "any PCI ID"
         return f"{self.expected_count} × {ident.get('model', self.name)} ({ids})"
 
+    def lineage_names(self) -> List[str]:
+        """Its name and those of the bundled profiles it extends, with their aliases ("h200", "h200-sxm"): what a
+        submitter's model name is compared with where the model's name gives no form factor."""
+        names = [self.name]
+        bundled = {path.resolve(): (path.stem, data) for path, data in _bundled_data().items()}
+        for c in self.chain:
+            found = bundled.get(Path(c).resolve())
+            if found is not None:
+                names += [found[0]] + list((found[1] or {}).get("aliases") or [])
+        return list(dict.fromkeys(names))
+
     def expected(self) -> Dict[str, Any]:
         """What the profile says should be installed (the checks' ``expected``)."""
         ident, hw = self.identity, self.hardware
@@ -618,10 +629,11 @@ def _bundled_data() -> Dict[Path, Any]:
             for path in sorted(folder.glob("*.yaml"))}
 
 
-def bundled_identities() -> Dict[str, Dict[str, Any]]:
-    """Each bundled profile's name and its ``identity`` section (as written: a profile that extends another and
-    sets none has an empty one)."""
-    return {path.stem: dict((data or {}).get("identity") or {}) for path, data in _bundled_data().items()}
+def bundled_identities() -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
+    """Each bundled profile's name: its ``identity`` section (as written: a profile that extends another and sets
+    none has an empty one) and its names (the name and its aliases)."""
+    return {path.stem: (dict((data or {}).get("identity") or {}), [path.stem] + list((data or {}).get("aliases") or []))
+            for path, data in _bundled_data().items()}
 
 
 def _bundled_index() -> Dict[str, Path]:

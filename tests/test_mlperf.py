@@ -399,7 +399,7 @@ def test_a_compliance_audits_accuracy_is_not_judged(tmp_path):
 
 @pytest.mark.parametrize("name, model, vendor, says", [
     ("NVIDIA H100-SXM-80GB", "H100 SXM5", "NVIDIA", True),
-    ("NVIDIA H200-SXM-141GB", "H200", "NVIDIA", True),
+    ("NVIDIA H200-SXM-141GB", "H200", "NVIDIA", None),  # the profile's model names no form factor (its aliases do)
     ("NVIDIA H100-SXM-80GB", "H200", "NVIDIA", False),
     ("NVIDIA H100-PCIe-80GB", "H100 SXM5", "NVIDIA", False),
     ("NVIDIA H100 80GB HBM3", "H100 SXM5", "NVIDIA", None),
@@ -407,6 +407,9 @@ def test_a_compliance_audits_accuracy_is_not_judged(tmp_path):
     ("AMD Instinct MI300X 192GB", "H100 SXM5", "NVIDIA", False),
     ("NVIDIA H20", "H200", "NVIDIA", False),
     ("GPU accelerator", "H200", "NVIDIA", None),
+    ("NVIDIA H200-NVL-141GB", "H200", "NVIDIA", None),  # the profile's model names no form factor to compare
+    ("NVIDIA GH200-GraceHopper-Superchip", "H100 SXM5", "NVIDIA", False),
+    ("NVIDIA L40S", "L40S", "NVIDIA", True),
 ])
 def test_a_declared_model_is_compared_by_vendor_model_number_and_form_factor(name, model, vendor, says):
     from pytest_sits.checks.inventory import declared_model
@@ -414,20 +417,44 @@ def test_a_declared_model_is_compared_by_vendor_model_number_and_form_factor(nam
     assert declared_model(name, {"model": model, "vendor": vendor})[0] is says
 
 
-def test_readings_decide_and_a_declaration_that_disagrees_is_named(tmp_path):
-    from pytest_sits.checks.inventory import check_devices
-    from pytest_sits.conditions.inventory import acquire_devices
-    from samples import _gpus, _profile
+@pytest.mark.parametrize("name, says", [("NVIDIA H200-SXM-141GB", True), ("NVIDIA H200-NVL-141GB", False)])
+def test_the_profiles_aliases_give_the_form_factor_its_model_does_not(name, says):
+    from pytest_sits.checks.inventory import declared_model
 
-    root = submission(tmp_path / "s", system_text=system(model="NVIDIA H200-SXM-141GB"))
+    names = resolve("h200").lineage_names()
+    assert "h200-sxm" in names
+    assert declared_model(name, {"model": "H200", "vendor": "NVIDIA"}, names)[0] is says
+
+
+def test_readings_decide_and_a_declaration_of_another_system_is_named_and_its_runs_not_judged(tmp_path):
+    """nvidia-smi -q of eight H100 beside a submission whose systems JSON declares H200: INV-DEVICES keeps the
+    readings' decision, lowered to WARN naming the declaration; the submission's runs are not judged as this
+    machine's."""
+    from pytest_sits.checks.inventory import check_devices
+    from pytest_sits.conditions.inference.mlperf import accuracy_evidence
+    from pytest_sits.conditions.inventory import acquire_devices
+    from samples import _profile
+
+    data = Path(__file__).resolve().parent / "data"
+    root = submission(tmp_path / "s", system_text=system(model="NVIDIA H200-SXM-141GB"), accuracy_text=accuracy())
+    (root / "q.txt").write_text((data / "nvidia-smi-q-h100-570.txt").read_text())
     inv = EvidencePlatform(root).inventory()
-    inv["accelerators"] = _gpus(8)  # as if an nvidia-smi -q of eight H100 came with the submission
-    inv["submitted"]["declared"] = {"nvidia": {"count": 8, "source": "nvidia-smi -q 'Attached GPUs : 8'"}}
     exp, prof = _profile("h100")
     v = check_devices(acquire_devices(inv), dict(prof.thresholds("INV-DEVICES"), expected=exp), "accelerators")
-    assert v.status == PASS, v.reason
-    assert "the systems JSON closed/Tests/systems/SYS.json declares 'NVIDIA H200-SXM-141GB'" in v.reason
+    assert v.status == WARN, v.reason
+    assert "the MLPerf systems JSON closed/Tests/systems/SYS.json declares the model 'NVIDIA H200-SXM-141GB'" in v.reason
     assert "(the readings decide)" in v.reason
+    [(_, ev)] = evidence(inv, "SVC-SLA")
+    assert "of another system than the machine the readings show" in ev["unavailable"]
+    [(_, acc)] = accuracy_evidence(inv)
+    assert "unavailable" in acc
+    # the same readings beside a declaration of their own model: nothing said, the runs judged
+    root2 = submission(tmp_path / "t", system_text=system(model="NVIDIA H100-SXM-80GB"))
+    (root2 / "q.txt").write_text((data / "nvidia-smi-q-h100-570.txt").read_text())
+    inv2 = EvidencePlatform(root2).inventory()
+    v2 = check_devices(acquire_devices(inv2), dict(prof.thresholds("INV-DEVICES"), expected=exp), "accelerators")
+    assert v2.status == PASS and "systems JSON" not in v2.reason, v2.reason
+    assert "unavailable" not in evidence(inv2, "SVC-SLA")[0][1]
 
 
 @pytest.mark.slow
@@ -452,6 +479,18 @@ def test_audit_picks_the_declared_models_profile_or_names_it_and_profile_init_wr
     rc = main(["audit", str(other), f"--profile={tmp_path / 'b60.yaml'}", f"--json={tmp_path / 'w.json'}"])
     inv = [v for v in json.loads((tmp_path / "w.json").read_text()) if v["requirement"] == "INV-DEVICES"]
     assert [v["status"] for v in inv] == [WARN], inv
+    # a model a bundled profile is for: the profile written extends it (its PCI IDs match a reading)
+    assert main(["profile", "init", f"--from={h200}", f"--out={tmp_path / 'h200x8.yaml'}"]) == 0
+    assert "extends: h200\n" in (tmp_path / "h200x8.yaml").read_text()
+    # two systems JSONs that declare different systems: no profile is picked from them
+    (h200 / "closed" / "Tests" / "systems" / "OTHER.json").write_text(system(model="NVIDIA H100-SXM-80GB"))
+    capsys.readouterr()
+    assert main(["audit", str(h200)]) == 4
+    assert "declare different systems in" in capsys.readouterr().err
+    # a CPU-only system: the host profile
+    cpu = submission(tmp_path / "cpu", system_text=system(model="N/A", count=0))
+    assert main(["audit", str(cpu), f"--json={tmp_path / 'c.json'}"]) in (0, 10, 11)
+    assert "profile:  host (the MLPerf systems JSON declares no accelerator" in capsys.readouterr().out
 
 
 def test_the_load_of_a_benchmark_without_tokens_is_its_samples_per_second(tmp_path):

@@ -69,13 +69,16 @@ def model_tokens(text: str) -> Tuple[set, set, set]:
     return vendors, numbers, forms
 
 
-def declared_model(name: str, expected: Dict[str, Any]) -> Tuple[Optional[bool], str]:
+def declared_model(name: str, expected: Dict[str, Any], hints: Any = ()) -> Tuple[Optional[bool], str]:
     """Whether an accelerator name a submitter declared (an MLPerf systems JSON's ``accelerator_model_name``) is
     the profile's model: False when it names another vendor, another model number or another form factor; True
-    when it names the profile's model number (and form factor, where the profile's model has one); None when it
-    does not say (the reason)."""
+    when it names the profile's model number and form factor (where either names one); None when it does not say
+    (the reason).  ``hints``: the profile's names and aliases ("h200-sxm"), where its model's name gives no form
+    factor."""
     d_vendors, d_numbers, d_forms = model_tokens(name)
     p_vendors, p_numbers, p_forms = model_tokens(str(expected.get("model") or ""))
+    if not p_forms:
+        p_forms = set().union(*(model_tokens(str(h))[2] for h in hints)) if hints else set()
     vendor = expected.get("vendor")
     if d_vendors and vendor and vendor != "any" and vendor not in d_vendors:
         return False, f"it names {', '.join(sorted(d_vendors))}, not {vendor}"
@@ -87,6 +90,9 @@ def declared_model(name: str, expected: Dict[str, Any]) -> Tuple[Optional[bool],
         return None, "it names no model number to compare with the profile's"
     if p_forms and not d_forms:
         return None, f"it does not say the form factor ({', '.join(sorted(p_forms)).upper()})"
+    if d_forms and not p_forms:
+        return None, (f"it names the form factor {', '.join(sorted(d_forms)).upper()}, and the profile's model "
+                      f"{expected.get('model')!r} names none to compare with")
     return True, "the profile's model"
 
 
@@ -121,7 +127,12 @@ def check_devices(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Findi
         return _declared_devices(evidence["declared_system"], thresholds, f, want_n, threshold)
     if evidence.get("coverage") is not None:
         verdict = _submitted_devices(evidence, thresholds, f, matching, others, want_n, threshold)
-        verdict.reason += declared_disagreement(evidence.get("declared_system"), expected, want_n)
+        other = evidence.get("declaration_contradicts")
+        if other:
+            verdict.reason += (f"; but {other}: the submission's runs are not judged as this machine's (the readings "
+                               "decide)")
+            if verdict.status == PASS:
+                verdict.status = WARN
         return verdict
     if want_n == 0:
         if not accelerators:
@@ -200,24 +211,6 @@ def _several(decl: Dict[str, Any], f: Finding) -> Optional[Verdict]:
     return None
 
 
-def declared_disagreement(decl: Optional[Dict[str, Any]], expected: Dict[str, Any], want_n: int) -> str:
-    """A note where the readings decide and the systems JSON declares another model or count ("" where it agrees
-    or says nothing): the submission's runs were not made on the machine the readings show."""
-    if not decl or decl.get("several"):
-        return ""
-    said = []
-    match, why = declared_model(str(decl.get("accelerator_model_name") or ""), expected)
-    if match is False:
-        said.append(f"{decl.get('accelerator_model_name')!r} ({why})")
-    n = decl.get("accelerators_per_node")
-    if n is not None and n != want_n:
-        said.append(f"{n} per node")
-    if not said:
-        return ""
-    return (f"; the systems JSON {decl['file']} declares " + " and ".join(said) + ": its runs may not be of the "
-            "machine these readings show (the readings decide)")
-
-
 def _declared_devices(decl: Dict[str, Any], thresholds: Dict[str, Any], f: Finding, want_n: int,
                       threshold: str) -> Verdict:
     """INV-DEVICES on an MLPerf systems JSON alone: the submitter's declaration, never a reading.  FAIL where it
@@ -231,7 +224,7 @@ def _declared_devices(decl: Dict[str, Any], thresholds: Dict[str, Any], f: Findi
     f.set(threshold=threshold, unit="devices", measured=n,
           method="as declared in the MLPerf systems JSON (accelerator_model_name, accelerators_per_node, "
                  "accelerator_memory_capacity): the submitter's statement, not a reading of the machine")
-    match, why = declared_model(model, expected)
+    match, why = declared_model(model, expected, decl.get("profile_names") or ())
     fails, gaps = [], []
     if match is False:
         fails.append(f"it declares {model!r} ({declared_where(decl, 'accelerator_model_name')}): {why}")

@@ -188,12 +188,31 @@ def _declared_text(inv: dict, source: str) -> Optional[str]:
     name = str(decl.get("accelerator_model_name") or "").strip()
     if not name:
         return None
-    vendors = sorted(model_tokens(name)[0])
+    from ..checks.inventory import declared_model
+    from ..profiles import bundled_identities
+
+    n = decl.get("accelerators_per_node")
     lines_of = decl.get("lines") or {}
+    bundled = [b for b, (ident, aliases) in sorted(bundled_identities().items())
+               if ident.get("model") and declared_model(name, ident, aliases)[0] is True]
+    if len(bundled) == 1:  # the bundled profile's identity (its PCI IDs: a reading of the machine matches by them)
+        where = decl["file"] + (f" line {lines_of['accelerators_per_node']}" if lines_of.get("accelerators_per_node")
+                                else "")
+        return "\n".join([
+            f"# A profile for {name}, written by `sits profile init --from={source}`.",
+            f"# The MLPerf systems JSON declares {name}: the bundled profile `{bundled[0]}` is for that model, and this",
+            "# one extends it (its identity, PCI IDs and thresholds) with the count declared. Check it before "
+            "certifying with it.",
+            f"name: {json.dumps(re.sub(r'[^a-z0-9]+', '-', name.lower()).strip('-')[:60] or 'accelerator')}",
+            f"extends: {bundled[0]}",
+            "identity:",
+            f"  count: {n if isinstance(n, int) else 1}  # {where}: accelerators_per_node as declared"
+            + ("" if isinstance(n, int) else " (not a count there: set it)"),
+        ]) + "\n"
+    vendors = sorted(model_tokens(name)[0])
     at = lambda key: f"{decl['file']}" + (f" line {lines_of[key]}" if lines_of.get(key) else "")  # noqa: E731
     q = lambda v: json.dumps(v, ensure_ascii=True)  # noqa: E731
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "accelerator"
-    n = decl.get("accelerators_per_node")
     lines = [
         f"# A profile for {name}, written by `sits profile init --from={source}`.",
         "# The texts hold no reading of an accelerator: every identity and hardware value below is as DECLARED in the",
@@ -207,7 +226,8 @@ def _declared_text(inv: dict, source: str) -> Optional[str]:
         + ("" if len(vendors) == 1 else ": the name names no one vendor; set it"),
         f"  model: {q(name)}  # {at('accelerator_model_name')}",
         "  kind: gpu",
-        "  pci_ids: []  # declared, no PCI ID: the model is matched by vendor and name (add it from `lspci -nn`)",
+        "  pci_ids: []  # declared, no PCI ID: the model is matched by vendor and name until one is added (a reading "
+        "of the machine, nvidia-smi -q or lspci, gives its PCI ID: add it from `lspci -nn`)",
         f"  count: {n if isinstance(n, int) else 1}  # {at('accelerators_per_node')}: accelerators_per_node as declared"
         + ("" if isinstance(n, int) else " (not a count there: set it)"),
     ]

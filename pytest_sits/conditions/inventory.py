@@ -64,7 +64,7 @@ def absent_accelerator(expected: Dict[str, Any], inventory: Dict[str, Any]) -> D
     return {"absent": accelerators_absent(expected, inventory) or expected_vs_found(expected, inventory["accelerators"])}
 
 
-def declared_system(inventory: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def declared_system(inventory: Dict[str, Any], profile_names: Any = ()) -> Optional[Dict[str, Any]]:
     """The system an MLPerf submission's ``systems/<system>.json`` declares (model, count per node, memory, driver),
     or None where none was submitted; ``{"several": [files]}`` where the submitted ones declare different
     systems.  A declaration, never a reading: the readings decide where there are any."""
@@ -81,14 +81,40 @@ def declared_system(inventory: Dict[str, Any]) -> Optional[Dict[str, Any]]:
             "accelerator_model_name": s.get("accelerator_model_name"),
             "accelerators_per_node": s.get("accelerators_per_node_n"), "number_of_nodes": s.get("number_of_nodes"),
             "memory": s.get("memory_declared"), "driver": s.get("driver_declared"), "cuda": s.get("cuda_declared"),
-            "lines": s.get("lines") or {}}
+            "lines": s.get("lines") or {}, "profile_names": list(profile_names)}
+
+
+def declaration_contradicts(inventory: Dict[str, Any]) -> Optional[str]:
+    """Where the texts hold readings of accelerators and an MLPerf systems JSON declares another model or count:
+    what it declares against what they show (the submission's runs are then not this machine's); None where they
+    agree, or either says nothing to compare."""
+    from ..checks.inventory import declared_model
+
+    decl = declared_system(inventory)
+    accs = [a for a in inventory.get("accelerators") or [] if a.get("name")]
+    if decl is None or decl.get("several") or not accs:
+        return None
+    model, n = str(decl.get("accelerator_model_name") or ""), decl.get("accelerators_per_node")
+    said = []
+    names = sorted({str(a["name"]) for a in accs})
+    if all(declared_model(model, {"model": nm, "vendor": a.get("vendor")})[0] is False
+           for nm in names for a in accs if a["name"] == nm):
+        said.append(f"the model {model!r} where the readings show {', '.join(names[:3])}")
+    sub = submitted(inventory) or {}
+    counts = [d["count"] for d in (sub.get("declared") or {}).values() if d.get("count") is not None]
+    have = sum(counts) if counts else (len(inventory.get("accelerators") or []) if _listing(inventory) else None)
+    if n is not None and have is not None and n != have:
+        said.append(f"{n} per node where the readings show {have}")
+    if not said:
+        return None
+    return f"the MLPerf systems JSON {decl['file']} declares " + " and ".join(said)
 
 
 def _declares_nvidia(decl: Dict[str, Any]) -> bool:
     return bool(decl.get("driver")) or "nvidia" in str(decl.get("accelerator_model_name") or "").lower()
 
 
-def acquire_devices(inventory: Dict[str, Any]) -> Dict[str, Any]:
+def acquire_devices(inventory: Dict[str, Any], profile_names: Any = ()) -> Dict[str, Any]:
     ev = {"accelerators": inventory["accelerators"], "nvml": inventory["management"]["nvml"]}
     vendors = sorted({str(a.get("vendor")) for a in inventory["accelerators"]
                       if a.get("memory_total_bytes") is None and unsupported_for("INV-DEVICES", a.get("vendor"))})
@@ -99,7 +125,7 @@ def acquire_devices(inventory: Dict[str, Any]) -> Dict[str, Any]:
     if sub is None:
         return ev
     listing = _listing(inventory)
-    decl = declared_system(inventory)
+    decl = declared_system(inventory, profile_names)
     if not inventory["accelerators"] and listing is None and not sub.get("declared"):
         if decl is not None:
             return {"accelerators": [], "declared_only": True, "declared_system": decl}
@@ -108,6 +134,9 @@ def acquire_devices(inventory: Dict[str, Any]) -> Dict[str, Any]:
                                "not in the evidence"}
     if decl is not None:
         ev["declared_system"] = decl
+        other = declaration_contradicts(inventory)
+        if other:
+            ev["declaration_contradicts"] = other
     declared = {v: {"count": d["count"], "source": d["source"], "covered": d.get("covered")}
                 for v, d in (sub.get("declared") or {}).items()}
     ev["coverage"] = {"declared": declared, "listing": listing, "files": files_read(inventory),

@@ -81,18 +81,22 @@ def _unprofiled(accelerators: List[Dict[str, Any]]) -> List[str]:
 
 def _declared_pick(inventory: Dict[str, Any]) -> Optional[Tuple[List[str], str]]:
     """Submitted texts with no accelerator reading but an MLPerf systems JSON: the bundled profiles of the model it
-    declares (by name: :func:`pytest_sits.checks.inventory.declared_model`) and what it declares; None where there
-    is no such declaration."""
+    declares (by name and form factor: :func:`pytest_sits.checks.inventory.declared_model`; ``host`` where it
+    declares no accelerator) and what it declares; None where there is no such declaration."""
     from ..conditions.inventory import declared_system
 
     decl = declared_system(inventory)
-    if decl is None or decl.get("several") or inventory["accelerators"]:
+    if decl is None or inventory["accelerators"]:
         return None
+    if decl.get("several"):
+        return [], f"different systems in {', '.join(decl['several'][:4])}"
     model = str(decl.get("accelerator_model_name") or "")
     n = decl.get("accelerators_per_node")
     said = f"{n if n is not None else '?'} × {model} (declared in {decl['file']})"
-    names = [name for name, ident in sorted(bundled_identities().items())
-             if ident.get("model") and declared_model(model, ident)[0] is True]
+    if n == 0:
+        return ["host"], f"no accelerator (accelerators_per_node 0 in {decl['file']})"
+    names = [name for name, (ident, aliases) in sorted(bundled_identities().items())
+             if ident.get("model") and declared_model(model, ident, aliases)[0] is True]
     return names, said
 
 
@@ -396,6 +400,8 @@ class SitsRun:
                     if len(names) != 1:
                         texts = getattr(platform, "path", None)
                         raise SitsUsageError(
+                            f"the texts hold no accelerator reading, and the MLPerf systems JSONs declare {said}; "
+                            "fix: audit one system's folder" if said.startswith("different systems") else
                             f"the texts hold no accelerator reading, and the MLPerf systems JSON declares {said}; "
                             + ("no bundled profile is for that model" if not names else
                                f"the bundled profiles {', '.join(names)} all name it")

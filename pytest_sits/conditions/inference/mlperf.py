@@ -90,11 +90,24 @@ def _systems(m: Dict[str, Any]) -> List[Dict[str, Any]]:
                                    "hw_notes")} for s in m.get("systems") or []]
 
 
+def _not_this_machine(inventory: Dict[str, Any]) -> Optional[str]:
+    """Why the submission's runs are not judged as the machine's: its systems JSON declares another model or count
+    than the readings among the texts show; None where they agree or there is nothing to compare."""
+    from ..inventory import declaration_contradicts
+
+    other = declaration_contradicts(inventory)
+    return (f"{other}: the submission's runs are of another system than the machine the readings show; submit "
+            "one machine's texts per folder") if other else None
+
+
 def evidence(inventory: Dict[str, Any], req: str) -> List[Tuple[str, Dict[str, Any]]]:
     """(subject, evidence) for each run ``req`` is judged on; one ``unavailable`` entry where none is."""
     m = submitted(inventory)
     if m is None:
         return []
+    other = _not_this_machine(inventory)
+    if other:
+        return [("MLPerf", {"unavailable": other})]
     runs = _server_runs(m)
     scen = sorted({str(r.get("scenario")) for r in m.get("runs") or []})
     none = (f"the MLPerf files hold no Server run in performance mode (scenarios: {', '.join(scen) or 'none'}): "
@@ -142,6 +155,9 @@ def accuracy_evidence(inventory: Dict[str, Any]) -> Optional[List[Tuple[str, Dic
     files = [a for a in m.get("accuracy") or [] if not compliance_run({"summary_file": a["file"]})]
     if not files:
         return None
+    other = _not_this_machine(inventory)
+    if other:
+        return [("MLPerf accuracy", {"unavailable": other})]
     out = []
     folders = [str(PurePosixPath(a["file"]).parent) for a in files]
     for a in files:
