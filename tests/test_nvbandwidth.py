@@ -142,3 +142,16 @@ def test_audit_judges_host_device_figures_without_a_pass(tmp_path, capsys):
     bw = [v for v in json.loads((tmp_path / "v.json").read_text()) if v["requirement"] == "TOPO-PCIE-BW"]
     assert len(bw) == 8 and all(v["status"] == INCONCLUSIVE for v in bw), bw
     assert rc in (10, 11)
+
+
+def test_an_nvbandwidth_of_another_model_than_the_other_texts_show_is_refused(tmp_path):
+    """nvidia-smi -q of eight H100 and an nvbandwidth text of eight H800: matched in bus order they would be one
+    machine's; their model names say they are not."""
+    from pytest_sits.platforms.base import PlatformError
+
+    data = Path(__file__).resolve().parent / "data"
+    (tmp_path / "q.txt").write_text((data / "nvidia-smi-q-h100-570.txt").read_text())
+    (tmp_path / "nvbandwidth.txt").write_text(nvbandwidth(n=8, driver="570.124.06").replace(
+        "NVIDIA H100 80GB HBM3", "NVIDIA H800"))
+    with pytest.raises(PlatformError, match="disagree on the model of GPU 0"):
+        EvidencePlatform(tmp_path).inventory()

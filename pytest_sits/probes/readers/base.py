@@ -101,6 +101,14 @@ def mapped_mesh(m: Dict[str, Any], mapping: Dict[str, str]) -> Dict[str, Any]:
     return mesh
 
 
+def _model_numbers(name: Optional[str]) -> set:
+    """The model numbers a GPU's name carries ("NVIDIA H100 80GB HBM3" -> {"h100"}): words of letters and digits,
+    not a memory size or type."""
+    words = re.findall(r"[a-z0-9]+", str(name or "").lower())
+    return {w for w in words if re.search(r"[a-z]", w) and re.search(r"\d", w)
+            and not re.fullmatch(r"\d+(?:gb|g|tb)|hbm\d*e?|gddr\d*x?|sxm\d*|pcie\d*", w)}
+
+
 class Machine:
     """The machine the submitted files describe, as the readers' merges assemble it.
 
@@ -153,11 +161,20 @@ class Machine:
         """The PCI addresses of the vendor's accelerators known so far, in bus order."""
         return sorted(k for k in self.order if is_bdf(k) and self.accs[k]["vendor"] == vendor)
 
-    def by_bus_order(self, indices: Iterable[int], vendor: str = "NVIDIA") -> Dict[int, str]:
+    def by_bus_order(self, indices: Iterable[int], vendor: str = "NVIDIA", names: Optional[Dict[int, str]] = None,
+                     source: Optional[str] = None) -> Dict[int, str]:
         """A text's GPU indices onto the vendor's GPUs the other texts name, in bus order, where the counts agree
-        (the order nvidia-smi, DCGM and CUDA by default number GPUs in); {} where they differ or none is known."""
+        (the order nvidia-smi, DCGM and CUDA by default number GPUs in); {} where they differ or none is known.
+        ``names`` (index -> the model name the text gives): a GPU the other texts name as another model (an H800
+        where they show an H100) is a conflict: the texts are of different machines."""
         keys, idx = self.keys_of(vendor), sorted(set(indices))
-        return dict(zip(idx, keys)) if idx and len(idx) == len(keys) else {}
+        matched = dict(zip(idx, keys)) if idx and len(idx) == len(keys) else {}
+        for i, key in matched.items():
+            mine, theirs = (names or {}).get(i), self.accs[key].get("name")
+            a, b = _model_numbers(mine), _model_numbers(theirs)
+            if a and b and not a & b:
+                self.conflict(f"the model of GPU {i}", theirs, mine, ", ".join(self.accs[key]["sources"][:2]), source)
+        return matched
 
     def named_gpu(self, index: int, pci_id: Optional[str], name: Optional[str], source: str, how: str) -> str:
         """An NVIDIA GPU that a text names only by its index (no text gives its PCI address): added as

@@ -152,7 +152,8 @@ class Nvbandwidth(Reader):
         f, facts = entry, entry["facts"]
         nv_keys = machine.keys_of("NVIDIA")
         devices = sorted(facts["devices"], key=lambda d: d["index"])
-        by_index = machine.by_bus_order(d["index"] for d in devices)
+        by_index = machine.by_bus_order([d["index"] for d in devices], names={d["index"]: d["name"] for d in devices},
+                                        source=f["name"])
         rule = "its CUDA index in bus order (the counts agree)" if by_index else None
         if not by_index and devices and nv_keys:
             machine.notes.append(f"{f['name']}: {len(devices)} devices, the other texts {len(nv_keys)} GPUs: its "

@@ -110,7 +110,8 @@ class NvidiaSmiNvlink(Reader):
         f, gpus = entry, entry["facts"]["gpus"]
         nv_keys = machine.keys_of("NVIDIA")
         by_uuid = {str((machine.accs[k].get("management") or {}).get("uuid") or ""): k for k in nv_keys}
-        by_index = machine.by_bus_order(g["index"] for g in gpus)
+        by_index = machine.by_bus_order([g["index"] for g in gpus], names={g["index"]: g["name"] for g in gpus},
+                                        source=f["name"])
         for g in gpus:
             key = by_uuid.get(str(g["uuid"])) if g["uuid"] else None
             rule = "its UUID" if key else None
