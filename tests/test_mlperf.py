@@ -399,7 +399,7 @@ def test_a_compliance_audits_accuracy_is_not_judged(tmp_path):
 
 @pytest.mark.parametrize("name, model, vendor, says", [
     ("NVIDIA H100-SXM-80GB", "H100 SXM5", "NVIDIA", True),
-    ("NVIDIA H200-SXM-141GB", "H200", "NVIDIA", None),  # the profile's model names no form factor (its aliases do)
+    ("NVIDIA H200-SXM-141GB", "H200", "NVIDIA", True),
     ("NVIDIA H100-SXM-80GB", "H200", "NVIDIA", False),
     ("NVIDIA H100-PCIe-80GB", "H100 SXM5", "NVIDIA", False),
     ("NVIDIA H100 80GB HBM3", "H100 SXM5", "NVIDIA", None),
@@ -407,7 +407,9 @@ def test_a_compliance_audits_accuracy_is_not_judged(tmp_path):
     ("AMD Instinct MI300X 192GB", "H100 SXM5", "NVIDIA", False),
     ("NVIDIA H20", "H200", "NVIDIA", False),
     ("GPU accelerator", "H200", "NVIDIA", None),
-    ("NVIDIA H200-NVL-141GB", "H200", "NVIDIA", None),  # the profile's model names no form factor to compare
+    ("NVIDIA H200-NVL-141GB", "H200", "NVIDIA", True),  # no form factor in the model alone (see the aliases below)
+    ("NVIDIA L40S-PCIe-48GB", "L40S", "NVIDIA", True),
+    ("AMD Instinct MI300X-OAM-192GB", "Instinct MI300X", "AMD", True),
     ("NVIDIA GH200-GraceHopper-Superchip", "H100 SXM5", "NVIDIA", False),
     ("NVIDIA L40S", "L40S", "NVIDIA", True),
 ])
@@ -482,10 +484,17 @@ def test_audit_picks_the_declared_models_profile_or_names_it_and_profile_init_wr
     # a model a bundled profile is for: the profile written extends it (its PCI IDs match a reading)
     assert main(["profile", "init", f"--from={h200}", f"--out={tmp_path / 'h200x8.yaml'}"]) == 0
     assert "extends: h200\n" in (tmp_path / "h200x8.yaml").read_text()
-    # two systems JSONs that declare different systems: no profile is picked from them
+    # a sibling system's JSON in the submitter's systems/ folder: the one whose results were submitted declares
     (h200 / "closed" / "Tests" / "systems" / "OTHER.json").write_text(system(model="NVIDIA H100-SXM-80GB"))
     capsys.readouterr()
-    assert main(["audit", str(h200)]) == 4
+    main(["audit", str(h200), f"--json={tmp_path / 'v2.json'}"])
+    assert "profile:  h200 (the MLPerf systems JSON declares 8 × NVIDIA H200-SXM-141GB" in capsys.readouterr().out
+    # two systems JSONs of different systems and no result to tell which: no profile is picked from them
+    both = tmp_path / "both" / "closed" / "Tests" / "systems"
+    both.mkdir(parents=True)
+    (both / "A.json").write_text(system(model="NVIDIA H100-SXM-80GB"))
+    (both / "B.json").write_text(system(model="NVIDIA H200-SXM-141GB"))
+    assert main(["audit", str(tmp_path / "both")]) == 4
     assert "declare different systems in" in capsys.readouterr().err
     # a CPU-only system: the host profile
     cpu = submission(tmp_path / "cpu", system_text=system(model="N/A", count=0))
@@ -549,6 +558,11 @@ def test_a_score_that_is_not_a_finite_number_is_refused_naming_the_line():
 
     with pytest.raises(TextEvidenceError, match="line 2: rouge1 1e999 is not a finite score"):
         parse_accuracy("Results\n" + repr(ACCURACY).replace("44.4517", "1e999") + HASH)
+    with pytest.raises(TextEvidenceError, match="line 1: rouge2 nan is not a finite score"):
+        parse_accuracy(repr(ACCURACY).replace("22.0731", "nan") + HASH)
+    # numpy 2 prints a score as np.float64(...): read as the number
+    facts = parse_accuracy(repr(ACCURACY).replace("44.4517", "np.float64(44.4517)") + HASH)["accuracy"]
+    assert facts["metrics"]["rouge1"]["value"] == 44.4517
 
 
 def test_a_score_far_above_the_reference_is_not_judged():
@@ -561,6 +575,23 @@ def test_scores_of_fewer_samples_than_the_dataset_decide_nothing():
     assert v.status == INCONCLUSIVE and "10 samples (gen_num" in v.reason and "covers its 24576" in v.reason
     v = _judge_accuracy("accuracy=77.000%, good=77, total=100" + HASH, "r/S/resnet/Offline/accuracy/accuracy.txt")
     assert v.status == INCONCLUSIVE and "100 samples (total" in v.reason, v.reason
+    # nor against it: a partial run's low score is no FAIL
+    v = _judge_accuracy("accuracy=70.000%, good=70, total=100" + HASH, "r/S/resnet/Offline/accuracy/accuracy.txt")
+    assert v.status == INCONCLUSIVE, v.reason
+    # every line's count and score is looked at, not the first one's
+    v = _judge_accuracy(repr(ACCURACY) + "\n" + repr(dict(ACCURACY, gen_num=100)) + HASH, LLAMA)
+    assert v.status == INCONCLUSIVE and "100 samples (gen_num" in v.reason, v.reason
+    v = _judge_accuracy(repr(ACCURACY) + "\n" + repr(dict(ACCURACY, rouge1=4444.65)) + HASH, LLAMA)
+    assert v.status == INCONCLUSIVE and "another unit or format" in v.reason, v.reason
+
+
+def test_an_open_division_score_below_the_closed_target_is_not_judged_against_it():
+    v = _judge_accuracy(repr(dict(ACCURACY, rouge1=40.0)) + HASH, "open/Org/results/S/llama2-70b-99/Offline/accuracy/"
+                                                                 "accuracy.txt")
+    assert v.status == INCONCLUSIVE and "open-division" in v.reason, v.reason
+    v = _judge_accuracy(repr(dict(ACCURACY, rouge1=40.0)) + HASH, "closed/Org/results/S/llama2-70b-99/Offline/"
+                                                                 "accuracy/accuracy.txt")
+    assert v.status == FAIL
 
 
 def test_every_line_that_gives_a_score_is_held_to_its_target():
@@ -589,3 +620,28 @@ def test_the_benchmark_is_the_folder_above_the_scenario_whatever_the_system_is_c
     assert benchmark_in("results/8xH200_bert-99_tuned/yolo-99/Offline/accuracy/accuracy.txt") == ("yolo-99", "yolo-99")
     v = _judge_accuracy("mAP=53.100%" + HASH, "results/8xH200_bert-99_tuned/yolo-99/Offline/accuracy/accuracy.txt")
     assert v.status == INCONCLUSIVE and "no accuracy target is known here for the benchmark yolo-99" in v.reason
+
+
+@pytest.mark.parametrize("a, b, same", [
+    ("NVIDIA H100-SXM-80GB", "GH100 [H100 SXM5 80GB]", True),
+    ("NVIDIA H100 NVL", "GH100 [H100L 94GB]", True),
+    ("NVIDIA B200-SXM-180GB", "GB100 [B200]", True),
+    ("NVIDIA H800", "NVIDIA H100 80GB HBM3", False),
+    ("NVIDIA H200-SXM-141GB", "GH100", None),
+    ("NVIDIA GeForce RTX 4090", "AD102 [GeForce RTX 4090]", None),
+])
+def test_two_texts_names_of_a_gpu_are_one_model_unless_their_model_numbers_differ(a, b, same):
+    from pytest_sits.probes.readers.base import same_model
+
+    assert same_model(a, b) is same
+
+
+def test_an_lspci_reading_of_the_declared_model_is_no_contradiction(tmp_path):
+    from pytest_sits.conditions.inventory import declaration_contradicts
+
+    root = submission(tmp_path / "s", system_text=system(model="NVIDIA H100-SXM-80GB"))
+    (root / "lspci.txt").write_text("".join(f"{b}:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5 80GB] "
+                                            f"[10de:2330] (rev a1)\n" for b in ("18", "2a", "3a", "5d")))
+    inv = EvidencePlatform(root).inventory()
+    assert len(inv["accelerators"]) == 4 and declaration_contradicts(inv) is None
+    assert "unavailable" not in evidence(inv, "SVC-SLA")[0][1]

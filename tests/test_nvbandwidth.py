@@ -155,3 +155,18 @@ def test_an_nvbandwidth_of_another_model_than_the_other_texts_show_is_refused(tm
         "NVIDIA H100 80GB HBM3", "NVIDIA H800"))
     with pytest.raises(PlatformError, match="disagree on the model of GPU 0"):
         EvidencePlatform(tmp_path).inventory()
+
+
+def test_gpus_not_in_bus_order_are_matched_model_by_model():
+    """CUDA's default order puts the fastest first: an nvbandwidth of two H100 and a display card, the H100 first,
+    matched onto nvidia-smi's bus order (the display card first) by model."""
+    from pytest_sits.probes.readers.base import Machine, new_accelerator
+
+    m = Machine([], False)
+    for bdf, name in (("0000:01:00.0", "NVIDIA RTX A400"), ("0000:18:00.0", "NVIDIA H100 80GB HBM3"),
+                      ("0000:2a:00.0", "NVIDIA H100 80GB HBM3")):
+        m.add(bdf, new_accelerator(bdf, None, "NVIDIA", name, "q.txt"))
+    got = m.by_bus_order([0, 1, 2], names={0: "NVIDIA H100 80GB HBM3", 1: "NVIDIA H100 80GB HBM3",
+                                          2: "NVIDIA RTX A400"}, source="nvbandwidth.txt")
+    assert got == {0: "0000:18:00.0", 1: "0000:2a:00.0", 2: "0000:01:00.0"}
+    assert any("matched model by model" in n for n in m.notes)

@@ -178,13 +178,35 @@ def check_mlperf_accuracy(evidence: Dict[str, Any], thresholds: Dict[str, Any], 
     worst = min(ratios, key=lambda tr: tr[1]) if ratios else None
     if worst is not None:
         f.set(measured=round(worst[1] * 100, 3))
+
     def values(metric: str) -> str:
         return ", ".join(f"{r['value']:g}" for r in readings(metric))
     shown = "; ".join(f"{t['metric']} {values(t['metric'])} ({where(t['metric'])})" for t in got)
+    # Scores that are not this benchmark's whole accuracy run decide nothing, either way.
+    plausible = float(evidence.get("plausible_ratio") or 1.05)
+    odd = [(t, r) for t in got if t.get("quality") and t.get("reference") for r in readings(t["metric"])
+           if r["value"] / t["reference"] > plausible]
+    if odd:
+        return f(INCONCLUSIVE, f"{bench}: " + ", ".join(f"{t['metric']} {r['value']:g} ({name} line {r['line']}) at "
+                                                        f"{r['value'] / t['reference']:.3g} × the reference "
+                                                        f"{t['reference']:g}" for t, r in odd)
+                 + f": not a score of this benchmark's (another unit or format); not judged — scores: {shown}")
+    want = evidence.get("dataset_samples")
+    counts = [(k, r) for k in ("gen_num", "total") if k in metrics for r in readings(k)]
+    short = [(k, r) for k, r in counts if want and int(r["value"]) != int(want)]
+    if short:
+        return f(INCONCLUSIVE, f"{bench}: the scores are of "
+                 + ", ".join(f"{int(r['value'])} samples ({k}, {name} line {r['line']})" for k, r in short)
+                 + f"; the benchmark's accuracy run covers its {want}: they decide nothing; submit the whole accuracy "
+                   "run's accuracy.txt")
     if low or high:
         bad = [f"{t['metric']} {r['value']:g} below its target {t['low']:.6g} ({name} line {r['line']})" for t, r in low] + \
               [f"{t['metric']} {r['value']:g} above its limit {t['high']:.6g} ({name} line {r['line']})"
                for t, r in high]
+        if evidence.get("division") == "open":
+            return f(INCONCLUSIVE, f"{bench}: " + "; ".join(bad) + " — an open-division submission, whose model may "
+                     "differ from the reference's (MLPerf holds it to no accuracy target): not judged against the "
+                     f"closed targets — scores: {shown}")
         return f(FAIL, f"{bench}: " + "; ".join(bad) + f" — scores: {shown}",
                  remediation="the outputs under test fall short of the benchmark's reference accuracy: compare the "
                              "quantisation, kernels and serving settings with the reference implementation's, or "
@@ -192,19 +214,6 @@ def check_mlperf_accuracy(evidence: Dict[str, Any], thresholds: Dict[str, Any], 
     if missing:
         return f(INCONCLUSIVE, f"{bench}: {', '.join(missing)} not in {name}; the benchmark's targets need every one "
                  f"(found: {shown or 'none of them'})")
-    plausible = float(evidence.get("plausible_ratio") or 1.05)
-    odd = [(t, r) for t, r in ratios if r > plausible]
-    if odd:
-        return f(INCONCLUSIVE, f"{bench}: " + ", ".join(f"{t['metric']} at {r:.3g} × the reference {t['reference']:g}"
-                                                        for t, r in odd)
-                 + f": not a score of this benchmark's (another unit or format); not judged — scores: {shown}")
-    want = evidence.get("dataset_samples")
-    counts = [(k, metrics[k]["value"], metrics[k]["line"]) for k in ("gen_num", "total") if k in metrics]
-    short = [(k, v, ln) for k, v, ln in counts if want and int(v) != int(want)]
-    if short:
-        return f(INCONCLUSIVE, f"{bench}: every target met, but the scores are of "
-                 + ", ".join(f"{int(v)} samples ({k}, {name} line {ln})" for k, v, ln in short)
-                 + f"; the benchmark's accuracy run covers its {want}: submit the whole accuracy run's accuracy.txt")
     if evidence.get("hash_line") is None:
         return f(INCONCLUSIVE, f"{bench}: every target met ({shown}), but {name} has no `hash=` line: the accuracy "
                  "script ends accuracy.txt with the hash of its accuracy log, and MLPerf's checker refuses it "

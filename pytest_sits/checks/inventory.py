@@ -72,9 +72,8 @@ def model_tokens(text: str) -> Tuple[set, set, set]:
 def declared_model(name: str, expected: Dict[str, Any], hints: Any = ()) -> Tuple[Optional[bool], str]:
     """Whether an accelerator name a submitter declared (an MLPerf systems JSON's ``accelerator_model_name``) is
     the profile's model: False when it names another vendor, another model number or another form factor; True
-    when it names the profile's model number and form factor (where either names one); None when it does not say
-    (the reason).  ``hints``: the profile's names and aliases ("h200-sxm"), where its model's name gives no form
-    factor."""
+    when it names the profile's model number (and form factor, where the profile names one: in its model's name,
+    else in its names and aliases, ``hints``: "h200-sxm"); None when it does not say (the reason)."""
     d_vendors, d_numbers, d_forms = model_tokens(name)
     p_vendors, p_numbers, p_forms = model_tokens(str(expected.get("model") or ""))
     if not p_forms:
@@ -90,9 +89,6 @@ def declared_model(name: str, expected: Dict[str, Any], hints: Any = ()) -> Tupl
         return None, "it names no model number to compare with the profile's"
     if p_forms and not d_forms:
         return None, f"it does not say the form factor ({', '.join(sorted(p_forms)).upper()})"
-    if d_forms and not p_forms:
-        return None, (f"it names the form factor {', '.join(sorted(d_forms)).upper()}, and the profile's model "
-                      f"{expected.get('model')!r} names none to compare with")
     return True, "the profile's model"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any, Dict, List, Optional
 
 from ..catalogue import CATALOGUE, unsupported_for
@@ -69,13 +70,20 @@ def declared_system(inventory: Dict[str, Any], profile_names: Any = ()) -> Optio
     or None where none was submitted; ``{"several": [files]}`` where the submitted ones declare different
     systems.  A declaration, never a reading: the readings decide where there are any."""
     sub = submitted(inventory) or {}
-    systems = ((sub.get("mlperf") or {}).get("systems")) or []
+    m = sub.get("mlperf") or {}
+    systems = m.get("systems") or []
     if not systems:
         return None
-    shape = lambda s: (s.get("accelerator_model_name"), s.get("accelerators_per_node_n"),  # noqa: E731
-                       s.get("accelerator_memory_capacity"), (s.get("driver_declared") or {}).get("version"))
+    shape = lambda s: (s.get("accelerator_model_name"), s.get("accelerators_per_node_n"))  # noqa: E731
     if len({shape(s) for s in systems}) > 1:
-        return {"several": [s["file"] for s in systems]}
+        # a submitter's systems/ folder holds every system of theirs: the one whose results were submitted
+        ran = {_results_system(str(f)) for f in [r.get("summary_file") or r.get("detail_file") for r in
+                                                 m.get("runs") or []] + [a.get("file") for a in m.get("accuracy") or []]}
+        ran.discard(None)
+        mine = [s for s in systems if len(ran) == 1 and PurePosixPath(str(s["file"])).stem in ran]
+        if len(mine) != 1:
+            return {"several": [s["file"] for s in systems]}
+        systems = mine
     s = systems[0]
     return {"file": s["file"], "system_name": s.get("system_name"),
             "accelerator_model_name": s.get("accelerator_model_name"),
@@ -84,11 +92,17 @@ def declared_system(inventory: Dict[str, Any], profile_names: Any = ()) -> Optio
             "lines": s.get("lines") or {}, "profile_names": list(profile_names)}
 
 
+def _results_system(path: str) -> Optional[str]:
+    """The system a submission tree's result file is of (``.../results/<system>/...``), or None."""
+    parts = PurePosixPath(path).parts
+    return next((parts[i + 1] for i in range(len(parts) - 2) if parts[i] == "results"), None)
+
+
 def declaration_contradicts(inventory: Dict[str, Any]) -> Optional[str]:
     """Where the texts hold readings of accelerators and an MLPerf systems JSON declares another model or count:
     what it declares against what they show (the submission's runs are then not this machine's); None where they
     agree, or either says nothing to compare."""
-    from ..checks.inventory import declared_model
+    from ..probes.readers.base import same_model
 
     decl = declared_system(inventory)
     accs = [a for a in inventory.get("accelerators") or [] if a.get("name")]
@@ -97,8 +111,7 @@ def declaration_contradicts(inventory: Dict[str, Any]) -> Optional[str]:
     model, n = str(decl.get("accelerator_model_name") or ""), decl.get("accelerators_per_node")
     said = []
     names = sorted({str(a["name"]) for a in accs})
-    if all(declared_model(model, {"model": nm, "vendor": a.get("vendor")})[0] is False
-           for nm in names for a in accs if a["name"] == nm):
+    if all(same_model(model, nm) is False for nm in names):
         said.append(f"the model {model!r} where the readings show {', '.join(names[:3])}")
     sub = submitted(inventory) or {}
     counts = [d["count"] for d in (sub.get("declared") or {}).values() if d.get("count") is not None]

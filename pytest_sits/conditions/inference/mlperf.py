@@ -146,6 +146,12 @@ def _scenario_in(path: str) -> Optional[str]:
     return next((s for s in SCENARIOS if re.search(rf"(?<![a-z]){s.lower()}(?![a-z])", low)), None)
 
 
+def _division(path: str) -> Optional[str]:
+    """The MLPerf division a submission tree's file is in (``closed``, ``open``, ``network``), or None."""
+    parts = PurePosixPath(path).parts
+    return next((p for p in parts if p in ("closed", "open", "network")), None)
+
+
 def accuracy_evidence(inventory: Dict[str, Any]) -> Optional[List[Tuple[str, Dict[str, Any]]]]:
     """(subject, evidence) for each accuracy run's ``accuracy.txt`` among the submitted files (a compliance
     audit's, ``TEST06/accuracy``, is not the result and is not judged); None where there is none.  The evidence
@@ -168,7 +174,7 @@ def accuracy_evidence(inventory: Dict[str, Any]) -> Optional[List[Tuple[str, Dic
         ev = {"source": "mlperf-accuracy", "file": a["file"], "benchmark": bench, "benchmark_named_by": named_by,
               "scenario": _scenario_in(a["file"]), "metrics": a["metrics"], "hash_line": a.get("hash_line"),
               "targets": [dict(t) for t in TARGETS.get(bench or "", [])], "dataset_samples": DATASET.get(bench or ""),
-              "plausible_ratio": PLAUSIBLE_RATIO,
+              "plausible_ratio": PLAUSIBLE_RATIO, "division": _division(a["file"]),
               "targets_source": "MLPerf Inference's accuracy targets (rules and submission checker, v5.0-v6.0)"}
         out.append((f"MLPerf accuracy {folder if folder not in ('.', '') else a['file']}", ev))
     return out

@@ -101,12 +101,25 @@ def mapped_mesh(m: Dict[str, Any], mapping: Dict[str, str]) -> Dict[str, Any]:
     return mesh
 
 
+#: NVIDIA's chip codenames (GH100, GB100, AD102GL, GA100, TU104, GV100): lspci names a GPU by its chip first.
+_CODENAME = re.compile(r"(?:g[a-z]|ad|tu)\d{3}[a-z]*")
+
+
 def _model_numbers(name: Optional[str]) -> set:
-    """The model numbers a GPU's name carries ("NVIDIA H100 80GB HBM3" -> {"h100"}): words of letters and digits,
-    not a memory size or type."""
+    """The model numbers a GPU's name carries ("NVIDIA H100 80GB HBM3" -> {"h100"}; lspci's "GH100 [H100 SXM5 80GB]"
+    -> {"h100"}): words of letters and digits, not a memory size or type, a form factor or a chip codename."""
     words = re.findall(r"[a-z0-9]+", str(name or "").lower())
-    return {w for w in words if re.search(r"[a-z]", w) and re.search(r"\d", w)
+    return {w for w in words if re.search(r"[a-z]", w) and re.search(r"\d", w) and not _CODENAME.fullmatch(w)
             and not re.fullmatch(r"\d+(?:gb|g|tb)|hbm\d*e?|gddr\d*x?|sxm\d*|pcie\d*", w)}
+
+
+def same_model(a: Optional[str], b: Optional[str]) -> Optional[bool]:
+    """Whether two texts' names of a GPU are one model: False only where both name model numbers and none of one
+    begins the other's (H800 against H100; "h100l", pci.ids' H100 NVL, is an H100); None where either names none."""
+    x, y = _model_numbers(a), _model_numbers(b)
+    if not x or not y:
+        return None
+    return any(u.startswith(v) or v.startswith(u) for u in x for v in y)
 
 
 class Machine:
@@ -165,16 +178,33 @@ class Machine:
                      source: Optional[str] = None) -> Dict[int, str]:
         """A text's GPU indices onto the vendor's GPUs the other texts name, in bus order, where the counts agree
         (the order nvidia-smi, DCGM and CUDA by default number GPUs in); {} where they differ or none is known.
-        ``names`` (index -> the model name the text gives): a GPU the other texts name as another model (an H800
-        where they show an H100) is a conflict: the texts are of different machines."""
+        ``names`` (index -> the model name the text gives): where a GPU so matched is named as another model, the
+        indices are matched model by model instead (bus order within a model: CUDA's default order puts the fastest
+        first); where no GPU of the text is a model the other texts show, they are of different machines (a
+        conflict); where the models cannot be matched, a note and {}."""
         keys, idx = self.keys_of(vendor), sorted(set(indices))
-        matched = dict(zip(idx, keys)) if idx and len(idx) == len(keys) else {}
-        for i, key in matched.items():
-            mine, theirs = (names or {}).get(i), self.accs[key].get("name")
-            a, b = _model_numbers(mine), _model_numbers(theirs)
-            if a and b and not a & b:
-                self.conflict(f"the model of GPU {i}", theirs, mine, ", ".join(self.accs[key]["sources"][:2]), source)
-        return matched
+        if not idx or len(idx) != len(keys):
+            return {}
+        names = names or {}
+        matched = dict(zip(idx, keys))
+        if all(same_model(names.get(i), self.accs[k].get("name")) is not False for i, k in matched.items()):
+            return matched
+        if all(same_model(names.get(i), self.accs[k].get("name")) is False for i in idx for k in keys):
+            i = idx[0]
+            self.conflict(f"the model of GPU {i}", self.accs[keys[0]].get("name"), names.get(i),
+                          ", ".join(self.accs[keys[0]]["sources"][:2]), source)
+        free, by_model = list(keys), {}
+        for i in idx:
+            k = next((k for k in free if same_model(names.get(i), self.accs[k].get("name")) is not False), None)
+            if k is None:
+                self.notes.append(f"{source}: its GPUs' models do not pair with the other texts' GPUs one to one: "
+                                  "they are not matched (named GPU<index>)")
+                return {}
+            free.remove(k)
+            by_model[i] = k
+        self.notes.append(f"{source}: its GPUs are not in bus order (CUDA's default order puts the fastest first): "
+                          "matched model by model, in bus order within a model")
+        return by_model
 
     def named_gpu(self, index: int, pci_id: Optional[str], name: Optional[str], source: str, how: str) -> str:
         """An NVIDIA GPU that a text names only by its index (no text gives its PCI address): added as

@@ -53,7 +53,8 @@ _PERCENTILE = re.compile(r"^(\d{1,2}\.\d{2}) percentile (latency|first token lat
 #: one-line forms of the other benchmarks (as MLPerf's submission checker reads them).
 _ACC_HASH = re.compile(r"^hash=([0-9A-Fa-f]{16,128})\s*$", re.M)
 _ACC_DICT = re.compile(r"\{'(?:rouge1|rougeL|exact_match|gsm8k|CLIP_SCORE|FID_SCORE|tokens_per_sample|gen_len)'\s*:")
-_ACC_PAIR = re.compile(r"'([A-Za-z_][A-Za-z0-9_]{0,40})':\s+'?(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)'?")
+_ACC_PAIR = re.compile(r"'([A-Za-z_][A-Za-z0-9_]{0,40})':\s+(?:np\.float\d{0,3}\()?'?"
+                       r"(-?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|inf))'?\)?")
 _ACC_ONE = (("accuracy", re.compile(r"^accuracy=(\d+(?:\.\d+)?)")),
             ("mAP", re.compile(r"^mAP=(\d+(?:\.\d+)?)")),
             ("AUC", re.compile(r"^AUC=(\d+(?:\.\d+)?)")),
