@@ -677,3 +677,16 @@ def test_sits_audit_groups_its_verdicts_as_the_pytest_summary_does(tmp_path, cap
     assert any("8 subjects (0000:19:00.0" in ln for ln in grouped)
     assert sum(1 for ln in each if ln.startswith("DEP-ECC ")) == 8
     assert grouped[-1].startswith("result: NON_CONFORMANT") and each[-1].startswith("result: NON_CONFORMANT")
+
+
+def test_plain_lspci_nn_gives_each_gpus_pci_id(tmp_path):
+    """`lspci -nn` (one line per function, no details) names each function's IDs in its name: the accelerators
+    read from it carry their PCI ID, and a profile picks them by it."""
+    (tmp_path / "lspci.txt").write_text("".join(
+        f"{b}:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5 80GB] [10de:2330] (rev a1)\n"
+        for b in ("18", "2a")) + "3b:00.0 Ethernet controller [0200]: Mellanox Technologies MT2910 Family "
+                                 "[ConnectX-7] [15b3:1021]\n")
+    inv = EvidencePlatform(tmp_path).inventory()
+    assert [(a["bdf"], a["pci_id"]) for a in inv["accelerators"]] == [("0000:18:00.0", "10de:2330"),
+                                                                      ("0000:2a:00.0", "10de:2330")]
+    assert {d["bdf"]: d["pci_id"] for d in inv["pci"]}["0000:3b:00.0"] == "15b3:1021"

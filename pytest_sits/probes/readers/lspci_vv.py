@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from ..pcie import gen_of
 from .base import PCI, Detection, Entry, Machine, Reader, new_accelerator
-from .pci import class_of, identify, strip_rev, vendor_of_name
+from .pci import class_of, identify, pci_id_of, strip_rev, vendor_of_name
 from .text import TextEvidenceError, text_lines
 
 _VV_HEADER = re.compile(r"(?:(?P<dom>[0-9a-f]{4,8}):)?(?P<bus>[0-9a-f]{2}):(?P<slot>[0-9a-f]{2}\.[0-7]) "
@@ -166,7 +166,7 @@ def link_evidence_vv(funcs: List[Dict[str, Any]], under_load: bool = False,
                     "reason": "a submitted `lspci -vv` text with no declaration that a load ran (give --under-load "
                               "when it was captured under load)"}
         ev = {"device": f["bdf"], "capability": cap, "samples": samples, "load": load,
-              "identified_by": ident["why"], "name": f["name"],
+              "identified_by": ident["why"], "name": f["name"], "pci_id": ident["pci_id"],
               "method_text": ("LnkSta read from the submitted `lspci -vv` text; the load is declared by the "
                               "submitter, not observed" if under_load else
                               "LnkSta read from the submitted `lspci -vv` text, with no load declared (an idle "
@@ -205,7 +205,7 @@ class LspciVv(Reader):
         funcs = entry["facts"]["functions"]
         machine.scratch.setdefault(_FUNCS, []).extend(funcs)
         for fn in funcs:
-            machine.pci.setdefault(fn["bdf"], {"bdf": fn["bdf"], "pci_id": None,
+            machine.pci.setdefault(fn["bdf"], {"bdf": fn["bdf"], "pci_id": pci_id_of(fn["name"]),
                                                "class": f"0x{fn['class_code']:04x}00"
                                                if fn.get("class_code") is not None else None, "name": fn["name"],
                                                "source": entry["name"]})
@@ -220,7 +220,7 @@ class LspciVv(Reader):
         for ev in vv["links"]:
             bdf = ev["device"]
             vendor = vendor_of_name(ev.get("name"))
-            a = machine.add(bdf, new_accelerator(bdf, None, vendor, ev.get("name"), "lspci -vv"))
+            a = machine.add(bdf, new_accelerator(bdf, ev.get("pci_id"), vendor, ev.get("name"), "lspci -vv"))
             fn = next((x for x in vv_funcs if x["bdf"] == bdf), {})
             if fn.get("numa_node") is not None and fn["numa_node"] >= 0:
                 a["numa_node"] = a["numa_node"] if a["numa_node"] is not None else fn["numa_node"]
