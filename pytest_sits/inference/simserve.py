@@ -6,7 +6,8 @@ Faults (``--fault``, repeatable):
 
 * ``start-fails``: prints a few log lines and exits with status 3 before listening;
 * ``never-ready``: listens, but ``/v1/models`` answers 503 (a model that never loads);
-* ``dies-after=S``: the process ends (SIGKILL of itself) S seconds after it became ready;
+* ``dies-after=S``: the process ends (SIGKILL of itself) S seconds after its first completion request (under
+  the load, however long the run took to reach it);
 * ``slow-start=S``: waits S seconds before it listens (a slow cold start);
 * ``ttft-high``: the first token comes 2 s after each request;
 * ``frag-high``: KV blocks of 512 tokens (most of each block a short request holds stays empty);
@@ -72,9 +73,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     dies = float(faults["dies-after"] or 1) if "dies-after" in faults else None
     restarts = float(faults["restarts-after"] or 1) if "restarts-after" in faults else None
     t0 = time.monotonic()
+    loaded: Optional[float] = None  # when the first completion request came
     try:
         while not stop.wait(0.05):
-            if dies is not None and time.monotonic() - t0 >= dies:
+            if loaded is None and server.records:
+                loaded = time.monotonic()
+            if dies is not None and loaded is not None and time.monotonic() - loaded >= dies:
                 _log("fatal: engine core died")
                 os.kill(os.getpid(), signal.SIGKILL)
             if restarts is not None and time.monotonic() - t0 >= restarts:
