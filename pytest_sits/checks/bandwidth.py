@@ -42,6 +42,11 @@ UNGATED = ("the timing gate opened before the last copy was queued (the host was
            "between two copies may be counted as copy time, so a low figure does not show the device slow")
 
 
+#: What to look at when host<->device copies fall short of the link (measured, or a submitted nvbandwidth's).
+PCIE_BW_FIX = ("check the link under load (TOPO-PCIE-LINK), IOMMU/ATS settings, Max Payload/Read Request sizes "
+               "(`lspci -vv`), and the NUMA binding of the copying thread")
+
+
 def _pct(x: float) -> str:
     return f"{x:.1%}"
 
@@ -352,8 +357,7 @@ def check_pcie_bw(evidence: Dict[str, Any], thresholds: Dict[str, Any], f: Findi
         return f(INCONCLUSIVE, f"{text}: {d['copy_direction']} below {floor:.0%} of the link; but {UNGATED}")
     if d["outcome"] == FAIL_:
         return f(FAIL, f"{text}: {d['copy_direction']} below {floor:.0%} of the link",
-                 remediation="check the link under load (TOPO-PCIE-LINK), IOMMU/ATS settings, Max Payload/Read Request "
-                             "sizes (`lspci -vv`), and the NUMA binding of the copying thread")
+                 remediation=PCIE_BW_FIX)
     if d["outcome"] == PASS_:
         return f(PASS, text)
     return f(INCONCLUSIVE, f"{text}; {d['copy_direction']}: {undecided_text(d, _pct, 'copies')}")
@@ -395,7 +399,6 @@ def check_pcie_bw_nvbandwidth(evidence: Dict[str, Any], thresholds: Dict[str, An
     if eff < floor:
         return f(FAIL, f"{text}: {'host->device' if h2d < d2h else 'device->host'} below {floor:.0%} of the link "
                  "without the DRAM hold, which only takes host memory bandwidth from the copies",
-                 remediation="check the link under load (TOPO-PCIE-LINK), IOMMU/ATS settings, Max Payload/Read Request "
-                             "sizes (`lspci -vv`), and the NUMA binding of the copying thread")
+                 remediation=PCIE_BW_FIX)
     return f(INCONCLUSIVE, f"{text}: at or above {floor:.0%} without the DRAM hold; TOPO-PCIE-BW is decided under it "
              "(A §2.4's test environment): run the suite on the machine to decide")
